@@ -1,0 +1,82 @@
+"""Names shared by the operator, the sidecar, the CRDs and the tests.
+
+The operator and the sidecars never call each other: they meet in the Kubernetes API.
+Every label, annotation and object name they both read or write is defined here once.
+"""
+
+from __future__ import annotations
+
+GROUP = "raftset.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+
+KIND_ETCD = "EtcdCluster"
+KIND_XLINE = "XlineCluster"
+PLURAL_ETCD = "etcdclusters"
+PLURAL_XLINE = "xlineclusters"
+
+# Recommended labels (app.kubernetes.io/*) plus our own selector labels.
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+MANAGER = "raftset"
+
+LABEL_CLUSTER = f"{GROUP}/cluster"
+LABEL_ENGINE = f"{GROUP}/engine"
+# Written by each sidecar on its own pod: leader | follower | learner | unknown.
+LABEL_ROLE = f"{GROUP}/role"
+
+# Heartbeat Lease of one member: one per pod, renewed by that pod's sidecar.
+ANNOTATION_HEARTBEAT = f"{GROUP}/heartbeat"  # the heartbeat JSON, as served on GET /heartbeat
+LABEL_HEARTBEAT = f"{GROUP}/heartbeat"  # "true" on every heartbeat Lease, for list selectors
+
+# Written by the operator on a pod it has chosen to scale away; the sidecar treats it as
+# authoritative in addition to what the workload object says.
+ANNOTATION_SCALE_AWAY = f"{GROUP}/scale-away"
+
+ROLE_LEADER = "leader"
+ROLE_FOLLOWER = "follower"
+ROLE_LEARNER = "learner"
+ROLE_UNKNOWN = "unknown"
+ROLES = (ROLE_LEADER, ROLE_FOLLOWER, ROLE_LEARNER, ROLE_UNKNOWN)
+
+# Ports, the same for both engines.
+CLIENT_PORT = 2379
+PEER_PORT = 2380
+SIDECAR_PORT = 8080
+
+# Paths inside the pod.
+DATA_MOUNT = "/var/lib/raftset"
+DATA_DIR = f"{DATA_MOUNT}/data"
+RUN_MOUNT = "/var/run/raftset"  # emptyDir shared by sidecar and store: startup config
+TLS_MOUNT = "/etc/raftset/tls"
+
+
+def lease_name(pod_name: str) -> str:
+    """The heartbeat Lease of the member that runs in `pod_name`."""
+    return f"{pod_name}-member"
+
+
+def peer_service_name(cluster: str) -> str:
+    """The headless Service that gives every pod a stable DNS name."""
+    return f"{cluster}-peer"
+
+
+def client_service_name(cluster: str) -> str:
+    return f"{cluster}-client"
+
+
+def pod_name(cluster: str, ordinal: int) -> str:
+    return f"{cluster}-{ordinal}"
+
+
+def ordinal_of(pod: str) -> int:
+    """The StatefulSet ordinal at the end of a pod name; ValueError if there is none."""
+    _, _, tail = pod.rpartition("-")
+    return int(tail)
+
+
+def selector_labels(cluster: str) -> dict[str, str]:
+    return {LABEL_NAME: MANAGER, LABEL_INSTANCE: cluster}

@@ -1,0 +1,1 @@
+"""A local Kubernetes control plane (apiserver, controllers, OpenKruise, kwok) for tests and `make run`."""

@@ -1,0 +1,198 @@
+"""The one place where etcd and Xline differ: image, binary, flags and startup file.
+
+Everything else (the pod template, the sidecar's join/leave/clean logic, the planner)
+is written once against `Engine` and never asks which engine it is talking to.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import yaml
+
+from raftset import contract
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """Paths of the mounted certificates; `None` on the whole object means plain HTTP."""
+
+    ca: str
+    server_cert: str
+    server_key: str
+    peer_cert: str
+    peer_key: str
+    client_cert: str
+    client_key: str
+
+    @classmethod
+    def under(cls, root: str = contract.TLS_MOUNT) -> TLSFiles:
+        return cls(
+            ca=f"{root}/ca.crt",
+            server_cert=f"{root}/server.crt",
+            server_key=f"{root}/server.key",
+            peer_cert=f"{root}/peer.crt",
+            peer_key=f"{root}/peer.key",
+            client_cert=f"{root}/client.crt",
+            client_key=f"{root}/client.key",
+        )
+
+
+@dataclass(frozen=True)
+class StartupConfig:
+    """What a store needs to start as one member: decided by the sidecar at join time."""
+
+    name: str
+    data_dir: str
+    peer_url: str  # advertised
+    client_url: str  # advertised
+    listen_peer_url: str
+    listen_client_url: str
+    initial_cluster: Mapping[str, str]  # member name -> peer URL, this member included
+    state: str  # "new" | "existing"
+    cluster_token: str
+    tls: TLSFiles | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+def _etcd_config(cfg: StartupConfig) -> str:
+    doc: dict[str, object] = {
+        "name": cfg.name,
+        "data-dir": cfg.data_dir,
+        "listen-peer-urls": cfg.listen_peer_url,
+        "listen-client-urls": cfg.listen_client_url,
+        "initial-advertise-peer-urls": cfg.peer_url,
+        "advertise-client-urls": cfg.client_url,
+        "initial-cluster": ",".join(f"{n}={u}" for n, u in sorted(cfg.initial_cluster.items())),
+        "initial-cluster-state": cfg.state,
+        "initial-cluster-token": cfg.cluster_token,
+    }
+    if cfg.tls:
+        doc["client-transport-security"] = {
+            "cert-file": cfg.tls.server_cert,
+            "key-file": cfg.tls.server_key,
+            "trusted-ca-file": cfg.tls.ca,
+            "client-cert-auth": True,
+        }
+        doc["peer-transport-security"] = {
+            "cert-file": cfg.tls.peer_cert,
+            "key-file": cfg.tls.peer_key,
+            "trusted-ca-file": cfg.tls.ca,
+            "client-cert-auth": True,
+        }
+    # etcd ignores command-line flags when --config-file is given, so user options go
+    # into the file under their flag names (which are also the file's keys).
+    for key, value in cfg.options.items():
+        doc[key] = yaml.safe_load(value) if value else value
+    return yaml.safe_dump(doc, sort_keys=True)
+
+
+def _xline_args(cfg: StartupConfig) -> str:
+    args = [
+        "--name", cfg.name,
+        "--members", ",".join(f"{n}={u}" for n, u in sorted(cfg.initial_cluster.items())),
+        "--peer-listen-urls", cfg.listen_peer_url,
+        "--peer-advertise-urls", cfg.peer_url,
+        "--client-listen-urls", cfg.listen_client_url,
+        "--client-advertise-urls", cfg.client_url,
+        "--initial-cluster-state", cfg.state,
+        "--storage-engine", "rocksdb",
+        "--data-dir", cfg.data_dir,
+    ]
+    if cfg.tls:
+        args += [
+            "--peer-ca-cert-path", cfg.tls.ca,
+            "--peer-cert-path", cfg.tls.peer_cert,
+            "--peer-key-path", cfg.tls.peer_key,
+            "--client-ca-cert-path", cfg.tls.ca,
+            "--client-cert-path", cfg.tls.server_cert,
+            "--client-key-path", cfg.tls.server_key,
+        ]
+    for key, value in cfg.options.items():
+        args += [f"--{key}", value] if value else [f"--{key}"]
+    return shlex.join(args) + "\n"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """How one Raft store is named, imaged, configured and started."""
+
+    name: str  # "etcd" | "xline": also the container name and app.kubernetes.io/name
+    kind: str
+    plural: str
+    short_name: str
+    image_repository: str
+    default_version: str
+    startup_file: str  # written by the sidecar into contract.RUN_MOUNT
+    render_startup: Callable[[StartupConfig], str]
+    command_template: tuple[str, ...]  # "{startup}" is replaced by the startup file's path
+    # Flags the operator decides itself; a user may not set them through spec.options.
+    owned_flags: frozenset[str]
+
+    def image(self, version: str | None = None, image: str | None = None) -> str:
+        return image or f"{self.image_repository}:v{version or self.default_version}"
+
+    def startup_path(self, run_dir: str = contract.RUN_MOUNT) -> str:
+        return f"{run_dir}/{self.startup_file}"
+
+    def command(self, run_dir: str = contract.RUN_MOUNT) -> list[str]:
+        path = self.startup_path(run_dir)
+        return [part.replace("{startup}", path) for part in self.command_template]
+
+    def refused_options(self, options: Mapping[str, str]) -> list[str]:
+        """The option names in `options` that the operator owns, sorted."""
+        return sorted(name for name in options if name.lstrip("-") in self.owned_flags)
+
+
+_ETCD_OWNED = frozenset({
+    "name", "data-dir", "wal-dir", "config-file",
+    "listen-peer-urls", "listen-client-urls",
+    "initial-advertise-peer-urls", "advertise-client-urls",
+    "initial-cluster", "initial-cluster-state", "initial-cluster-token",
+    "discovery", "discovery-srv", "discovery-srv-name", "discovery-fallback", "discovery-proxy",
+    "cert-file", "key-file", "trusted-ca-file", "client-cert-auth", "auto-tls",
+    "peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "peer-client-cert-auth",
+    "peer-auto-tls", "client-transport-security", "peer-transport-security",
+})
+
+_XLINE_OWNED = frozenset({
+    "name", "members", "data-dir", "storage-engine",
+    "peer-listen-urls", "peer-advertise-urls", "client-listen-urls", "client-advertise-urls",
+    "initial-cluster-state", "is-leader",
+    "peer-ca-cert-path", "peer-cert-path", "peer-key-path",
+    "client-ca-cert-path", "client-cert-path", "client-key-path",
+})
+
+ETCD = Engine(
+    name="etcd",
+    kind=contract.KIND_ETCD,
+    plural=contract.PLURAL_ETCD,
+    short_name="etcdc",
+    image_repository="gcr.io/etcd-development/etcd",
+    default_version="3.5.17",
+    startup_file="etcd.conf.yaml",
+    render_startup=_etcd_config,
+    # The etcd images are distroless: no shell, so everything is in the config file.
+    command_template=("etcd", "--config-file", "{startup}"),
+    owned_flags=_ETCD_OWNED,
+)
+
+XLINE = Engine(
+    name="xline",
+    kind=contract.KIND_XLINE,
+    plural=contract.PLURAL_XLINE,
+    short_name="xc",
+    image_repository="ghcr.io/xline-kv/xline",
+    default_version="0.7.0",
+    startup_file="xline.args",
+    render_startup=_xline_args,
+    # Xline has no config-file flag equivalent to etcd's, so the sidecar writes the
+    # argument list and the (Debian-based) image's shell expands it.
+    command_template=("sh", "-c", 'eval "exec xline $(cat {startup})"'),
+    owned_flags=_XLINE_OWNED,
+)
+
+ENGINES: dict[str, Engine] = {e.name: e for e in (ETCD, XLINE)}
+BY_KIND: dict[str, Engine] = {e.kind: e for e in (ETCD, XLINE)}

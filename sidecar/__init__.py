@@ -1,0 +1,1 @@
+"""The per-pod membership sidecar: join, leave, clean, heartbeat."""
