@@ -1,0 +1,317 @@
+"""Pure renderers: a parsed `Cluster` in, Kubernetes manifests (plain dicts) out.
+
+One pod template serves both workload backends; `workload()` adds the StatefulSet
+fields both APIs share and lets the `Backend` write the only part that differs (the
+scale fields: `replicas`, plus `reserveOrdinals` on OpenKruise).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from raftset import contract
+from raftset.operator.planner import quorum
+from raftset.operator.spec import Cluster
+
+# Long enough for the preStop leave (MoveLeader + MemberRemove, each bounded by the
+# sidecar's own timeouts) and a clean store shutdown.
+TERMINATION_GRACE_SECONDS = 60
+
+SIDECAR_CONTAINER = "sidecar"
+
+
+def labels(cluster: Cluster, component: str) -> dict[str, str]:
+    return {
+        **contract.selector_labels(cluster.name),
+        contract.LABEL_COMPONENT: component,
+        contract.LABEL_MANAGED_BY: contract.MANAGER,
+        contract.LABEL_PART_OF: contract.MANAGER,
+        contract.LABEL_CLUSTER: cluster.name,
+        contract.LABEL_ENGINE: cluster.engine.name,
+    }
+
+
+def metadata(cluster: Cluster, name: str, component: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": cluster.namespace,
+        "labels": labels(cluster, component),
+        "ownerReferences": [cluster.owner_reference],
+    }
+
+
+def member_service_account(cluster: Cluster) -> str:
+    return f"{cluster.name}-member"
+
+
+def tls_secret_name(cluster: Cluster) -> str:
+    return f"{cluster.name}-tls"
+
+
+def _url_template(cluster: Cluster, port: int) -> str:
+    scheme = "https" if cluster.tls else "http"
+    domain = f"{contract.peer_service_name(cluster.name)}.{cluster.namespace}.svc"
+    return f"{scheme}://{{pod}}.{domain}:{port}"
+
+
+def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
+    """The sidecar's whole configuration: see docs/sidecar.md for each variable."""
+    scheme = "https" if cluster.tls else "http"
+    plain = {
+        "RAFTSET_NAMESPACE": cluster.namespace,
+        "RAFTSET_CLUSTER": cluster.name,
+        "RAFTSET_ENGINE": cluster.engine.name,
+        "RAFTSET_WORKLOAD_KIND": cluster.backend.name,
+        "RAFTSET_WORKLOAD_NAME": cluster.name,
+        "RAFTSET_PEER_URL_TEMPLATE": _url_template(cluster, contract.PEER_PORT),
+        "RAFTSET_CLIENT_URL_TEMPLATE": _url_template(cluster, contract.CLIENT_PORT),
+        "RAFTSET_LISTEN_PEER_URL": f"{scheme}://0.0.0.0:{contract.PEER_PORT}",
+        "RAFTSET_LISTEN_CLIENT_URL": f"{scheme}://0.0.0.0:{contract.CLIENT_PORT}",
+        "RAFTSET_HTTP_ADDRESS": f"0.0.0.0:{contract.SIDECAR_PORT}",
+        "RAFTSET_DATA_DIR": contract.DATA_DIR,
+        "RAFTSET_RUN_DIR": contract.RUN_MOUNT,
+        "RAFTSET_TLS_DIR": contract.TLS_MOUNT if cluster.tls else "",
+        "RAFTSET_HEARTBEAT_INTERVAL": str(cluster.sidecar.heartbeat_interval),
+        "RAFTSET_CLEAN_INTERVAL": str(cluster.sidecar.clean_interval),
+        "RAFTSET_CLEAN_GRACE": str(cluster.sidecar.clean_grace),
+        "RAFTSET_OPTIONS": json.dumps(dict(cluster.options), sort_keys=True),
+    }
+    return [
+        {"name": "RAFTSET_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        *({"name": k, "value": v} for k, v in plain.items()),
+    ]
+
+
+def _volume_mounts(cluster: Cluster) -> list[dict[str, Any]]:
+    mounts = [
+        {"name": "data", "mountPath": contract.DATA_MOUNT},
+        {"name": "run", "mountPath": contract.RUN_MOUNT},
+    ]
+    if cluster.tls:
+        mounts.append({"name": "tls", "mountPath": contract.TLS_MOUNT, "readOnly": True})
+    return mounts
+
+
+def _sidecar_probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": contract.SIDECAR_PORT},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+        "timeoutSeconds": 5,
+    }
+
+
+def sidecar_container(cluster: Cluster) -> dict[str, Any]:
+    """A native sidecar: started before the store, stopped after it (Kubernetes >= 1.29)."""
+    return {
+        "name": SIDECAR_CONTAINER,
+        "image": cluster.sidecar.image,
+        "command": ["raftset-sidecar"],
+        "restartPolicy": "Always",
+        "env": sidecar_env(cluster),
+        "ports": [{"name": "sidecar", "containerPort": contract.SIDECAR_PORT}],
+        # The store container starts only once this succeeds, i.e. once the sidecar has
+        # joined the member and written the store's startup file.
+        "startupProbe": _sidecar_probe("/startup", period=2, failures=900),
+        "livenessProbe": _sidecar_probe("/livez", period=10, failures=3),
+        "volumeMounts": _volume_mounts(cluster),
+        "resources": dict(cluster.sidecar.resources) or {
+            "requests": {"cpu": "20m", "memory": "64Mi"},
+            "limits": {"memory": "256Mi"},
+        },
+        "securityContext": _container_security(),
+    }
+
+
+def store_container(cluster: Cluster) -> dict[str, Any]:
+    return {
+        "name": cluster.engine.name,
+        "image": cluster.image,
+        "command": cluster.engine.command(),
+        "ports": [
+            {"name": "client", "containerPort": contract.CLIENT_PORT},
+            {"name": "peer", "containerPort": contract.PEER_PORT},
+        ],
+        "readinessProbe": _sidecar_probe("/readyz", period=5, failures=3),
+        "livenessProbe": {
+            "tcpSocket": {"port": contract.CLIENT_PORT},
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        # Runs before the store gets SIGTERM: hand leadership away and, when this pod is
+        # scaled away, remove the member, while the store still serves.
+        "lifecycle": {"preStop": {"httpGet": {"path": "/leave", "port": contract.SIDECAR_PORT}}},
+        "volumeMounts": _volume_mounts(cluster),
+        "resources": dict(cluster.pod.resources),
+        "securityContext": _container_security(),
+    }
+
+
+def _container_security() -> dict[str, Any]:
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def pod_template(cluster: Cluster) -> dict[str, Any]:
+    """The one pod template both workload backends run."""
+    volumes: list[dict[str, Any]] = [{"name": "run", "emptyDir": {}}]
+    if cluster.storage.ephemeral:
+        volumes.append({"name": "data", "emptyDir": {}})
+    if cluster.tls:
+        volumes.append({"name": "tls", "secret": {"secretName": tls_secret_name(cluster),
+                                                  "defaultMode": 0o400}})
+    spec: dict[str, Any] = {
+        "serviceAccountName": member_service_account(cluster),
+        # Service links would inject ETCD_* variables that etcd reads as flags.
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "initContainers": [sidecar_container(cluster)],
+        "containers": [store_container(cluster)],
+        "volumes": volumes,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
+    }
+    optional = {
+        "affinity": cluster.pod.affinity,
+        "nodeSelector": dict(cluster.pod.node_selector),
+        "tolerations": list(cluster.pod.tolerations),
+        "topologySpreadConstraints": list(cluster.pod.topology_spread_constraints),
+        "priorityClassName": cluster.pod.priority_class_name,
+    }
+    spec.update({k: v for k, v in optional.items() if v})
+    return {
+        "metadata": {
+            "labels": {**cluster.pod.labels, **labels(cluster, "member")},
+            "annotations": dict(cluster.pod.annotations),
+        },
+        "spec": spec,
+    }
+
+
+def _volume_claim_templates(cluster: Cluster) -> list[dict[str, Any]]:
+    if cluster.storage.ephemeral:
+        return []
+    claim: dict[str, Any] = {
+        "metadata": {"name": "data", "labels": labels(cluster, "member")},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": cluster.storage.size}},
+        },
+    }
+    if cluster.storage.storage_class:
+        claim["spec"]["storageClassName"] = cluster.storage.storage_class
+    return [claim]
+
+
+def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = ()) -> dict[str, Any]:
+    """The StatefulSet (builtin or Advanced) running `replicas` pods around `reserved` holes."""
+    backend = cluster.backend
+    return {
+        "apiVersion": backend.api_version,
+        "kind": backend.kind,
+        "metadata": metadata(cluster, cluster.name, "member"),
+        "spec": {
+            "serviceName": contract.peer_service_name(cluster.name),
+            "selector": {"matchLabels": contract.selector_labels(cluster.name)},
+            # Members join one at a time through the sidecar, not through pod ordering;
+            # Parallel lets a restarted pod come back without waiting for its elders.
+            "podManagementPolicy": "Parallel",
+            "updateStrategy": {"type": "RollingUpdate"},
+            "persistentVolumeClaimRetentionPolicy": {
+                "whenScaled": cluster.storage.when_scaled,
+                "whenDeleted": cluster.storage.when_deleted,
+            },
+            "template": pod_template(cluster),
+            "volumeClaimTemplates": _volume_claim_templates(cluster),
+            **backend.scale_spec(replicas, reserved),
+        },
+    }
+
+
+def peer_service(cluster: Cluster) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(cluster, contract.peer_service_name(cluster.name), "peer"),
+        "spec": {
+            "clusterIP": "None",
+            # Peers must resolve each other before they are ready, or no member ever is.
+            "publishNotReadyAddresses": True,
+            "selector": contract.selector_labels(cluster.name),
+            "ports": [
+                {"name": "peer", "port": contract.PEER_PORT, "targetPort": contract.PEER_PORT},
+                {"name": "client", "port": contract.CLIENT_PORT, "targetPort": contract.CLIENT_PORT},
+            ],
+        },
+    }
+
+
+def client_service(cluster: Cluster) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(cluster, contract.client_service_name(cluster.name), "client"),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": contract.selector_labels(cluster.name),
+            "ports": [{"name": "client", "port": contract.CLIENT_PORT,
+                       "targetPort": contract.CLIENT_PORT}],
+        },
+    }
+
+
+def pod_disruption_budget(cluster: Cluster) -> dict[str, Any] | None:
+    """Voluntary evictions may never take the cluster below quorum."""
+    if not cluster.pdb_enabled:
+        return None
+    min_available = cluster.pdb_min_available
+    if min_available is None:
+        min_available = quorum(cluster.replicas)
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(cluster, cluster.name, "member"),
+        "spec": {
+            "minAvailable": min_available,
+            "selector": {"matchLabels": contract.selector_labels(cluster.name)},
+        },
+    }
+
+
+def member_rbac(cluster: Cluster) -> list[dict[str, Any]]:
+    """What a member's sidecar may do: its heartbeat Leases, its own pod's labels, read its workload."""
+    sa = member_service_account(cluster)
+    backend = cluster.backend
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": metadata(cluster, sa, "member"),
+        "rules": [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "verbs": ["get", "list", "create", "update", "patch", "delete"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]},
+            {"apiGroups": [backend.group], "resources": [backend.plural],
+             "resourceNames": [cluster.name], "verbs": ["get"]},
+        ],
+    }
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(cluster, sa, "member")},
+        role,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": metadata(cluster, sa, "member"),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
+            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": cluster.namespace}],
+        },
+    ]
+
+
+def owned_objects(cluster: Cluster, replicas: int, reserved: Iterable[int] = ()) -> list[dict[str, Any]]:
+    """Everything the operator applies for one cluster, in apply order."""
+    objects = [*member_rbac(cluster), peer_service(cluster), client_service(cluster)]
+    pdb = pod_disruption_budget(cluster)
+    if pdb is not None:
+        objects.append(pdb)
+    objects.append(workload(cluster, replicas, reserved))
+    return objects

@@ -1,0 +1,180 @@
+"""Scale planning: one membership change per step, and never the leader on Advanced StatefulSet.
+
+A pure function of what the API says (desired replicas, the workload's current scale
+fields, the members' heartbeat records and the time), so a restarted operator computes
+the same next step from the same objects and never removes a member twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from raftset import contract
+from raftset.operator.members import Member
+from raftset.workloads import Backend, kept_ordinals
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The workload scale to write now, and why."""
+
+    replicas: int
+    reserved: tuple[int, ...]
+    action: str  # "create" | "steady" | "wait" | "scale-out" | "scale-in"
+    message: str
+    scale_away: tuple[str, ...] = ()  # pods to mark with contract.ANNOTATION_SCALE_AWAY
+    hand_off_from: str | None = None  # the leader pod that must hand off before it goes
+    refused: bool = field(default=False)
+
+    @property
+    def kept(self) -> list[int]:
+        return kept_ordinals(self.replicas, self.reserved)
+
+
+def _normalise(replicas: int, reserved: Iterable[int]) -> tuple[int, ...]:
+    """Drop reservations above the highest running ordinal: they change nothing."""
+    holes = set(reserved)
+    if not holes:
+        return ()
+    top = max(kept_ordinals(replicas, holes), default=-1)
+    return tuple(sorted(h for h in holes if h < top))
+
+
+@dataclass(frozen=True)
+class Membership:
+    """How the members' heartbeat records compare with the ordinals the workload runs."""
+
+    learners: tuple[str, ...]  # pods still joining
+    missing: tuple[int, ...]  # kept ordinals without a fresh, healthy voter
+    extra: tuple[int, ...]  # fresh records of ordinals the workload no longer runs
+    healthy_voters: int
+
+    @property
+    def settled(self) -> bool:
+        return not (self.learners or self.missing or self.extra)
+
+    def describe(self) -> str:
+        if self.learners:
+            return f"waiting for learner {', '.join(self.learners)} to be promoted"
+        if self.extra:
+            return f"waiting for ordinal {_join(self.extra)} to leave the cluster"
+        if self.missing:
+            return f"waiting for ordinal {_join(self.missing)} to join and report healthy"
+        return "membership matches the workload"
+
+
+def _join(ordinals: Iterable[int]) -> str:
+    return ", ".join(map(str, ordinals))
+
+
+def membership(kept: Sequence[int], members: Iterable[Member], now: datetime) -> Membership:
+    fresh = [m for m in members if m.fresh(now)]
+    voters = {m.ordinal for m in fresh if m.voting and m.healthy}
+    return Membership(
+        learners=tuple(sorted(m.pod for m in fresh if m.role == contract.ROLE_LEARNER)),
+        missing=tuple(sorted(set(kept) - voters)),
+        extra=tuple(sorted({m.ordinal for m in fresh} - set(kept))),
+        healthy_voters=len(voters & set(kept)),
+    )
+
+
+def leader(members: Iterable[Member], now: datetime) -> Member | None:
+    """The freshest member that reports itself leader (two may briefly overlap after an election)."""
+    leaders = [m for m in members if m.fresh(now) and m.role == contract.ROLE_LEADER]
+    return max(leaders, key=lambda m: m.renewed, default=None)
+
+
+def _victim_order(candidates: Iterable[int], by_ordinal: dict[int, Member], now: datetime) -> list[int]:
+    """Who goes first: no or stale record, unhealthy, learners, then the highest ordinals."""
+
+    def rank(ordinal: int) -> tuple[int, int]:
+        member = by_ordinal.get(ordinal)
+        if member is None or not member.fresh(now):
+            tier = 0
+        elif not member.healthy:
+            tier = 1
+        elif member.role == contract.ROLE_LEARNER:
+            tier = 2
+        else:
+            tier = 3
+        return tier, -ordinal
+
+    return sorted(candidates, key=rank)
+
+
+def plan(
+    cluster: str,
+    backend: Backend,
+    desired: int,
+    current: tuple[int, Sequence[int]] | None,
+    members: Sequence[Member],
+    now: datetime,
+) -> Plan:
+    """The next scale step.
+
+    `current` is the workload's (replicas, reserveOrdinals), or None before it exists.
+    """
+    if current is None:
+        # A new cluster starts at full size: the sidecars serialise the joins themselves.
+        return Plan(desired, (), "create", f"creating {desired} members")
+
+    replicas, raw_reserved = current
+    reserved = _normalise(replicas, raw_reserved if backend.supports_reserved_ordinals else ())
+    if desired == replicas:
+        return Plan(replicas, reserved, "steady", f"{replicas} members as desired")
+
+    kept = kept_ordinals(replicas, reserved)
+    state = membership(kept, members, now)
+
+    if desired > replicas:
+        if not state.settled:
+            return Plan(replicas, reserved, "wait", state.describe())
+        # Re-fill the lowest hole first so ordinals stay compact.
+        holes = sorted(reserved)
+        new_reserved = tuple(holes[1:])
+        step = replicas + 1
+        added = sorted(set(kept_ordinals(step, new_reserved)) - set(kept))
+        return Plan(step, _normalise(step, new_reserved), "scale-out",
+                    f"adding ordinal {added[0]} ({replicas} -> {step} members)")
+
+    # Scale-in may start with unhealthy members (they are the first to go), but never
+    # while the previous victim is still leaving or without a leader to protect.
+    if state.extra:
+        return Plan(replicas, reserved, "wait", state.describe())
+    current_leader = leader(members, now)
+    if current_leader is None:
+        return Plan(replicas, reserved, "wait", "waiting for a leader before removing a member")
+    step = replicas - 1
+    by_ordinal = {m.ordinal: m for m in members}
+    if backend.supports_reserved_ordinals:
+        followers = [o for o in kept if o != current_leader.ordinal]
+        victim = _victim_order(followers, by_ordinal, now)[0]
+        new_reserved = _normalise(step, (*reserved, victim))
+    else:
+        # The builtin StatefulSet always deletes the highest ordinal; when that is the
+        # leader, its sidecar hands leadership away on the preStop path first.
+        victim = kept[-1]
+        new_reserved = ()
+    victim_member = by_ordinal.get(victim)
+    victim_votes = bool(victim_member and victim_member.fresh(now) and victim_member.voting
+                        and victim_member.healthy)
+    if state.healthy_voters - int(victim_votes) < quorum(step):
+        return Plan(replicas, reserved, "wait",
+                    f"removing ordinal {victim} now would leave fewer than {quorum(step)} "
+                    f"healthy voters; waiting for the cluster to recover", refused=True)
+    victim_pod = contract.pod_name(cluster, victim)
+    hand_off = victim_pod if victim == current_leader.ordinal else None
+    message = f"removing {victim_pod} ({replicas} -> {step} members)"
+    if hand_off:
+        message += "; it is the leader and hands leadership away first"
+    elif backend.supports_reserved_ordinals:
+        message += f", keeping leader {current_leader.pod}"
+    return Plan(step, new_reserved, "scale-in", message, scale_away=(victim_pod,),
+                hand_off_from=hand_off)
+
+
+def quorum(voters: int) -> int:
+    """The smallest majority of `voters`."""
+    return voters // 2 + 1

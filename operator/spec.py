@@ -1,0 +1,177 @@
+"""A cluster custom resource read into plain, defaulted, checked data.
+
+The CRD schema and its CEL rules reject most bad input at the apiserver; what they
+cannot see (the operator's default workload kind, OpenKruise being installed, options
+that slipped past an older CRD) is collected here as `problems`, which the handlers turn
+into a Degraded condition and an Event instead of an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from raftset import contract, engines, workloads
+
+
+class InvalidSpec(ValueError):
+    """The spec cannot be rendered; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Storage:
+    size: str = "1Gi"
+    storage_class: str | None = None
+    ephemeral: bool = False
+    when_scaled: str = "Retain"
+    when_deleted: str = "Retain"
+
+
+@dataclass(frozen=True)
+class SidecarSettings:
+    image: str
+    heartbeat_interval: int = 10
+    clean_interval: int = 30
+    clean_grace: int = 300
+    resources: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PodOverrides:
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    resources: Mapping[str, Any] = field(default_factory=dict)
+    affinity: Mapping[str, Any] | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    priority_class_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Everything the renderers and the planner need to know about one cluster."""
+
+    name: str
+    namespace: str
+    uid: str
+    engine: engines.Engine
+    backend: workloads.Backend
+    replicas: int
+    image: str
+    storage: Storage
+    tls_provider: str
+    issuer_ref: Mapping[str, str] | None
+    options: Mapping[str, str]
+    pod: PodOverrides
+    pdb_enabled: bool
+    pdb_min_available: int | str | None
+    sidecar: SidecarSettings
+    generation: int = 0
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_provider != "disabled"
+
+    @property
+    def owner_reference(self) -> dict[str, Any]:
+        return {
+            "apiVersion": contract.API_VERSION,
+            "kind": self.engine.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+DEFAULT_SIDECAR_IMAGE = "ghcr.io/raftset/raftset:0.1.0"
+
+
+def parse(body: Mapping[str, Any], *, default_workload_kind: str,
+          sidecar_image: str = DEFAULT_SIDECAR_IMAGE) -> Cluster:
+    """Read a cluster object; raise InvalidSpec with a message a user can act on."""
+    kind = body.get("kind", "")
+    engine = engines.BY_KIND.get(kind)
+    if engine is None:
+        raise InvalidSpec(f"unknown kind {kind!r}")
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+
+    # Once rendered, the workload kind recorded in status wins over a changed default.
+    workload_kind = spec.get("workloadKind") or status.get("workloadKind") or default_workload_kind
+    backend = workloads.BACKENDS.get(workload_kind)
+    if backend is None:
+        raise InvalidSpec(
+            f"spec.workloadKind {workload_kind!r} is not one of {sorted(workloads.BACKENDS)}")
+
+    replicas = spec.get("replicas", 3)
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
+        raise InvalidSpec(f"spec.replicas must be a positive integer, got {replicas!r}")
+
+    options = {str(k): str(v) for k, v in (spec.get("options") or {}).items()}
+    refused = engine.refused_options(options)
+    if refused:
+        raise InvalidSpec(
+            f"spec.options may not set {', '.join(refused)}: the operator owns "
+            f"{'this flag' if len(refused) == 1 else 'these flags'} for {engine.name}")
+
+    raw_storage = spec.get("storage") or {}
+    retention = raw_storage.get("retentionPolicy") or {}
+    storage = Storage(
+        size=str(raw_storage.get("size", "1Gi")),
+        storage_class=raw_storage.get("storageClassName"),
+        ephemeral=bool(raw_storage.get("ephemeral", False)),
+        when_scaled=retention.get("whenScaled", "Retain"),
+        when_deleted=retention.get("whenDeleted", "Retain"),
+    )
+    if storage.ephemeral and storage.storage_class:
+        raise InvalidSpec("spec.storage.ephemeral and spec.storage.storageClassName exclude each other")
+
+    tls = spec.get("tls") or {}
+    provider = tls.get("provider", "auto")
+    if provider not in ("auto", "cert-manager", "disabled"):
+        raise InvalidSpec(f"spec.tls.provider {provider!r} is not one of auto, cert-manager, disabled")
+
+    raw_pod = spec.get("podTemplate") or {}
+    pod = PodOverrides(
+        labels=dict(raw_pod.get("labels") or {}),
+        annotations=dict(raw_pod.get("annotations") or {}),
+        resources=dict(raw_pod.get("resources") or {}),
+        affinity=raw_pod.get("affinity"),
+        node_selector=dict(raw_pod.get("nodeSelector") or {}),
+        tolerations=tuple(raw_pod.get("tolerations") or ()),
+        topology_spread_constraints=tuple(raw_pod.get("topologySpreadConstraints") or ()),
+        priority_class_name=raw_pod.get("priorityClassName"),
+    )
+
+    raw_pdb = spec.get("podDisruptionBudget") or {}
+    raw_sidecar = spec.get("sidecar") or {}
+    sidecar = SidecarSettings(
+        image=raw_sidecar.get("image") or sidecar_image,
+        heartbeat_interval=int(raw_sidecar.get("heartbeatIntervalSeconds", 10)),
+        clean_interval=int(raw_sidecar.get("cleanIntervalSeconds", 30)),
+        clean_grace=int(raw_sidecar.get("cleanGracePeriodSeconds", 300)),
+        resources=dict(raw_sidecar.get("resources") or {}),
+    )
+
+    return Cluster(
+        name=meta["name"],
+        namespace=meta.get("namespace", "default"),
+        uid=meta.get("uid", ""),
+        engine=engine,
+        backend=backend,
+        replicas=replicas,
+        image=engine.image(spec.get("version"), spec.get("image")),
+        storage=storage,
+        tls_provider=provider,
+        issuer_ref=tls.get("issuerRef"),
+        options=options,
+        pod=pod,
+        pdb_enabled=bool(raw_pdb.get("enabled", True)),
+        pdb_min_available=raw_pdb.get("minAvailable"),
+        sidecar=sidecar,
+        generation=int(meta.get("generation", 0)),
+    )
