@@ -1,0 +1,542 @@
+"""The CustomResourceDefinitions of both kinds, built from one source.
+
+EtcdCluster and XlineCluster share every field; they differ only in names and in the
+engine flags `spec.options` may not set, which come from `raftset.engines`. Building
+both CRDs (and the field reference in docs/) from this module keeps them from drifting.
+
+`python -m raftset.crdgen` rewrites the committed files; a unit test fails when they
+differ from what this module builds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from raftset import contract, engines, workloads
+
+Schema = dict[str, Any]
+
+# StatefulSet pod names get a "-<ordinal>" and the controller-revision-hash label a
+# "-<10 chars>" suffix; both must stay within 63 characters.
+MAX_NAME_LENGTH = 52
+DNS_LABEL = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+# resource.Quantity, as apimachinery's OpenAPI publishes it, without a sign.
+QUANTITY = (
+    r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+VERSION = r"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$"
+OPTION_NAME_MAX = 64
+MAX_OPTIONS = 64
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CRD_DIR = REPO_ROOT / "crds"
+KUSTOMIZE_CRD_DIR = REPO_ROOT / "kustomize" / "crd" / "bases"
+REFERENCE_DOC = REPO_ROOT / "docs" / "crd-reference.md"
+
+
+# --- schema building blocks -------------------------------------------------------
+
+
+def _obj(description: str, properties: Mapping[str, Schema], *, required: Iterable[str] = (),
+         rules: Iterable[Schema] = (), **extra: Any) -> Schema:
+    schema: Schema = {"type": "object", "description": description, "properties": dict(properties)}
+    if required:
+        schema["required"] = list(required)
+    if rules:
+        schema["x-kubernetes-validations"] = list(rules)
+    schema.update(extra)
+    return schema
+
+
+def _str(description: str, **extra: Any) -> Schema:
+    return {"type": "string", "description": description, **extra}
+
+
+def _int(description: str, **extra: Any) -> Schema:
+    return {"type": "integer", "description": description, **extra}
+
+
+def _bool(description: str, **extra: Any) -> Schema:
+    return {"type": "boolean", "description": description, **extra}
+
+
+def _enum(description: str, values: Iterable[str], **extra: Any) -> Schema:
+    return {"type": "string", "description": description, "enum": list(values), **extra}
+
+
+def _string_map(description: str, value: str, **extra: Any) -> Schema:
+    return {"type": "object", "description": description,
+            "additionalProperties": {"type": "string", "description": value}, **extra}
+
+
+def _quantity(description: str, **extra: Any) -> Schema:
+    return {"description": description, "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY, "x-kubernetes-int-or-string": True, **extra}
+
+
+def _opaque(description: str) -> Schema:
+    """An object passed to the pod spec as is; the apiserver validates it there."""
+    return {"type": "object", "description": description,
+            "x-kubernetes-preserve-unknown-fields": True}
+
+
+def _opaque_list(description: str, item: str) -> Schema:
+    return {"type": "array", "description": description, "items": _opaque(item)}
+
+
+def _rule(rule: str, message: str, **extra: Any) -> Schema:
+    return {"rule": rule, "message": message, **extra}
+
+
+def _immutable_once_set(path: str, field: str) -> Schema:
+    """A transition rule: `path.field` may go from unset to set, never change or unset."""
+    old, new = f"oldSelf{path}", f"self{path}"
+    parents_old = [f"has(oldSelf{path})"] if path else []
+    parents_new = [f"has(self{path})"] if path else []
+    was_unset = " || ".join([f"!{p}" for p in parents_old] + [f"!has({old}.{field})"])
+    kept = " && ".join(parents_new + [f"has({new}.{field})", f"{new}.{field} == {old}.{field}"])
+    return _rule(f"{was_unset} || ({kept})",
+                 f"spec{path}.{field} is immutable once set: create a new cluster to change it")
+
+
+def _resources(description: str) -> Schema:
+    return _obj(description, {
+        "requests": {"type": "object", "description": "Minimum compute resources, as in a container's resources.requests.",
+                     "additionalProperties": _quantity("A quantity of one resource (e.g. 100m, 256Mi).")},
+        "limits": {"type": "object", "description": "Maximum compute resources, as in a container's resources.limits.",
+                   "additionalProperties": _quantity("A quantity of one resource (e.g. 500m, 1Gi).")},
+    })
+
+
+# --- spec -----------------------------------------------------------------------------
+
+
+def _options(engine: engines.Engine) -> Schema:
+    owned = sorted(engine.owned_flags)
+    owned_list = "[" + ", ".join(f"'{flag}'" for flag in owned) + "]"
+    return {
+        "type": "object",
+        "description": (
+            f"Extra {engine.name} flags, by name without leading dashes (e.g. "
+            f"'{'snapshot-count' if engine is engines.ETCD else 'heartbeat-interval'}'), "
+            "to their values. An empty value passes the flag alone. Flags the operator sets "
+            f"itself are refused: {', '.join(owned)}."
+        ),
+        "maxProperties": MAX_OPTIONS,
+        "additionalProperties": _str("The flag's value, as it would follow the flag on the command line.",
+                                     maxLength=4096),
+        "x-kubernetes-validations": [
+            _rule("self.all(k, !k.startsWith('-'))",
+                  "option names are flag names without leading dashes"),
+            _rule(f"self.all(k, !(k in {owned_list}))",
+                  f"these {engine.name} flags are set by the operator and cannot be given in options: "
+                  + ", ".join(owned),
+                  messageExpression=(
+                      f"'these {engine.name} flags are set by the operator and cannot be given in options: '"
+                      f" + self.filter(k, k in {owned_list}).join(', ')"
+                  )),
+        ],
+    }
+
+
+def _storage() -> Schema:
+    return _obj(
+        "Where each member keeps its data: a PersistentVolumeClaim per pod, or an emptyDir when ephemeral.",
+        {
+            "storageClassName": _str(
+                "StorageClass of the members' PersistentVolumeClaims; the cluster's default class when unset. "
+                "Immutable once set.", maxLength=253),
+            "size": _quantity(
+                "Requested size of each member's volume. Growing it expands the PersistentVolumeClaims "
+                "when the StorageClass allows volume expansion.", default="1Gi"),
+            "ephemeral": _bool(
+                "Keep data in an emptyDir instead of a PersistentVolumeClaim: data is lost with the pod. "
+                "For test clusters only. Immutable.", default=False),
+            "retentionPolicy": _obj(
+                "What happens to the PersistentVolumeClaims of members that go away.",
+                {
+                    "whenScaled": _enum("Retain or Delete the claims of members removed by a scale-in.",
+                                        ["Retain", "Delete"], default="Retain"),
+                    "whenDeleted": _enum("Retain or Delete the claims when the cluster is deleted.",
+                                         ["Retain", "Delete"], default="Retain"),
+                },
+                default={},
+            ),
+        },
+        rules=[
+            _rule("!(has(self.ephemeral) && self.ephemeral && has(self.storageClassName))",
+                  "storage.ephemeral and storage.storageClassName are mutually exclusive"),
+        ],
+        default={},
+    )
+
+
+def _tls() -> Schema:
+    return _obj(
+        "Transport security of peer and client traffic.",
+        {
+            "provider": _enum(
+                "auto: the operator creates a CA and the certificates and renews them; "
+                "cert-manager: cert-manager issues them (from issuerRef, or a self-signed CA issuer the operator "
+                "creates); disabled: plain HTTP (the cluster reports a warning condition).",
+                ["auto", "cert-manager", "disabled"], default="auto"),
+            "issuerRef": _obj(
+                "The cert-manager issuer that signs the certificates. Only with provider cert-manager.",
+                {
+                    "name": _str("Name of the Issuer or ClusterIssuer.", minLength=1, maxLength=253),
+                    "kind": _enum("Issuer (in the cluster's namespace) or ClusterIssuer.",
+                                  ["Issuer", "ClusterIssuer"], default="Issuer"),
+                    "group": _str("API group of the issuer.", default="cert-manager.io", maxLength=253),
+                },
+                required=["name"],
+            ),
+        },
+        rules=[
+            _rule("!has(self.issuerRef) || (has(self.provider) && self.provider == 'cert-manager')",
+                  "tls.issuerRef is only allowed with tls.provider cert-manager"),
+        ],
+        default={},
+    )
+
+
+def _pod_template() -> Schema:
+    return _obj(
+        "Additions to the members' pods.",
+        {
+            "labels": _string_map("Labels added to every pod (the operator's own labels win).", "A label value."),
+            "annotations": _string_map("Annotations added to every pod.", "An annotation value."),
+            "resources": _resources("Compute resources of the store container."),
+            "affinity": _opaque("The pods' affinity, as in a pod spec. When unset the operator spreads "
+                                "members over nodes where it can."),
+            "nodeSelector": _string_map("The pods' nodeSelector, as in a pod spec.", "A required node label value."),
+            "tolerations": _opaque_list("The pods' tolerations, as in a pod spec.", "One toleration."),
+            "topologySpreadConstraints": _opaque_list(
+                "The pods' topologySpreadConstraints, as in a pod spec.", "One topology spread constraint."),
+            "priorityClassName": _str("The pods' PriorityClass.", maxLength=253),
+        },
+    )
+
+
+def _spec(engine: engines.Engine) -> Schema:
+    return _obj(
+        f"The desired state of the {engine.name} cluster.",
+        {
+            "replicas": _int("Number of members. Use an odd number: 3 tolerates one failure, 5 two.",
+                             format="int32", default=3, minimum=1, maximum=9),
+            "version": _str(
+                f"{engine.name} version without a leading v (e.g. {engine.default_version}); the image is "
+                f"{engine.image_repository}:v<version>. Defaulted when the cluster is created, so that a "
+                "later operator release does not upgrade it.",
+                default=engine.default_version, pattern=VERSION, maxLength=64),
+            "image": _str("Full image reference of the store; overrides version.", minLength=1, maxLength=512),
+            "workloadKind": _enum(
+                "Workload that runs the pods: the builtin StatefulSet, or OpenKruise's Advanced StatefulSet, "
+                "which lets a scale-in remove followers and keep the leader. When unset the operator's "
+                "configured default applies. Immutable once set.",
+                list(workloads.BACKENDS)),
+            "storage": _storage(),
+            "tls": _tls(),
+            "options": _options(engine),
+            "podTemplate": _pod_template(),
+            "podDisruptionBudget": _obj(
+                "The PodDisruptionBudget that keeps voluntary evictions from breaking quorum.",
+                {
+                    "enabled": _bool("Create the PodDisruptionBudget.", default=True),
+                    "minAvailable": {
+                        "description": "Pods that must stay available, as a number or a percentage; "
+                                       "the quorum (replicas/2+1) when unset.",
+                        "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
+                        "pattern": "^[0-9]+%?$",
+                        "x-kubernetes-int-or-string": True,
+                    },
+                },
+                default={},
+            ),
+            "sidecar": _obj(
+                "The membership sidecar that runs next to the store in every pod.",
+                {
+                    "image": _str("Image of the sidecar; the operator's own image when unset.",
+                                  minLength=1, maxLength=512),
+                    "heartbeatIntervalSeconds": _int(
+                        "How often the sidecar refreshes its heartbeat record when nothing changed.",
+                        default=10, minimum=1, maximum=3600),
+                    "cleanIntervalSeconds": _int(
+                        "How often the membership-clean task looks for members whose pods are gone.",
+                        default=30, minimum=1, maximum=86400),
+                    "cleanGracePeriodSeconds": _int(
+                        "How long a member must have been absent before membership-clean removes it.",
+                        default=300, minimum=0, maximum=604800),
+                    "resources": _resources("Compute resources of the sidecar container."),
+                },
+                default={},
+            ),
+        },
+        rules=[
+            _immutable_once_set("", "workloadKind"),
+            _immutable_once_set(".storage", "storageClassName"),
+            _rule("!has(oldSelf.storage) || !has(self.storage) || "
+                  "(has(self.storage.ephemeral) && self.storage.ephemeral) == "
+                  "(has(oldSelf.storage.ephemeral) && oldSelf.storage.ephemeral)",
+                  "spec.storage.ephemeral is immutable: create a new cluster to change it"),
+        ],
+        default={},
+    )
+
+
+# --- status -----------------------------------------------------------------------------
+
+
+def _status() -> Schema:
+    condition = _obj(
+        "One observation of the cluster's state (metav1.Condition).",
+        {
+            "type": _str("Available, Progressing or Degraded.", maxLength=316),
+            "status": _enum("True, False or Unknown.", ["True", "False", "Unknown"]),
+            "reason": _str("One CamelCase word saying why.", maxLength=1024),
+            "message": _str("What happened, for a person.", maxLength=32768),
+            "lastTransitionTime": _str("When status last changed.", format="date-time"),
+            "observedGeneration": _int("The metadata.generation this condition was computed from.",
+                                       format="int64", minimum=0),
+        },
+        required=["type", "status", "lastTransitionTime"],
+    )
+    member = _obj(
+        "One Raft member, as its heartbeat record reports it.",
+        {
+            "name": _str("Member name, which is its pod's name."),
+            "id": _str("Raft member ID in hexadecimal."),
+            "role": _enum("The member's role.", list(contract.ROLES)),
+            "healthy": _bool("Whether the member answered its last health check."),
+            "lastHeartbeat": _str("When the member's sidecar last renewed its heartbeat.", format="date-time"),
+        },
+        required=["name"],
+    )
+    return _obj(
+        "The observed state, written by the operator.",
+        {
+            "observedGeneration": _int("The metadata.generation the operator last acted on.",
+                                       format="int64", minimum=0),
+            "replicas": _int("Current number of members (the scale subresource's status replicas).",
+                             format="int32", minimum=0),
+            "readyReplicas": _int("Members whose pods are ready.", format="int32", minimum=0),
+            "selector": _str("Label selector of the members' pods, for the scale subresource."),
+            "leader": _str("Pod name of the Raft leader, empty when unknown."),
+            "members": {
+                "type": "array", "description": "The cluster's Raft members.", "items": member,
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+            },
+            "workloadKind": _enum("The workload that runs the pods.", list(workloads.BACKENDS)),
+            "reservedOrdinals": {
+                "type": "array",
+                "description": "Ordinals held empty by the Advanced StatefulSet after a leader-aware scale-in.",
+                "items": _int("One reserved ordinal.", minimum=0),
+            },
+            "conditions": {
+                "type": "array", "description": "Available, Progressing and Degraded.", "items": condition,
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+            },
+            "kopf": _opaque("Bookkeeping of the kopf framework the operator runs on."),
+        },
+    )
+
+
+# --- the CRD -------------------------------------------------------------------------
+
+
+def crd(engine: engines.Engine) -> dict[str, Any]:
+    """The CustomResourceDefinition of `engine`'s cluster kind."""
+    root = _obj(
+        f"{engine.kind} runs an {engine.name} cluster as a StatefulSet or an OpenKruise Advanced StatefulSet.",
+        {
+            "apiVersion": _str("Versioned schema of this object."),
+            "kind": _str("REST resource this object represents."),
+            "metadata": {"type": "object"},
+            "spec": _spec(engine),
+            "status": _status(),
+        },
+        rules=[
+            _rule(f"size(self.metadata.name) <= {MAX_NAME_LENGTH}",
+                  f"metadata.name must be at most {MAX_NAME_LENGTH} characters so that pod and revision names fit"),
+            _rule(f"self.metadata.name.matches('{DNS_LABEL}')",
+                  "metadata.name must be a DNS label: lowercase letters, digits and '-', starting with a letter"),
+        ],
+    )
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{engine.plural}.{contract.GROUP}",
+            "labels": {contract.LABEL_PART_OF: contract.MANAGER},
+        },
+        "spec": {
+            "group": contract.GROUP,
+            "names": {
+                "kind": engine.kind,
+                "listKind": f"{engine.kind}List",
+                "plural": engine.plural,
+                "singular": engine.kind.lower(),
+                "shortNames": [engine.short_name],
+                "categories": [contract.MANAGER],
+            },
+            "scope": "Namespaced",
+            "versions": [{
+                "name": contract.VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.selector",
+                    },
+                },
+                "additionalPrinterColumns": [
+                    {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas",
+                     "description": "Members whose pods are ready."},
+                    {"name": "Desired", "type": "integer", "jsonPath": ".spec.replicas",
+                     "description": "Desired number of members."},
+                    {"name": "Leader", "type": "string", "jsonPath": ".status.leader",
+                     "description": "Pod of the Raft leader."},
+                    {"name": "Workload", "type": "string", "jsonPath": ".status.workloadKind",
+                     "description": "StatefulSet or AdvancedStatefulSet."},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
+                "schema": {"openAPIV3Schema": root},
+            }],
+        },
+    }
+
+
+def schema_of(engine: engines.Engine) -> Schema:
+    return crd(engine)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+# --- rendering to files -----------------------------------------------------------------
+
+
+def to_yaml(doc: Mapping[str, Any]) -> str:
+    header = "# Generated by `python -m raftset.crdgen` from raftset/crdgen.py: do not edit.\n"
+    return header + yaml.safe_dump(doc, sort_keys=False, width=120)
+
+
+def crd_filename(engine: engines.Engine) -> str:
+    return f"{engine.plural}.{contract.GROUP}.yaml"
+
+
+def _walk(schema: Schema, path: str) -> Iterator[tuple[str, Schema]]:
+    yield path, schema
+    for name, child in schema.get("properties", {}).items():
+        yield from _walk(child, f"{path}.{name}" if path else name)
+    if "items" in schema:
+        yield from _walk(schema["items"], f"{path}[]")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from _walk(schema["additionalProperties"], f"{path}.<key>")
+
+
+def _type_of(schema: Schema) -> str:
+    if schema.get("x-kubernetes-int-or-string"):
+        return "int or string"
+    kind = schema.get("type", "")
+    if kind == "object" and "additionalProperties" in schema:
+        return "map"
+    if kind == "object" and schema.get("x-kubernetes-preserve-unknown-fields"):
+        return "object (free-form)"
+    return kind
+
+
+def _constraints(schema: Schema) -> str:
+    parts: list[str] = []
+    if "enum" in schema:
+        parts.append("one of " + ", ".join(f"`{v}`" for v in schema["enum"]))
+    for key, label in (("minimum", "min"), ("maximum", "max"), ("minLength", "min length"),
+                       ("maxLength", "max length"), ("maxProperties", "max entries"),
+                       ("format", "format")):
+        if key in schema:
+            parts.append(f"{label} {schema[key]}")
+    if "pattern" in schema:
+        parts.append(f"pattern `{schema['pattern']}`")
+    return "; ".join(parts)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def reference_markdown() -> str:
+    """docs/crd-reference.md: every field of both kinds, from the schema's own descriptions."""
+    schema = schema_of(engines.ETCD)
+    lines = [
+        "# CRD reference",
+        "",
+        "<!-- Generated by `python -m raftset.crdgen` from raftset/crdgen.py: do not edit. -->",
+        "",
+        f"`{contract.API_VERSION}` has two kinds with the same fields: "
+        + ", ".join(f"`{e.kind}` (short name `{e.short_name}`, plural `{e.plural}`)" for e in engines.ENGINES.values())
+        + ". They differ only in the image and in the engine flags that `spec.options` refuses; the "
+        "descriptions below are EtcdCluster's (`kubectl explain xlinecluster.spec` shows Xline's).",
+        "",
+        "Both have the `status` and `scale` subresources (`kubectl scale` sets `spec.replicas`) and the "
+        "printer columns Ready, Desired, Leader, Workload and Age.",
+        "",
+        "## Fields",
+        "",
+        "| field | type | default | validation | description |",
+        "|---|---|---|---|---|",
+    ]
+    for section in ("spec", "status"):
+        for path, node in _walk(schema["properties"][section], section):
+            default = f"`{json.dumps(node['default'])}`" if "default" in node else ""
+            lines.append(f"| `{path}` | {_type_of(node)} | {default} | {_cell(_constraints(node))} "
+                         f"| {_cell(node.get('description', ''))} |")
+    lines += ["", "## Validation rules (CEL)", "",
+              "Checked by the apiserver on every write; transition rules (those using `oldSelf`) on updates.", "",
+              "| where | rule | message |", "|---|---|---|"]
+    rows = [(path or "(root)", rule) for path, node in _walk(schema, "")
+            for rule in node.get("x-kubernetes-validations", []) if path != "spec.options"]
+    rows += [(f"spec.options ({engine.kind})", rule) for engine in engines.ENGINES.values()
+             for rule in schema_of(engine)["properties"]["spec"]["properties"]["options"]["x-kubernetes-validations"]]
+    for where, rule in rows:
+        lines.append(f"| `{where}` | `{_cell(rule['rule'])}` | {_cell(rule['message'])} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def rendered_files() -> dict[Path, str]:
+    """Every generated file, by path, with its content."""
+    files: dict[Path, str] = {}
+    for engine in engines.ENGINES.values():
+        text = to_yaml(crd(engine))
+        files[CRD_DIR / crd_filename(engine)] = text
+        files[KUSTOMIZE_CRD_DIR / crd_filename(engine)] = text
+    files[REFERENCE_DOC] = reference_markdown()
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m raftset.crdgen", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a committed file is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for path, text in rendered_files().items():
+        if path.exists() and path.read_text() == text:
+            continue
+        stale.append(path)
+        if not args.check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    for path in stale:
+        print(f"{'stale' if args.check else 'wrote'} {path.relative_to(REPO_ROOT)}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
