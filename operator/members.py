@@ -42,16 +42,19 @@ def from_lease(lease: Mapping[str, Any]) -> Member | None:
     spec = lease.get("spec") or {}
     pod = spec.get("holderIdentity")
     raw = (meta.get("annotations") or {}).get(contract.ANNOTATION_HEARTBEAT)
-    renewed = _parse_time(spec.get("renewTime"))
-    if not pod or not raw or renewed is None:
+    if not pod or not raw:
         return None
+    # Anyone with Lease write access can put anything here: unreadable means "no record".
     try:
+        renewed = _parse_time(spec.get("renewTime"))
         beat = json.loads(raw)
         ordinal = contract.ordinal_of(pod)
-    except ValueError:
+        duration = int(spec.get("leaseDurationSeconds") or 30)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if renewed is None or not isinstance(beat, dict):
         return None
     role = beat.get("role") if beat.get("role") in contract.ROLES else contract.ROLE_UNKNOWN
-    duration = int(spec.get("leaseDurationSeconds") or 30)
     return Member(
         pod=pod,
         ordinal=ordinal,

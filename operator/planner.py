@@ -83,7 +83,8 @@ def membership(kept: Sequence[int], members: Iterable[Member], now: datetime) ->
 def leader(members: Iterable[Member], now: datetime) -> Member | None:
     """The freshest member that reports itself leader (two may briefly overlap after an election)."""
     leaders = [m for m in members if m.fresh(now) and m.role == contract.ROLE_LEADER]
-    return max(leaders, key=lambda m: m.renewed, default=None)
+    # The ordinal breaks a tie so that the order of the records never changes the plan.
+    return max(leaders, key=lambda m: (m.renewed, m.ordinal), default=None)
 
 
 def _victim_order(candidates: Iterable[int], by_ordinal: dict[int, Member], now: datetime) -> list[int]:

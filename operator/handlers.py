@@ -1,0 +1,258 @@
+"""kopf handlers: read the API, call the pure core, write the result. Nothing else.
+
+Every reconcile recomputes the next step from the cluster object, the workload object
+and the heartbeat Leases, so an operator restarted in the middle of a scale picks up
+exactly where the API says it is. What is kept in memory (indices, locks, the time of
+the last full apply) is a cache that a restart simply rebuilds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+
+from raftset import contract, engines
+from raftset.operator import manifests, planner, spec, status
+from raftset.operator.kube import Kube, api_error_message, load_config
+from raftset.operator.members import from_leases
+
+Key = tuple[str, str]  # (namespace, cluster name)
+
+
+@dataclass
+class Settings:
+    default_workload_kind: str = "StatefulSet"
+    sidecar_image: str = spec.DEFAULT_SIDECAR_IMAGE
+    reconcile_interval: float = 5.0
+    resync_seconds: float = 60.0
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        env = os.environ
+        return cls(
+            default_workload_kind=env.get("RAFTSET_DEFAULT_WORKLOAD_KIND", cls.default_workload_kind),
+            sidecar_image=env.get("RAFTSET_SIDECAR_IMAGE", cls.sidecar_image),
+            reconcile_interval=float(env.get("RAFTSET_RECONCILE_INTERVAL", cls.reconcile_interval)),
+            resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", cls.resync_seconds)),
+        )
+
+
+@dataclass
+class Runtime:
+    """Per-process caches; none of it is needed to resume after a restart."""
+
+    settings: Settings
+    kube: Kube
+    locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
+    applied_at: dict[Key, float] = field(default_factory=dict)
+
+
+SETTINGS = Settings.from_env()
+RECONCILE_INTERVAL = SETTINGS.reconcile_interval
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    prefix = contract.GROUP
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=prefix)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=prefix, key="last-handled-configuration")
+    settings.posting.level = 20  # INFO and above become Events
+    settings.watching.server_timeout = 300
+    memo.runtime = Runtime(settings=SETTINGS, kube=Kube(load_config()))
+
+
+# --- indices: the API objects each reconcile needs, kept current by kopf's watches ---
+
+@kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_HEARTBEAT: "true"})
+def heartbeats(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[Key, Any]:
+    cluster = labels.get(contract.LABEL_INSTANCE)
+    if not cluster:
+        return {}
+    return {(namespace, cluster): {
+        "metadata": {"annotations": dict(body.metadata.annotations)},
+        "spec": dict(body.spec),
+    }}
+
+
+@kopf.index("pods", annotations={contract.ANNOTATION_SCALE_AWAY: kopf.PRESENT})
+def scale_away_marks(namespace: str, name: str, labels: dict[str, str], **_: Any) -> dict[Key, str]:
+    cluster = labels.get(contract.LABEL_INSTANCE)
+    return {(namespace, cluster): name} if cluster else {}
+
+
+# --- the cluster kinds ---
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+async def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
+                    heartbeats: kopf.Index, scale_away_marks: kopf.Index, *, forced: bool) -> None:
+    runtime: Runtime = memo.runtime
+    key = (body.metadata.namespace, body.metadata.name)
+    lock = runtime.locks.setdefault(key, asyncio.Lock())
+    async with lock:
+        await _reconcile(runtime, body, patch, heartbeats.get(key, []),
+                         list(scale_away_marks.get(key, [])), forced=forced)
+
+
+async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
+                     leases: Any, marked_pods: list[str], *, forced: bool) -> None:
+    now = _now()
+    key = (body.metadata.namespace, body.metadata.name)
+    old_status = dict(body.get("status") or {})
+    generation = int(body.metadata.get("generation") or 0)
+    members = from_leases(leases)
+
+    def publish(cluster: spec.Cluster | None, plan: planner.Plan | None,
+                workload: dict[str, Any] | None, problem: tuple[str, str] | None) -> None:
+        new = status.status(cluster, plan, workload, members, old_status, generation, now, problem)
+        _announce_changes(body, old_status, new)
+        if {k: old_status.get(k) for k in new} != new:
+            patch.status.update(new)
+
+    try:
+        cluster = spec.parse(body, default_workload_kind=runtime.settings.default_workload_kind,
+                             sidecar_image=runtime.settings.sidecar_image)
+    except spec.InvalidSpec as error:
+        publish(None, None, None, ("InvalidSpec", str(error)))
+        return
+
+    backend = cluster.backend
+    if not await runtime.kube.has_api(backend.api_version, backend.kind):
+        publish(cluster, None, None, (
+            "WorkloadAPIMissing",
+            f"workloadKind {backend.name} needs {backend.kind}.{backend.group}/{backend.version}, "
+            f"which this cluster does not serve: install OpenKruise or use workloadKind StatefulSet"))
+        return
+
+    workload = await runtime.kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
+    current = None
+    if workload is not None:
+        current = (int(workload["spec"].get("replicas", 0)), backend.reserved(workload))
+    plan = planner.plan(cluster.name, backend, cluster.replicas, current, members, now)
+
+    problem = None
+    stepping = plan.action in ("create", "scale-in", "scale-out")
+    due = now.timestamp() - runtime.applied_at.get(key, 0.0) >= runtime.settings.resync_seconds
+    try:
+        await _clear_stale_marks(runtime.kube, cluster, plan, marked_pods)
+        for pod in plan.scale_away:
+            # Informational for humans and the sidecar; the workload object is what decides.
+            await runtime.kube.merge_patch("v1", "Pod", cluster.namespace, pod, {
+                "metadata": {"annotations": {contract.ANNOTATION_SCALE_AWAY: "true"}}})
+        if stepping or forced or due:
+            for manifest in manifests.owned_objects(cluster, plan.replicas, plan.reserved):
+                applied = await runtime.kube.apply(manifest)
+                if manifest["kind"] == backend.kind and manifest["apiVersion"] == backend.api_version:
+                    workload = applied
+            runtime.applied_at[key] = now.timestamp()
+    except ApiException as error:
+        problem = ("ApplyFailed", api_error_message(error))
+        kopf.warn(body, reason="ApplyFailed", message=problem[1])
+
+    if stepping:
+        reason = {"create": "Creating", "scale-in": "ScalingIn", "scale-out": "ScalingOut"}[plan.action]
+        kopf.info(body, reason=reason, message=plan.message)
+        if plan.hand_off_from:
+            kopf.info(body, reason="LeaderHandOff",
+                      message=f"{plan.hand_off_from} is the leader and is being scaled away: "
+                              f"its sidecar moves leadership to a follower before leaving")
+    publish(cluster, plan, workload, problem)
+
+
+async def _clear_stale_marks(kube: Kube, cluster: spec.Cluster, plan: planner.Plan,
+                             marked_pods: list[str]) -> None:
+    """A pod that stays (a plan changed its mind) must not keep a scale-away mark."""
+    kept = set(plan.kept)
+    for pod in marked_pods:
+        if contract.ordinal_of(pod) in kept and pod not in plan.scale_away:
+            await kube.merge_patch("v1", "Pod", cluster.namespace, pod, {
+                "metadata": {"annotations": {contract.ANNOTATION_SCALE_AWAY: None}}})
+
+
+def _condition(st: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in st.get("conditions") or [] if c.get("type") == kind), {})
+
+
+def _announce_changes(body: kopf.Body, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Events for what a user wants to hear about once, not on every reconcile."""
+    if new.get("leader") and old.get("leader") and new["leader"] != old["leader"]:
+        kopf.info(body, reason="LeaderChanged", message=f"leader moved from {old['leader']} to {new['leader']}")
+    before, after = _condition(old, "Degraded"), _condition(new, "Degraded")
+    if after.get("status") == "True" and (before.get("status"), before.get("message")) != ("True", after.get("message")):
+        kopf.warn(body, reason=after.get("reason", "Degraded"), message=after.get("message", ""))
+    elif after.get("status") == "False" and before.get("status") == "True":
+        kopf.info(body, reason="Recovered", message="the cluster is no longer degraded")
+
+
+def _register(engine: engines.Engine) -> None:
+    resource = (contract.GROUP, contract.VERSION, engine.plural)
+
+    @kopf.on.resume(*resource, id=f"{engine.name}-resume")
+    @kopf.on.create(*resource, id=f"{engine.name}-create")
+    @kopf.on.update(*resource, id=f"{engine.name}-update", field="spec")
+    async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
+                      heartbeats: kopf.Index, scale_away_marks: kopf.Index, **_: Any) -> None:
+        await reconcile(body, patch, memo, heartbeats, scale_away_marks, forced=True)
+
+    @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
+    async def step(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
+                   heartbeats: kopf.Index, scale_away_marks: kopf.Index, **_: Any) -> None:
+        await reconcile(body, patch, memo, heartbeats, scale_away_marks, forced=False)
+
+    @kopf.on.delete(*resource, id=f"{engine.name}-delete", optional=True)
+    async def deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        # Owned objects go with the owner through garbage collection (PVCs per the
+        # retention policy); heartbeat Leases of pods that never cleaned up go here.
+        runtime: Runtime = memo.runtime
+        namespace, name = body.metadata.namespace, body.metadata.name
+        selector = f"{contract.LABEL_INSTANCE}={name},{contract.LABEL_HEARTBEAT}=true"
+        for lease in await runtime.kube.list("coordination.k8s.io/v1", "Lease", namespace, selector):
+            await runtime.kube.delete("coordination.k8s.io/v1", "Lease", namespace,
+                                      lease["metadata"]["name"])
+        runtime.locks.pop((namespace, name), None)
+        runtime.applied_at.pop((namespace, name), None)
+
+
+for _engine in engines.ENGINES.values():
+    _register(_engine)
+
+
+# --- drift: an owned object deleted or edited behind our back is re-applied promptly ---
+
+def _owner_key(body: kopf.Body) -> Key | None:
+    for ref in body.metadata.get("ownerReferences") or []:
+        if ref.get("apiVersion") == contract.API_VERSION and ref.get("controller"):
+            return body.metadata.namespace, ref["name"]
+    return None
+
+
+def _mark_drift(body: kopf.Body, memo: kopf.Memo) -> None:
+    key = _owner_key(body)
+    if key is not None and hasattr(memo, "runtime"):
+        memo.runtime.applied_at.pop(key, None)  # the next step re-applies everything
+
+
+_MANAGED = {contract.LABEL_MANAGED_BY: contract.MANAGER}
+for _owned in (
+    ("apps", "v1", "statefulsets"),
+    ("apps.kruise.io", "v1beta1", "statefulsets"),
+    ("v1", "services"),
+    ("policy", "v1", "poddisruptionbudgets"),
+):
+    @kopf.on.event(*_owned, labels=_MANAGED, id=f"drift-{'-'.join(_owned)}")
+    def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+        # A spec edit bumps generation ahead of the controller's observedGeneration; status
+        # churn does not, so it does not trigger a re-apply.
+        generation = body.metadata.get("generation")
+        observed = (body.get("status") or {}).get("observedGeneration")
+        if type == "DELETED" or (type == "MODIFIED" and generation is not None and generation != observed):
+            _mark_drift(body, memo)

@@ -1,0 +1,105 @@
+"""The operator's few Kubernetes API calls, kept apart from every decision.
+
+The official client is synchronous; calls run in worker threads so kopf's event loop
+never blocks. Writes are server-side apply with one field manager, so a repeated apply
+of the same manifest is a no-op and someone else's edits to our fields are taken back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+
+FIELD_MANAGER = "raftset-operator"
+
+
+def load_config() -> client.ApiClient:
+    """In-cluster credentials when running in a pod, else $KUBECONFIG / ~/.kube/config."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+class Kube:
+    """Thin async wrapper over the dynamic client."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self._dynamic = DynamicClient(api)
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+
+    async def has_api(self, api_version: str, kind: str) -> bool:
+        """Is `kind` served? Rediscovers on a miss, so an OpenKruise install is noticed."""
+        def probe() -> bool:
+            try:
+                self._resource(api_version, kind)
+                return True
+            except ResourceNotFoundError:
+                self._dynamic.resources.invalidate_cache()
+                try:
+                    self._resource(api_version, kind)
+                    return True
+                except ResourceNotFoundError:
+                    return False
+        return await asyncio.to_thread(probe)
+
+    async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        def call() -> dict[str, Any]:
+            meta = manifest["metadata"]
+            resource = self._resource(manifest["apiVersion"], manifest["kind"])
+            result = resource.server_side_apply(
+                body=dict(manifest), name=meta["name"], namespace=meta.get("namespace"),
+                field_manager=FIELD_MANAGER, force_conflicts=True)
+            return result.to_dict()
+        return await asyncio.to_thread(call)
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        def call() -> dict[str, Any] | None:
+            try:
+                return self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+            except NotFoundError:
+                return None
+        return await asyncio.to_thread(call)
+
+    async def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+        def call() -> list[dict[str, Any]]:
+            found = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector)
+            return [item.to_dict() for item in found.items]
+        return await asyncio.to_thread(call)
+
+    async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str,
+                          patch: Mapping[str, Any]) -> None:
+        def call() -> None:
+            try:
+                self._resource(api_version, kind).patch(
+                    name=name, namespace=namespace, body=dict(patch),
+                    content_type="application/merge-patch+json")
+            except NotFoundError:
+                pass
+        await asyncio.to_thread(call)
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        def call() -> None:
+            try:
+                self._resource(api_version, kind).delete(name=name, namespace=namespace)
+            except NotFoundError:
+                pass
+        await asyncio.to_thread(call)
+
+
+def api_error_message(error: ApiException) -> str:
+    """The apiserver's own explanation, which names the offending field."""
+    try:
+        return str(json.loads(error.body).get("message") or error.reason)
+    except (TypeError, ValueError):
+        return str(error.reason)

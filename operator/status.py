@@ -1,0 +1,150 @@
+"""The cluster's status, computed from the plan, the workload and the heartbeat records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from raftset import contract
+from raftset.operator.members import Member
+from raftset.operator.planner import Plan, leader, membership, quorum
+from raftset.operator.spec import Cluster
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+
+def _timestamp(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def conditions(
+    cluster: Cluster | None,
+    plan: Plan | None,
+    members: Sequence[Member],
+    now: datetime,
+    problem: tuple[str, str] | None,
+) -> list[Condition]:
+    """Available / Progressing / Degraded, each with a machine reason and a human message.
+
+    `problem` is (reason, message) for something the user must fix; it makes the cluster
+    Degraded without touching what already runs.
+    """
+    degraded = Condition("Degraded", False, "AsExpected", "no problem found")
+    if problem is not None:
+        degraded = Condition("Degraded", True, *problem)
+    if cluster is None or plan is None:
+        return [
+            Condition("Available", False, "NotReconciled", "the spec could not be rendered"),
+            Condition("Progressing", False, "Blocked", "fix the spec to continue"),
+            degraded,
+        ]
+
+    kept = plan.kept
+    state = membership(kept, members, now)
+    current_leader = leader(members, now)
+    needed = quorum(len(kept))
+    if current_leader is not None and state.healthy_voters >= needed:
+        available = Condition("Available", True, "QuorumHealthy",
+                              f"{state.healthy_voters} of {len(kept)} members healthy, "
+                              f"leader {current_leader.pod}")
+    elif current_leader is None:
+        available = Condition("Available", False, "NoLeader",
+                              "no member reports itself leader")
+    else:
+        available = Condition("Available", False, "QuorumLost",
+                              f"{state.healthy_voters} of {len(kept)} members healthy, "
+                              f"{needed} needed")
+
+    if plan.action in ("create", "scale-in", "scale-out"):
+        progressing = Condition("Progressing", True, _reason(plan.action), plan.message)
+    elif plan.action == "wait" or not state.settled:
+        message = plan.message if plan.action == "wait" else state.describe()
+        progressing = Condition("Progressing", True, "Waiting", message)
+    else:
+        progressing = Condition("Progressing", False, "Settled", plan.message)
+
+    if problem is None and plan.refused:
+        degraded = Condition("Degraded", True, "ScaleRefused", plan.message)
+    elif problem is None and state.settled is False and available.status is False:
+        degraded = Condition("Degraded", True, available.reason, available.message)
+    return [available, progressing, degraded]
+
+
+def _reason(action: str) -> str:
+    return {"create": "Creating", "scale-in": "ScalingIn", "scale-out": "ScalingOut"}[action]
+
+
+def merge_conditions(
+    old: Sequence[Mapping[str, Any]], new: Sequence[Condition], generation: int, now: datetime,
+) -> list[dict[str, Any]]:
+    """metav1.Condition dicts; lastTransitionTime moves only when the status flips."""
+    previous = {c.get("type"): c for c in old}
+    merged = []
+    for cond in new:
+        status = "True" if cond.status else "False"
+        before = previous.get(cond.type) or {}
+        since = before.get("lastTransitionTime") if before.get("status") == status else None
+        merged.append({
+            "type": cond.type,
+            "status": status,
+            "reason": cond.reason,
+            "message": cond.message,
+            "observedGeneration": generation,
+            "lastTransitionTime": since or _timestamp(now),
+        })
+    return merged
+
+
+def status(
+    cluster: Cluster | None,
+    plan: Plan | None,
+    workload: Mapping[str, Any] | None,
+    members: Sequence[Member],
+    old_status: Mapping[str, Any],
+    generation: int,
+    now: datetime,
+    problem: tuple[str, str] | None = None,
+) -> dict[str, Any]:
+    """The whole `.status` of a cluster object."""
+    fresh = [m for m in members if m.fresh(now)]
+    current_leader = leader(members, now)
+    workload_status = (workload or {}).get("status") or {}
+    out: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": merge_conditions(
+            old_status.get("conditions") or [],
+            conditions(cluster, plan, members, now, problem),
+            generation, now),
+    }
+    if cluster is not None:
+        out.update({
+            "selector": ",".join(f"{k}={v}" for k, v in
+                                 sorted(contract.selector_labels(cluster.name).items())),
+            "workloadKind": cluster.backend.name,
+        })
+    if plan is not None:
+        out.update({
+            "replicas": int(workload_status.get("replicas", plan.replicas)),
+            "readyReplicas": int(workload_status.get("readyReplicas", 0)),
+            "reservedOrdinals": list(plan.reserved),
+        })
+    out["leader"] = current_leader.pod if current_leader else ""
+    out["members"] = [
+        {
+            "name": m.pod,
+            "id": m.member_id,
+            "role": m.role,
+            "healthy": m.healthy,
+            "lastHeartbeat": _timestamp(m.renewed),
+        }
+        for m in fresh
+    ]
+    return out
