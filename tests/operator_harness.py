@@ -1,0 +1,181 @@
+"""Running the real operator against a real apiserver, and standing in for the sidecars.
+
+In the k8s and e2e tiers the pods are kwok pods: no store runs in them. `Sidecars`
+writes the heartbeat Leases through the real API exactly as the sidecar writes them
+(`raftset.heartbeat.lease_manifest`), so the operator sees what it would see in a
+real cluster: a Lease per running pod, the leader marked, Leases gone with their pods.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from raftset import contract
+from raftset.heartbeat import lease_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.3) -> Any:
+    """Poll until `predicate` returns something truthy; fail with `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (ApiException, KeyError) as error:  # an object not there yet
+            last_error = error
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
+
+
+def api(kubeconfig: str) -> client.ApiClient:
+    return config.new_client_from_config(config_file=kubeconfig)
+
+
+def kubectl(kubeconfig: str, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", *args], input=stdin,
+                          capture_output=True, text=True, check=check, timeout=60)
+
+
+class Operator:
+    """The operator as a real subprocess, so a test can SIGKILL it mid-scale."""
+
+    def __init__(self, kubeconfig: str, log: Path, default_kind: str = "StatefulSet",
+                 **env: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.log = log
+        self.env = {
+            **os.environ,
+            "KUBECONFIG": kubeconfig,
+            "RAFTSET_DEFAULT_WORKLOAD_KIND": default_kind,
+            "RAFTSET_RECONCILE_INTERVAL": "1",
+            "RAFTSET_RESYNC_SECONDS": "5",
+            **env,
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        out = self.log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "raftset.operator", "--liveness", "http://127.0.0.1:0/healthz"],
+            env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+
+    def kill(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class Sidecars:
+    """Heartbeat Leases for every Running pod of one cluster, with a chosen leader.
+
+    When the leader's pod goes away the lowest remaining ordinal becomes leader, as the
+    sidecar's MoveLeader hand-off would do.
+    """
+
+    def __init__(self, api_client: client.ApiClient, namespace: str, cluster: str,
+                 leader: int = 0, interval: float = 0.3, lease_seconds: int = 6) -> None:
+        self.core = client.CoreV1Api(api_client)
+        self.leases = client.CoordinationV1Api(api_client)
+        self.namespace = namespace
+        self.cluster = cluster
+        self.leader = leader
+        self.unhealthy: set[int] = set()
+        self.learners: set[int] = set()
+        self.interval = interval
+        self.lease_seconds = lease_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.leaders_seen: list[int] = []
+
+    def __enter__(self) -> Sidecars:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _running_ordinals(self) -> dict[int, dict[str, Any]]:
+        selector = f"{contract.LABEL_INSTANCE}={self.cluster}"
+        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+        return {
+            contract.ordinal_of(p.metadata.name): p
+            for p in pods
+            if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
+        }
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except ApiException:
+                continue  # the apiserver may be restarting in a fault test; try again
+
+    def tick(self) -> None:
+        running = self._running_ordinals()
+        if running and self.leader not in running:
+            self.leader = min(running)
+        if not self.leaders_seen or self.leaders_seen[-1] != self.leader:
+            self.leaders_seen.append(self.leader)
+        for ordinal, pod in running.items():
+            role = (contract.ROLE_LEARNER if ordinal in self.learners
+                    else contract.ROLE_LEADER if ordinal == self.leader else contract.ROLE_FOLLOWER)
+            beat = {
+                "member_id": f"{0x1000 + ordinal:x}",
+                "name": pod.metadata.name,
+                "role": role,
+                "healthy": ordinal not in self.unhealthy,
+                "raft_term": 2,
+                "raft_index": 100,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            body = lease_manifest(
+                namespace=self.namespace, cluster=self.cluster, pod=pod.metadata.name,
+                pod_uid=pod.metadata.uid, heartbeat=beat, lease_seconds=self.lease_seconds)
+            self._apply(body)
+        selector = f"{contract.LABEL_INSTANCE}={self.cluster},{contract.LABEL_HEARTBEAT}=true"
+        for lease in self.leases.list_namespaced_lease(self.namespace, label_selector=selector).items:
+            if contract.ordinal_of(lease.spec.holder_identity) not in running:
+                self._delete(lease.metadata.name)
+
+    def _apply(self, body: dict[str, Any]) -> None:
+        name = body["metadata"]["name"]
+        self.leases.api_client.call_api(
+            f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{name}", "PATCH",
+            query_params=[("fieldManager", "test-sidecar"), ("force", "true")],
+            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
+            body=json.dumps(body), auth_settings=["BearerToken"], _return_http_data_only=True)
+
+    def _delete(self, name: str) -> None:
+        try:
+            self.leases.delete_namespaced_lease(name, self.namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
