@@ -1,0 +1,21 @@
+# One image for both entry points: the Deployment runs `raftset-operator`, the operator
+# renders pods whose sidecar container runs `raftset-sidecar` from the same image.
+FROM python:3.11-slim AS build
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/raftset
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY raftset/ raftset/
+COPY operator/ operator/
+COPY sidecar/ sidecar/
+RUN /opt/raftset/bin/pip install .
+
+FROM python:3.11-slim
+ENV PATH=/opt/raftset/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+COPY --from=build /opt/raftset /opt/raftset
+# A fixed numeric uid so that runAsNonRoot can verify it without a passwd lookup.
+RUN groupadd --gid 65532 raftset \
+ && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin raftset
+USER 65532:65532
+WORKDIR /tmp
+CMD ["raftset-operator"]

@@ -1,0 +1,229 @@
+"""The install manifests: both overlays render through the real `kubectl kustomize`.
+
+kubectl is part of the machine's toolset (see the brief); if it is missing these tests
+fail, they do not skip.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from raftset import contract, crdgen, engines, workloads
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+KUSTOMIZE = ROOT / "kustomize"
+OVERLAYS = {"statefulset": workloads.STATEFULSET.name, "kruise": workloads.ADVANCED_STATEFULSET.name}
+NAMESPACE = "raftset-system"
+OPERATOR = "raftset-operator"
+CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+
+
+@lru_cache
+def render(path: str) -> tuple[dict[str, Any], ...]:
+    kubectl = shutil.which("kubectl")
+    assert kubectl, "kubectl (with its built-in kustomize) is required for these tests"
+    done = subprocess.run([kubectl, "kustomize", str(KUSTOMIZE / path)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return tuple(d for d in yaml.safe_load_all(done.stdout) if d)
+
+
+def only(docs: Iterable[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def operator_container(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    deployment = only(docs, "Deployment", OPERATOR)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def rules(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+
+
+def allows(docs: Iterable[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
+    return any(group in r.get("apiGroups", []) and resource in r.get("resources", []) and verb in r["verbs"]
+               for r in rules(docs))
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_overlay_renders_the_expected_objects(overlay: str) -> None:
+    docs = render(f"overlays/{overlay}")
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert kinds == sorted([
+        ("Namespace", NAMESPACE),
+        ("CustomResourceDefinition", f"{contract.PLURAL_ETCD}.{contract.GROUP}"),
+        ("CustomResourceDefinition", f"{contract.PLURAL_XLINE}.{contract.GROUP}"),
+        ("ServiceAccount", OPERATOR),
+        ("ClusterRole", OPERATOR),
+        ("ClusterRoleBinding", OPERATOR),
+        ("Deployment", OPERATOR),
+    ])
+    for doc in docs:
+        if doc["kind"] not in CLUSTER_SCOPED:
+            assert doc["metadata"]["namespace"] == NAMESPACE, doc["kind"]
+        assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "raftset"
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_overlay_carries_the_generated_crds(overlay: str) -> None:
+    docs = render(f"overlays/{overlay}")
+    for engine in engines.ENGINES.values():
+        generated = crdgen.crd(engine)
+        rendered = only(docs, "CustomResourceDefinition", generated["metadata"]["name"])
+        assert rendered["spec"] == generated["spec"]
+
+
+@pytest.mark.parametrize(("overlay", "kind"), sorted(OVERLAYS.items()))
+def test_default_workload_kind_comes_from_the_overlay(overlay: str, kind: str) -> None:
+    env = {e["name"]: e.get("value") for e in operator_container(render(f"overlays/{overlay}"))["env"]}
+    assert env["RAFTSET_DEFAULT_WORKLOAD_KIND"] == kind
+    assert kind in workloads.BACKENDS
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_operator_deployment(overlay: str) -> None:
+    docs = render(f"overlays/{overlay}")
+    deployment = only(docs, "Deployment", OPERATOR)
+    pod = deployment["spec"]["template"]["spec"]
+    container = operator_container(docs)
+    assert pod["serviceAccountName"] == OPERATOR
+    assert container["image"] == "ghcr.io/raftset/raftset:0.1.0"
+    assert container["command"] == [OPERATOR]
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert OPERATOR in scripts and "raftset-sidecar" in scripts
+    # The probes ask kopf's liveness endpoint, on the port the flag opens.
+    (liveness,) = [a for a in container["args"] if a.startswith("--liveness=")]
+    port, path = re.fullmatch(r"--liveness=http://0\.0\.0\.0:(\d+)(/\S+)", liveness).groups()
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe in ("livenessProbe", "readinessProbe"):
+        get = container[probe]["httpGet"]
+        assert get["path"] == path and ports[get["port"]] == int(port), probe
+    security = container["securityContext"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}  # the only writable place
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_rbac_binds_the_operators_service_account(overlay: str) -> None:
+    docs = render(f"overlays/{overlay}")
+    binding = only(docs, "ClusterRoleBinding", OPERATOR)
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": OPERATOR}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": OPERATOR, "namespace": NAMESPACE}]
+    assert only(docs, "ServiceAccount", OPERATOR)["metadata"]["namespace"] == NAMESPACE
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_rbac_has_no_wildcards(overlay: str) -> None:
+    for rule in rules(render(f"overlays/{overlay}")):
+        for key in ("apiGroups", "resources", "verbs"):
+            assert not any("*" in item for item in rule.get(key, [])), rule
+        assert "nonResourceURLs" not in rule and "resourceNames" not in rule, rule
+        assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), rule
+
+
+# What the operator does (and, for leases, pods and workloads, what it grants the
+# sidecars: the apiserver refuses a Role granting more than its creator holds).
+NEEDED = [
+    (contract.GROUP, plural, verb) for plural in (contract.PLURAL_ETCD, contract.PLURAL_XLINE)
+    for verb in ("get", "list", "watch", "patch")
+] + [
+    (contract.GROUP, f"{plural}/status", "patch") for plural in (contract.PLURAL_ETCD, contract.PLURAL_XLINE)
+] + [
+    (contract.GROUP, f"{plural}/finalizers", "update") for plural in (contract.PLURAL_ETCD, contract.PLURAL_XLINE)
+] + [
+    (group, resource, verb)
+    for group, resource in (("apps", "statefulsets"), ("", "services"), ("policy", "poddisruptionbudgets"),
+                            ("", "secrets"), ("", "serviceaccounts"), ("rbac.authorization.k8s.io", "roles"),
+                            ("rbac.authorization.k8s.io", "rolebindings"), ("cert-manager.io", "issuers"),
+                            ("cert-manager.io", "certificates"), ("coordination.k8s.io", "leases"))
+    for verb in ("get", "list", "watch", "create", "patch", "delete")
+] + [
+    ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
+    ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "list"),
+    ("", "persistentvolumeclaims", "patch"), ("", "persistentvolumeclaims", "delete"),
+    ("coordination.k8s.io", "leases", "update"),
+    ("", "events", "create"), ("", "events", "patch"),
+    ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch"),
+    ("", "namespaces", "list"), ("", "namespaces", "watch"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "watch"),
+]
+
+# Least privilege: things the operator never does.
+NOT_NEEDED = [
+    ("", "pods", "delete"), ("", "pods", "create"), ("", "pods/exec", "create"),
+    ("", "nodes", "get"), ("", "namespaces", "create"), ("", "namespaces", "delete"),
+    ("", "persistentvolumeclaims", "create"), ("", "persistentvolumes", "delete"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "create"),
+    ("apiextensions.k8s.io", "customresourcedefinitions", "patch"),
+    ("rbac.authorization.k8s.io", "clusterroles", "create"),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
+    ("apps", "deployments", "create"), ("", "configmaps", "create"),
+    (contract.GROUP, contract.PLURAL_ETCD, "create"), (contract.GROUP, contract.PLURAL_ETCD, "delete"),
+]
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+@pytest.mark.parametrize(("group", "resource", "verb"), NEEDED)
+def test_rbac_allows_what_the_operator_needs(overlay: str, group: str, resource: str, verb: str) -> None:
+    assert allows(render(f"overlays/{overlay}"), group, resource, verb)
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+@pytest.mark.parametrize(("group", "resource", "verb"), NOT_NEEDED)
+def test_rbac_refuses_what_the_operator_does_not_need(overlay: str, group: str, resource: str, verb: str) -> None:
+    assert not allows(render(f"overlays/{overlay}"), group, resource, verb)
+
+
+@pytest.mark.parametrize("verb", ["get", "list", "watch", "create", "patch", "delete"])
+def test_only_the_kruise_overlay_manages_advanced_statefulsets(verb: str) -> None:
+    backend = workloads.ADVANCED_STATEFULSET
+    assert allows(render("overlays/kruise"), backend.group, backend.plural, verb)
+    assert not allows(render("overlays/statefulset"), backend.group, backend.plural, verb)
+
+
+def test_overlays_differ_only_in_kruise_rbac_and_default_kind() -> None:
+    sts, kruise = render("overlays/statefulset"), render("overlays/kruise")
+    assert rules(kruise)[:-1] == rules(sts)
+    assert rules(kruise)[-1]["apiGroups"] == [workloads.ADVANCED_STATEFULSET.group]
+    strip = [d for d in sts if d["kind"] not in ("ClusterRole", "Deployment")]
+    assert strip == [d for d in kruise if d["kind"] not in ("ClusterRole", "Deployment")]
+
+
+def test_samples_render_one_cluster_per_kind() -> None:
+    docs = render("samples")
+    assert sorted(d["kind"] for d in docs) == sorted(e.kind for e in engines.ENGINES.values())
+    for doc in docs:
+        assert doc["apiVersion"] == contract.API_VERSION
+        assert "workloadKind" not in doc["spec"], "samples follow the overlay's default workload kind"
+
+
+def test_dockerfile_runs_as_the_deployments_non_root_user() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    froms = re.findall(r"^FROM (\S+)", dockerfile, re.M)
+    assert froms and all(f == "python:3.11-slim" for f in froms)
+    (user,) = re.findall(r"^USER (\d+):(\d+)$", dockerfile, re.M)
+    pod = only(render("overlays/statefulset"), "Deployment", OPERATOR)["spec"]["template"]["spec"]
+    assert (int(user[0]), int(user[1])) == (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"])
+    assert int(user[0]) != 0
+    for folder in ("raftset/", "operator/", "sidecar/"):
+        assert f"COPY {folder} {folder}" in dockerfile
