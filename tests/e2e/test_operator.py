@@ -1,0 +1,269 @@
+"""The operator on the real control plane: both kinds x both backends.
+
+Pods are kwok pods; `Sidecars` writes their heartbeat Leases through the real API the way
+the sidecar does, with the leader placed where a test wants it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from raftset import contract
+from tests.operator_harness import Operator, Sidecars, api, kubectl, wait_for
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+KINDS = {"EtcdCluster": "etcdclusters", "XlineCluster": "xlineclusters"}
+BACKENDS = ("StatefulSet", "AdvancedStatefulSet")
+STEP_TIMEOUT = 90
+
+
+@pytest.fixture(scope="module")
+def operator(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Operator:
+    kubectl(control_plane.kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"))
+    for plural in KINDS.values():
+        kubectl(control_plane.kubeconfig, "wait", "--for=condition=Established",
+                f"crd/{plural}.{contract.GROUP}", "--timeout=60s")
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    op = Operator(control_plane.kubeconfig, log)
+    op.start()
+    yield op
+    op.stop()
+    assert op.log.exists()
+
+
+@pytest.fixture
+def namespace(control_plane: Any) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    kubectl(control_plane.kubeconfig, "create", "namespace", name)
+    yield name
+    kubectl(control_plane.kubeconfig, "delete", "namespace", name, "--wait=false", check=False)
+
+
+def cluster_manifest(kind: str, name: str, namespace: str, replicas: int, backend: str | None,
+                     **spec: Any) -> dict[str, Any]:
+    body = {
+        "apiVersion": contract.API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": replicas, "storage": {"ephemeral": True}, "tls": {"provider": "disabled"},
+                 **spec},
+    }
+    if backend:
+        body["spec"]["workloadKind"] = backend
+    return body
+
+
+class Cluster:
+    """What a test needs to look at one cluster through the real API."""
+
+    def __init__(self, kubeconfig: str, kind: str, name: str, namespace: str, backend: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.api = api(kubeconfig)
+        self.kind, self.plural = kind, KINDS[kind]
+        self.name, self.namespace, self.backend = name, namespace, backend
+        self.custom = client.CustomObjectsApi(self.api)
+        self.core = client.CoreV1Api(self.api)
+
+    def create(self, replicas: int, **spec: Any) -> None:
+        body = cluster_manifest(self.kind, self.name, self.namespace, replicas, self.backend, **spec)
+        kubectl(self.kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(body))
+
+    def obj(self) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(
+            contract.GROUP, contract.VERSION, self.namespace, self.plural, self.name)
+
+    def scale(self, replicas: int) -> None:
+        kubectl(self.kubeconfig, "scale", f"{self.plural}/{self.name}", f"--replicas={replicas}",
+                "-n", self.namespace)
+
+    def workload(self) -> dict[str, Any]:
+        group, version = ("apps", "v1") if self.backend == "StatefulSet" else ("apps.kruise.io", "v1beta1")
+        return self.custom.get_namespaced_custom_object(group, version, self.namespace, "statefulsets", self.name)
+
+    def pods(self) -> set[str]:
+        selector = f"{contract.LABEL_INSTANCE}={self.name}"
+        return {p.metadata.name for p in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+                if p.metadata.deletion_timestamp is None}
+
+    def running_pods(self) -> set[str]:
+        selector = f"{contract.LABEL_INSTANCE}={self.name}"
+        return {p.metadata.name for p in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
+                if p.status.phase == "Running" and p.metadata.deletion_timestamp is None}
+
+    def pod_names(self, *ordinals: int) -> set[str]:
+        return {contract.pod_name(self.name, o) for o in ordinals}
+
+    def wait_pods(self, *ordinals: int) -> None:
+        want = self.pod_names(*ordinals)
+        wait_for(lambda: self.pods() == want and self.running_pods() == want, STEP_TIMEOUT,
+                 f"pods {sorted(want)} (have {sorted(self.pods())})")
+
+    def wait_settled(self, replicas: int) -> dict[str, Any]:
+        def settled() -> dict[str, Any] | None:
+            obj = self.obj()
+            st = obj.get("status") or {}
+            conds = {c["type"]: c for c in st.get("conditions", [])}
+            progressing = conds.get("Progressing", {})
+            ok = (st.get("observedGeneration") == obj["metadata"]["generation"]
+                  and progressing.get("status") == "False" and len(st.get("members", [])) == replicas)
+            return obj if ok else None
+        return wait_for(settled, STEP_TIMEOUT, f"{self.name} settled at {replicas} members")
+
+    def events(self) -> list[tuple[str, str]]:
+        found = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={self.name},involvedObject.kind={self.kind}")
+        return [(e.reason, e.message) for e in found.items]
+
+
+@pytest.mark.parametrize("kind,backend", list(itertools.product(KINDS, BACKENDS)))
+def test_scale_out_and_in_with_leader_on_highest_ordinal(
+        control_plane: Any, operator: Operator, namespace: str, kind: str, backend: str) -> None:
+    c = Cluster(control_plane.kubeconfig, kind, "kv", namespace, backend)
+    c.create(3)
+    with Sidecars(c.api, namespace, c.name, leader=2) as sidecars:
+        c.wait_pods(0, 1, 2)
+        obj = c.wait_settled(3)
+        assert obj["status"]["leader"] == "kv-2"
+        assert obj["status"]["workloadKind"] == backend
+        assert {m["name"] for m in obj["status"]["members"]} == c.pod_names(0, 1, 2)
+        assert all(m["healthy"] and m["id"] for m in obj["status"]["members"])
+        assert c.workload()["kind"] == "StatefulSet"
+        assert c.workload()["apiVersion"].startswith("apps.kruise.io" if backend != "StatefulSet" else "apps/")
+
+        c.scale(5)  # through the scale subresource, as `kubectl scale` does
+        c.wait_pods(0, 1, 2, 3, 4)
+        c.wait_settled(5)
+
+        sidecars.leader = 4  # the ordinal the builtin StatefulSet deletes first
+        wait_for(lambda: c.obj()["status"].get("leader") == "kv-4", 30, "leader kv-4 in status")
+        c.scale(3)
+        if backend == "AdvancedStatefulSet":
+            c.wait_pods(0, 1, 4)
+            obj = c.wait_settled(3)
+            assert obj["status"]["leader"] == "kv-4", "the leader pod must be kept"
+            assert sorted(c.workload()["spec"]["reserveOrdinals"]) == [2, 3]
+            assert obj["status"]["reservedOrdinals"] == [2, 3]
+            assert sidecars.leaders_seen[-1] == 4
+        else:
+            c.wait_pods(0, 1, 2)
+            obj = c.wait_settled(3)
+            assert obj["status"]["leader"] != "kv-4"
+            assert any(reason == "LeaderHandOff" and "kv-4" in message for reason, message in c.events())
+        reasons = [reason for reason, _ in c.events()]
+        assert reasons.count("ScalingIn") >= 2 and reasons.count("ScalingOut") >= 2
+
+        # Re-fill: Advanced StatefulSet fills the holes first.
+        c.scale(5)
+        c.wait_pods(0, 1, 2, 3, 4)
+        c.wait_settled(5)
+        if backend == "AdvancedStatefulSet":
+            assert not c.workload()["spec"].get("reserveOrdinals")
+
+
+def test_operator_killed_mid_scale_resumes(control_plane: Any, operator: Operator, namespace: str) -> None:
+    c = Cluster(control_plane.kubeconfig, "EtcdCluster", "resume", namespace, "AdvancedStatefulSet")
+    c.create(5)
+    with Sidecars(c.api, namespace, c.name, leader=4):
+        c.wait_pods(0, 1, 2, 3, 4)
+        c.wait_settled(5)
+        c.scale(3)
+        wait_for(lambda: c.workload()["spec"]["replicas"] == 4, STEP_TIMEOUT, "the first scale-in step")
+        operator.kill()
+        assert c.workload()["spec"]["reserveOrdinals"] == [3]
+        operator.start()
+        c.wait_pods(0, 1, 4)
+        obj = c.wait_settled(3)
+        assert obj["status"]["leader"] == "resume-4"
+        assert c.workload()["spec"]["reserveOrdinals"] == [2, 3]
+        scaled_in = [m for reason, m in c.events() if reason == "ScalingIn"]
+        assert len(scaled_in) == 2, f"each member is removed once, got {scaled_in}"
+
+
+def test_drift_is_repaired(control_plane: Any, operator: Operator, namespace: str) -> None:
+    c = Cluster(control_plane.kubeconfig, "EtcdCluster", "drift", namespace, "StatefulSet")
+    c.create(3)
+    with Sidecars(c.api, namespace, c.name):
+        c.wait_pods(0, 1, 2)
+        c.wait_settled(3)
+        old_uid = c.core.read_namespaced_service("drift-client", namespace).metadata.uid
+        c.core.delete_namespaced_service("drift-client", namespace)
+        wait_for(lambda: c.core.read_namespaced_service("drift-client", namespace).metadata.uid != old_uid,
+                 30, "the client Service to come back")
+        apps = client.AppsV1Api(c.api)
+        apps.patch_namespaced_stateful_set("drift", namespace, {"spec": {"replicas": 1}})
+        wait_for(lambda: apps.read_namespaced_stateful_set("drift", namespace).spec.replicas == 3,
+                 30, "the StatefulSet's replicas to be restored")
+        c.wait_pods(0, 1, 2)
+
+
+BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
+    ("negative replicas", {"replicas": -1}, "spec.replicas"),
+    ("replicas not an integer", {"replicas": "three"}, "spec.replicas"),
+    ("unknown workload kind", {"workloadKind": "Deployment"}, "spec.workloadKind"),
+    ("unknown TLS provider", {"tls": {"provider": "letsencrypt"}}, "spec.tls.provider"),
+    ("bad storage size", {"storage": {"size": "lots"}}, "spec.storage.size"),
+    ("ephemeral with a storage class", {"storage": {"ephemeral": True, "storageClassName": "fast"}},
+     "storage"),
+    ("operator-owned option", {"options": {"data-dir": "/tmp"}}, "data-dir"),
+    ("issuerRef without cert-manager", {"tls": {"provider": "auto", "issuerRef": {"name": "ca"}}}, "issuerRef"),
+    ("heartbeat interval zero", {"sidecar": {"heartbeatIntervalSeconds": 0}}, "heartbeatIntervalSeconds"),
+    ("unknown field", {"replica": 3}, "replica"),
+    ("too many replicas", {"replicas": 100}, "spec.replicas"),
+    ("podTemplate labels not a map", {"podTemplate": {"labels": ["a"]}}, "spec.podTemplate.labels"),
+]
+
+
+@pytest.mark.parametrize("what,spec,needle", BAD_SPECS, ids=[b[0] for b in BAD_SPECS])
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_cluster_is_refused_by_the_apiserver(
+        control_plane: Any, operator: Operator, namespace: str, kind: str, what: str,
+        spec: dict[str, Any], needle: str) -> None:
+    body = cluster_manifest(kind, "bad", namespace, 3, None)
+    body["spec"].update(spec)
+    result = kubectl(control_plane.kubeconfig, "create", "--validate=strict", "-f", "-",
+                     stdin=yaml.safe_dump(body), check=False)
+    assert result.returncode != 0, f"{what} was accepted"
+    assert needle in result.stderr, result.stderr
+
+
+def test_owned_option_message_names_the_flag(control_plane: Any, operator: Operator, namespace: str) -> None:
+    body = cluster_manifest("XlineCluster", "bad", namespace, 3, None, options={"members": "x=y"})
+    result = kubectl(control_plane.kubeconfig, "create", "-f", "-", stdin=yaml.safe_dump(body), check=False)
+    assert result.returncode != 0 and "members" in result.stderr, result.stderr
+
+
+def test_workload_kind_is_immutable(control_plane: Any, operator: Operator, namespace: str) -> None:
+    c = Cluster(control_plane.kubeconfig, "EtcdCluster", "immutable", namespace, "StatefulSet")
+    c.create(1)
+    result = kubectl(control_plane.kubeconfig, "patch", "etcdclusters/immutable", "-n", namespace, "--type=merge",
+                     "-p", '{"spec":{"workloadKind":"AdvancedStatefulSet"}}', check=False)
+    assert result.returncode != 0 and "immutable" in result.stderr.lower(), result.stderr
+
+
+def test_deleting_a_cluster_removes_what_it_owns(control_plane: Any, operator: Operator, namespace: str) -> None:
+    c = Cluster(control_plane.kubeconfig, "XlineCluster", "gone", namespace, "AdvancedStatefulSet")
+    c.create(3)
+    with Sidecars(c.api, namespace, c.name):
+        c.wait_pods(0, 1, 2)
+        c.wait_settled(3)
+    kubectl(control_plane.kubeconfig, "delete", "xlineclusters/gone", "-n", namespace, "--wait=true",
+            "--timeout=60s")
+    core, policy = c.core, client.PolicyV1Api(c.api)
+
+    def all_gone() -> bool:
+        selector = f"{contract.LABEL_INSTANCE}=gone"
+        return (not core.list_namespaced_service(namespace, label_selector=selector).items
+                and not policy.list_namespaced_pod_disruption_budget(namespace, label_selector=selector).items
+                and not core.list_namespaced_pod(namespace, label_selector=selector).items
+                and not client.CoordinationV1Api(c.api).list_namespaced_lease(
+                    namespace, label_selector=selector).items)
+    wait_for(all_gone, 90, "owned objects garbage-collected")
