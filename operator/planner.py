@@ -141,7 +141,8 @@ def plan(
                     f"adding ordinal {added[0]} ({replicas} -> {step} members)")
 
     # Scale-in may start with unhealthy members (they are the first to go), but never
-    # while the previous victim is still leaving or without a leader to protect.
+    # while the previous victim is still leaving, another member is joining, or without
+    # a leader to protect.
     if state.extra:
         return Plan(replicas, reserved, "wait", state.describe())
     current_leader = leader(members, now)
@@ -158,6 +159,13 @@ def plan(
         # leader, its sidecar hands leadership away on the preStop path first.
         victim = kept[-1]
         new_reserved = ()
+    victim_pod = contract.pod_name(cluster, victim)
+    # A joining learner may itself be scaled away, but no other member leaves meanwhile:
+    # one membership change at a time.
+    joining = tuple(p for p in state.learners if p != victim_pod)
+    if joining:
+        return Plan(replicas, reserved, "wait",
+                    f"waiting for learner {', '.join(joining)} to be promoted")
     victim_member = by_ordinal.get(victim)
     victim_votes = bool(victim_member and victim_member.fresh(now) and victim_member.voting
                         and victim_member.healthy)
@@ -165,7 +173,6 @@ def plan(
         return Plan(replicas, reserved, "wait",
                     f"removing ordinal {victim} now would leave fewer than {quorum(step)} "
                     f"healthy voters; waiting for the cluster to recover", refused=True)
-    victim_pod = contract.pod_name(cluster, victim)
     hand_off = victim_pod if victim == current_leader.ordinal else None
     message = f"removing {victim_pod} ({replicas} -> {step} members)"
     if hand_off:

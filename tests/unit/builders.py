@@ -1,0 +1,100 @@
+"""Pure test data for the unit tier: heartbeat Leases, Members and cluster bodies.
+
+Shaped exactly like the objects the sidecar writes and the apiserver returns, so that
+the tests feed the operator core what it will really read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from raftset import contract
+from raftset.operator import spec
+from raftset.operator.members import Member
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+CLUSTER = "demo"
+LEASE_SECONDS = 30
+
+
+def member(ordinal: int, role: str = contract.ROLE_FOLLOWER, *, healthy: bool = True,
+           age: float = 0, duration: int = LEASE_SECONDS, cluster: str = CLUSTER) -> Member:
+    """A heartbeat record renewed `age` seconds before NOW (stale once age >= duration)."""
+    renewed = NOW - timedelta(seconds=age)
+    return Member(
+        pod=contract.pod_name(cluster, ordinal),
+        ordinal=ordinal,
+        member_id=f"{ordinal + 1:016x}",
+        role=role,
+        healthy=healthy,
+        renewed=renewed,
+        expires=renewed + timedelta(seconds=duration),
+    )
+
+
+def members(ordinals: Iterable[int], leader: int | None,
+            overrides: Mapping[int, Mapping[str, Any]] | None = None) -> list[Member]:
+    """Fresh healthy voters on `ordinals`, `leader` leading; `overrides[ordinal]` are member() kwargs."""
+    out = []
+    for ordinal in ordinals:
+        kwargs: dict[str, Any] = {"role": contract.ROLE_LEADER if ordinal == leader
+                                  else contract.ROLE_FOLLOWER}
+        kwargs.update((overrides or {}).get(ordinal, {}))
+        out.append(member(ordinal, **kwargs))
+    return out
+
+
+def heartbeat(role: str = contract.ROLE_FOLLOWER, *, healthy: bool = True,
+              member_id: str = "8e9e05c52164694d", pod: str = "demo-0") -> dict[str, Any]:
+    """The JSON the sidecar serves on GET /heartbeat and copies into its Lease."""
+    return {
+        "member_id": member_id, "name": pod, "role": role, "healthy": healthy,
+        "raft_term": 2, "raft_index": 17, "time": NOW.isoformat(),
+    }
+
+
+def lease(pod: str = "demo-0", beat: Mapping[str, Any] | str | None = None, *,
+          renew_time: Any = "2026-01-01T12:00:00.000000Z", duration: Any = LEASE_SECONDS,
+          holder: Any = "__pod__") -> dict[str, Any]:
+    """A coordination.k8s.io/v1 Lease as the sidecar writes it; `beat` str = raw annotation."""
+    if beat is None:
+        beat = heartbeat(pod=pod)
+    raw = beat if isinstance(beat, str) else json.dumps(beat)
+    lease_spec: dict[str, Any] = {"holderIdentity": pod if holder == "__pod__" else holder,
+                                  "leaseDurationSeconds": duration}
+    if renew_time is not None:
+        lease_spec["renewTime"] = renew_time
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": contract.lease_name(pod),
+            "namespace": "default",
+            "labels": {contract.LABEL_HEARTBEAT: "true", contract.LABEL_CLUSTER: CLUSTER},
+            "annotations": {contract.ANNOTATION_HEARTBEAT: raw},
+        },
+        "spec": lease_spec,
+    }
+
+
+def body(kind: str = contract.KIND_ETCD, *, name: str = CLUSTER, namespace: str = "db",
+         status: Mapping[str, Any] | None = None, **spec_fields: Any) -> dict[str, Any]:
+    """A cluster custom resource as kopf hands it to a handler."""
+    obj: dict[str, Any] = {
+        "apiVersion": contract.API_VERSION,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace, "uid": "0b1c2d3e-uid", "generation": 4},
+        "spec": dict(spec_fields),
+    }
+    if status is not None:
+        obj["status"] = dict(status)
+    return obj
+
+
+def cluster(kind: str = contract.KIND_ETCD, workload_kind: str = "StatefulSet",
+            **spec_fields: Any) -> spec.Cluster:
+    """A parsed cluster; `workload_kind` is the operator's default."""
+    return spec.parse(body(kind, **spec_fields), default_workload_kind=workload_kind)
