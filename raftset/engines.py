@@ -85,8 +85,26 @@ def _etcd_config(cfg: StartupConfig) -> str:
     # etcd ignores command-line flags when --config-file is given, so user options go
     # into the file under their flag names (which are also the file's keys).
     for key, value in cfg.options.items():
-        doc[key] = yaml.safe_load(value) if value else value
+        doc[key] = _etcd_option_value(key, value)
     return yaml.safe_dump(doc, sort_keys=True)
+
+
+# The file is typed where the command line is not: etcd refuses a number for these
+# string keys and a comma-separated string for these list keys.
+_ETCD_STRING_OPTIONS = frozenset({"auto-compaction-retention", "auto-compaction-mode"})
+_ETCD_LIST_OPTIONS = frozenset({"log-outputs", "cipher-suites"})
+
+
+def _etcd_option_value(key: str, value: str) -> object:
+    """A flag value as the config file's key wants it (numbers and booleans typed)."""
+    if not value or key in _ETCD_STRING_OPTIONS:
+        return value
+    if key in _ETCD_LIST_OPTIONS:
+        return [part.strip() for part in value.split(",") if part.strip()]
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
 
 
 def _xline_args(cfg: StartupConfig) -> str:
@@ -143,7 +161,9 @@ class Engine:
 
     def refused_options(self, options: Mapping[str, str]) -> list[str]:
         """The option names in `options` that the operator owns, sorted."""
-        return sorted(name for name in options if name.lstrip("-") in self.owned_flags)
+        # "data-dir=/x" is the flag data-dir too (Xline's argument parser reads it so).
+        return sorted(name for name in options
+                      if name.lstrip("-").split("=", 1)[0] in self.owned_flags)
 
 
 _ETCD_OWNED = frozenset({
