@@ -1,0 +1,59 @@
+"""Pure statistics over what a benchmark observed: no processes, no clocks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One client request: when it started and ended (seconds), and whether it succeeded."""
+
+    start: float
+    end: float
+    ok: bool
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """Nearest-rank percentile; 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(pct / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def longest_stall(samples: Iterable[Sample], window: tuple[float, float]) -> float:
+    """The longest time inside `window` during which no request completed successfully."""
+    start, end = window
+    done = sorted(s.end for s in samples if s.ok and start <= s.end <= end)
+    edges = [start, *done, end]
+    return max(b - a for a, b in zip(edges, edges[1:]))
+
+
+def leader_changes(observed: Sequence[str]) -> int:
+    """How often the observed leader differs from the one observed before it."""
+    seen = [leader for leader in observed if leader]
+    return sum(1 for a, b in zip(seen, seen[1:]) if a != b)
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    writes: int
+    failed_writes: int
+    longest_stall_s: float
+    p50_ms: float
+    p99_ms: float
+
+
+def window_stats(samples: Sequence[Sample], window: tuple[float, float]) -> WindowStats:
+    inside = [s for s in samples if window[0] <= s.start <= window[1]]
+    latencies = [(s.end - s.start) * 1000 for s in inside if s.ok]
+    return WindowStats(
+        writes=len(inside),
+        failed_writes=sum(1 for s in inside if not s.ok),
+        longest_stall_s=longest_stall(samples, window),
+        p50_ms=percentile(latencies, 50),
+        p99_ms=percentile(latencies, 99),
+    )
