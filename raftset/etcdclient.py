@@ -1,0 +1,385 @@
+"""The project's one etcd v3 client: membership, status, leadership, and a little KV.
+
+A thin layer over etcd3aio's service facades (asyncio, grpc.aio). Why not use
+`etcd3aio.Etcd3Client` directly: it dials `ipv4:` targets only (no DNS names, which
+pods need) and retries every unary call on UNAVAILABLE, including MemberAdd, where a
+lost reply must never turn into a second member. So this module opens its own channel
+per member and passes `max_attempts=1` to every call; read-only calls are retried here
+with tenacity, membership mutations never are. Callers make mutations idempotent by
+reading MemberList first (see docs/etcd-client.md).
+
+Both etcd and Xline speak this API, so nothing here depends on the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from types import TracebackType
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+import grpc
+import grpc.aio
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from etcd3aio.cluster import ClusterService
+from etcd3aio.concurrency import Lock
+from etcd3aio.errors import EtcdError
+from etcd3aio.kv import KVService
+from etcd3aio.lease import LeaseService
+from etcd3aio.maintenance import MaintenanceService
+from etcd3aio.watch import WatchService
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from raftset.engines import TLSFiles
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Short reconnect backoff: grpc's default grows to 120 s, which would hide a member that
+# came back long after it is serving again.
+_CHANNEL_OPTIONS: list[tuple[str, int | str]] = [
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
+    ("grpc.enable_retries", 0),
+]
+
+
+class Refusal(Enum):
+    """Answers of a member that callers act on; matched on the server's message."""
+
+    TOO_MANY_LEARNERS = "too many learner members in cluster"
+    LEARNER_NOT_READY = "can only promote a learner member which is in sync with leader"
+    NOT_A_LEARNER = "can only promote a learner member"
+    MEMBER_NOT_FOUND = "member not found"
+    PEER_URL_EXISTS = "peerurl exists"
+    MEMBER_EXISTS = "member id already exist"
+    NOT_ENOUGH_STARTED = "not enough started members"
+    UNHEALTHY = "unhealthy cluster"
+    LEARNER_RPC = "rpc not supported for learner"
+    NOT_LEADER = "not leader"
+    NO_LEADER = "no leader"
+    MEMBER_REMOVED = "member has been permanently removed"
+    OTHER = ""
+
+    @classmethod
+    def of(cls, message: str) -> Refusal:
+        text = message.lower().replace("peer urls already exists", "peerurl exists")
+        for refusal in cls:
+            if refusal is not cls.OTHER and refusal.value in text:
+                return refusal
+        return cls.OTHER
+
+
+class EtcdClientError(Exception):
+    """A call to one member failed; `refusal` says why when the member answered."""
+
+    def __init__(self, endpoint: str, operation: str, message: str, *, reachable: bool) -> None:
+        super().__init__(f"{operation} at {endpoint}: {message}")
+        self.endpoint = endpoint
+        self.operation = operation
+        self.message = message
+        self.reachable = reachable
+        self.refusal = Refusal.of(message) if reachable else Refusal.OTHER
+
+
+class Unreachable(EtcdClientError):
+    """No answer from the member (connection refused, timeout, TLS handshake failed)."""
+
+    def __init__(self, endpoint: str, operation: str, message: str) -> None:
+        super().__init__(endpoint, operation, message, reachable=False)
+
+
+class TLSConfigError(Exception):
+    """The mounted certificate files are missing or unreadable: a setup error to report."""
+
+
+@dataclass(frozen=True)
+class ClientTLS:
+    """PEM bytes for a mutual-TLS client."""
+
+    ca: bytes
+    cert: bytes
+    key: bytes
+
+    @classmethod
+    def load(cls, files: TLSFiles) -> ClientTLS:
+        """Read and parse the client material now, so bad files fail with their path."""
+        ca = _read(files.ca)
+        cert = _read(files.client_cert)
+        key = _read(files.client_key)
+        try:
+            x509.load_pem_x509_certificates(ca)
+        except ValueError as exc:
+            raise TLSConfigError(f"{files.ca} is not a PEM CA certificate: {exc}") from exc
+        try:
+            x509.load_pem_x509_certificate(cert)
+        except ValueError as exc:
+            raise TLSConfigError(f"{files.client_cert} is not a PEM certificate: {exc}") from exc
+        try:
+            load_pem_private_key(key, password=None)
+        except (ValueError, TypeError) as exc:
+            raise TLSConfigError(f"{files.client_key} is not an unencrypted PEM key: {exc}") from exc
+        return cls(ca=ca, cert=cert, key=key)
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise TLSConfigError(f"cannot read TLS file {path}: {exc.strerror}") from exc
+
+
+@dataclass(frozen=True)
+class Member:
+    id: int
+    name: str  # empty until the member has started once
+    peer_urls: tuple[str, ...]
+    client_urls: tuple[str, ...]
+    is_learner: bool
+
+    @property
+    def started(self) -> bool:
+        return bool(self.name)
+
+    @property
+    def hex_id(self) -> str:
+        return f"{self.id:x}"
+
+
+@dataclass(frozen=True)
+class Status:
+    """One member's own view (Maintenance.Status)."""
+
+    endpoint: str
+    member_id: int
+    cluster_id: int
+    leader: int  # 0 while there is no leader
+    raft_term: int
+    raft_index: int
+    raft_applied_index: int
+    is_learner: bool
+    errors: tuple[str, ...]
+    version: str
+    db_size: int
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader != 0 and self.leader == self.member_id
+
+
+def _members(raw: Iterable[object]) -> list[Member]:
+    return [
+        Member(
+            id=int(m.ID),  # type: ignore[attr-defined]
+            name=str(m.name),  # type: ignore[attr-defined]
+            peer_urls=tuple(m.peerURLs),  # type: ignore[attr-defined]
+            client_urls=tuple(m.clientURLs),  # type: ignore[attr-defined]
+            is_learner=bool(m.isLearner),  # type: ignore[attr-defined]
+        )
+        for m in raw
+    ]
+
+
+def grpc_target(url: str) -> str:
+    """`http://host:2379` -> `host:2379` (grpc resolves DNS names itself)."""
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    if not parts.hostname or not parts.port:
+        raise ValueError(f"not a client URL with host and port: {url!r}")
+    return parts.netloc
+
+
+class MemberClient:
+    """A client of ONE member, so that Status and MoveLeader reach the member meant."""
+
+    def __init__(self, url: str, tls: ClientTLS | None = None, *, timeout: float = 5.0) -> None:
+        self.url = url
+        self.timeout = timeout
+        target = grpc_target(url)
+        if tls:
+            creds = grpc.ssl_channel_credentials(
+                root_certificates=tls.ca, private_key=tls.key, certificate_chain=tls.cert,
+            )
+            self._channel = grpc.aio.secure_channel(target, creds, options=_CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+        self._cluster = ClusterService(self._channel, max_attempts=1)
+        self._kv = KVService(self._channel, max_attempts=1)
+        self._maintenance = MaintenanceService(self._channel, max_attempts=1)
+        self._lease = LeaseService(self._channel, max_attempts=1)
+        self._watch = WatchService(self._channel, max_attempts=1)
+
+    async def __aenter__(self) -> MemberClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _call(self, operation: str, call: Callable[[], Awaitable[T]], timeout: float | None = None) -> T:
+        try:
+            async with asyncio.timeout(timeout or self.timeout):
+                return await call()
+        except TimeoutError as exc:
+            raise Unreachable(self.url, operation, "timed out") from exc
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise Unreachable(self.url, operation, exc.details() or exc.code().name) from exc
+            raise EtcdClientError(self.url, operation, exc.details() or exc.code().name, reachable=True) from exc
+        except EtcdError as exc:
+            cause = exc.__cause__
+            detail = cause.details() if isinstance(cause, grpc.aio.AioRpcError) else None
+            code = cause.code() if isinstance(cause, grpc.aio.AioRpcError) else None
+            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, None):
+                raise Unreachable(self.url, operation, detail or str(exc)) from exc
+            raise EtcdClientError(self.url, operation, detail or str(exc), reachable=True) from exc
+
+    # Read-only calls.
+
+    async def status(self, timeout: float | None = None) -> Status:
+        r = await self._call("Status", lambda: self._maintenance.status(timeout=timeout or self.timeout), timeout)
+        return Status(
+            endpoint=self.url,
+            member_id=int(r.header.member_id),
+            cluster_id=int(r.header.cluster_id),
+            leader=int(r.leader),
+            raft_term=int(r.raftTerm),
+            raft_index=int(r.raftIndex),
+            raft_applied_index=int(r.raftAppliedIndex),
+            is_learner=bool(r.isLearner),
+            errors=tuple(r.errors),
+            version=str(r.version),
+            db_size=int(r.dbSize),
+        )
+
+    async def member_list(self) -> list[Member]:
+        r = await self._call("MemberList", lambda: self._cluster.member_list(timeout=self.timeout))
+        return _members(r.members)
+
+    async def get(self, key: str, *, serializable: bool = False) -> bytes | None:
+        r = await self._call("Range", lambda: self._kv.get(key, serializable=serializable, timeout=self.timeout))
+        return bytes(r.kvs[0].value) if r.kvs else None
+
+    # Mutations: one attempt each, never retried here.
+
+    async def put(self, key: str, value: str | bytes) -> int:
+        """Write a key; returns the revision. For tests and probes."""
+        r = await self._call("Put", lambda: self._kv.put(key, value, timeout=self.timeout))
+        return int(r.header.revision)
+
+    async def add_learner(self, peer_url: str) -> tuple[Member, list[Member]]:
+        r = await self._call(
+            "MemberAdd", lambda: self._cluster.member_add([peer_url], is_learner=True, timeout=self.timeout),
+        )
+        return _members([r.member])[0], _members(r.members)
+
+    async def promote(self, member_id: int) -> list[Member]:
+        r = await self._call("MemberPromote", lambda: self._cluster.member_promote(member_id, timeout=self.timeout))
+        return _members(r.members)
+
+    async def remove(self, member_id: int) -> list[Member]:
+        r = await self._call("MemberRemove", lambda: self._cluster.member_remove(member_id, timeout=self.timeout))
+        return _members(r.members)
+
+    async def move_leader(self, target_id: int, timeout: float | None = None) -> None:
+        """Hand leadership to `target_id`; this client must be connected to the leader."""
+        await self._call(
+            "MoveLeader",
+            lambda: self._maintenance.move_leader(target_id, timeout=timeout or self.timeout),
+            timeout,
+        )
+
+    @contextlib.asynccontextmanager
+    async def lock(self, name: str, *, ttl: int = 10, timeout: float | None = None):  # type: ignore[no-untyped-def]
+        """An etcd lock (lease-backed, released on crash after `ttl`)."""
+        lock = Lock(self._kv, self._lease, self._watch, name, ttl=ttl)
+        await self._call("Lock", lock.acquire, timeout)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(EtcdError, grpc.aio.AioRpcError, TimeoutError):
+                async with asyncio.timeout(self.timeout):
+                    await lock.release()
+
+
+class ClusterClient:
+    """Several members' clients; reads go to whichever answers, writes to one that did."""
+
+    def __init__(self, tls: ClientTLS | None = None, *, timeout: float = 5.0) -> None:
+        self.tls = tls
+        self.timeout = timeout
+        self._clients: dict[str, MemberClient] = {}
+
+    def member(self, url: str) -> MemberClient:
+        client = self._clients.get(url)
+        if client is None:
+            client = self._clients[url] = MemberClient(url, self.tls, timeout=self.timeout)
+        return client
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+    async def first_answer(
+        self, urls: Sequence[str], read: Callable[[MemberClient], Awaitable[T]], *, attempts: int = 2,
+    ) -> tuple[MemberClient, T]:
+        """Run a read-only `read` on the first member that answers; retried with backoff.
+
+        Raises the last error when no member answered in any attempt.
+        """
+        if not urls:
+            raise Unreachable("-", "any", "no endpoints given")
+
+        async def sweep() -> tuple[MemberClient, T]:
+            last: EtcdClientError | None = None
+            for url in urls:
+                client = self.member(url)
+                try:
+                    return client, await read(client)
+                except EtcdClientError as exc:
+                    last = exc
+            assert last is not None
+            raise last
+
+        async for attempt in AsyncRetrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait_exponential(multiplier=0.2, max=2),
+            retry=retry_if_exception_type(EtcdClientError),
+            reraise=True,
+        ):
+            with attempt:
+                return await sweep()
+        raise AssertionError("unreachable")
+
+    async def member_list(self, urls: Sequence[str]) -> tuple[MemberClient, list[Member]]:
+        """MemberList from the first voting member that answers (learners refuse it)."""
+        return await self.first_answer(urls, lambda c: c.member_list())
+
+    async def statuses(self, urls: Iterable[str], timeout: float | None = None) -> dict[str, Status | None]:
+        """Status of every URL at once; None where the member did not answer."""
+        urls = list(dict.fromkeys(urls))
+
+        async def one(url: str) -> Status | None:
+            try:
+                return await self.member(url).status(timeout=timeout)
+            except EtcdClientError:
+                return None
+
+        results = await asyncio.gather(*(one(u) for u in urls))
+        return dict(zip(urls, results, strict=True))

@@ -1,0 +1,65 @@
+"""Membership-clean: remove members whose pods are gone for good, safely.
+
+Only the leader's sidecar acts (one actor at a time); a member goes only if its ordinal
+is not kept AND it has been absent (never started, or not answering) for longer than the
+grace period, and never if that would lose quorum. At most one removal per round.
+The absence clock lives in the acting sidecar's memory: a new leader starts it afresh,
+which can only delay a removal, never hasten one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
+
+from raftset.etcdclient import Member
+
+from .quorum import has_quorum, safe_to_remove
+
+
+def absences(
+    previous: Mapping[int, float], members: Sequence[Member], answering: Set[int], now: float,
+) -> dict[int, float]:
+    """Since when each absent member has been absent; present members drop out."""
+    out: dict[int, float] = {}
+    for m in members:
+        if m.started and m.id in answering:
+            continue
+        out[m.id] = previous.get(m.id, now)
+    return out
+
+
+@dataclass(frozen=True)
+class CleanPlan:
+    remove: int | None
+    reason: str
+
+
+def plan(
+    *, leading: bool, members: Sequence[Member], ordinal_of: Mapping[int, int | None], kept: Sequence[int],
+    absent_since: Mapping[int, float], answering: Set[int], now: float, grace: float,
+) -> CleanPlan:
+    if not leading:
+        return CleanPlan(None, "not the leader: another sidecar cleans")
+    voters = frozenset(m.id for m in members if not m.is_learner)
+    if not has_quorum(voters, answering):
+        return CleanPlan(None, "the cluster has no healthy quorum: remove nothing")
+    candidates: list[tuple[bool, int, int]] = []
+    waiting: list[str] = []
+    for m in members:
+        ordinal = ordinal_of.get(m.id)
+        if ordinal is None or ordinal in kept or m.id not in absent_since:
+            continue
+        absent_for = now - absent_since[m.id]
+        if absent_for < grace:
+            waiting.append(f"{m.hex_id} absent {absent_for:.0f}s < {grace:.0f}s")
+            continue
+        if not safe_to_remove(voters, answering, m.id):
+            waiting.append(f"{m.hex_id} would lose quorum")
+            continue
+        # Learners and never-started entries first, then the highest ordinal.
+        candidates.append((not m.is_learner and m.started, -ordinal, m.id))
+    if not candidates:
+        return CleanPlan(None, "; ".join(waiting) or "nothing to clean")
+    victim = min(candidates)[-1]
+    return CleanPlan(victim, f"member {victim:x} is not desired and absent past the grace period")

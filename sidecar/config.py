@@ -1,0 +1,262 @@
+"""The sidecar's configuration: environment variables, each overridable by a flag.
+
+The operator renders the environment (see docs/sidecar.md for every variable); tests
+start the same process with loopback templates such as `http://127.0.9.{ordinal}:2380`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from raftset import contract, engines, workloads
+from raftset.engines import Engine, TLSFiles
+from raftset.workloads import Backend
+
+# (variable, flag, help, default); None = required.
+_VARS: tuple[tuple[str, str, str, str | None], ...] = (
+    ("RAFTSET_POD_NAME", "--pod-name", "this pod's name; its ordinal is the numeric suffix", None),
+    ("RAFTSET_NAMESPACE", "--namespace", "the pod's namespace", "default"),
+    ("RAFTSET_CLUSTER", "--cluster", "the cluster (custom resource) name", None),
+    ("RAFTSET_ENGINE", "--engine", "etcd | xline", "etcd"),
+    ("RAFTSET_WORKLOAD_KIND", "--workload-kind", "StatefulSet | AdvancedStatefulSet", "StatefulSet"),
+    ("RAFTSET_WORKLOAD_NAME", "--workload-name", "the workload object's name (default: the cluster)", ""),
+    ("RAFTSET_PEER_URL_TEMPLATE", "--peer-url-template", "advertised peer URL; {pod} {ordinal} {cluster} {namespace}",
+     "http://{pod}.{cluster}-peer.{namespace}.svc:2380"),
+    ("RAFTSET_CLIENT_URL_TEMPLATE", "--client-url-template", "advertised client URL, same fields",
+     "http://{pod}.{cluster}-peer.{namespace}.svc:2379"),
+    ("RAFTSET_LISTEN_PEER_URL", "--listen-peer-url", "the store's peer listen URL", "http://0.0.0.0:2380"),
+    ("RAFTSET_LISTEN_CLIENT_URL", "--listen-client-url", "the store's client listen URL", "http://0.0.0.0:2379"),
+    ("RAFTSET_HTTP_ADDRESS", "--http-address", "host:port of the sidecar's HTTP server", "0.0.0.0:8080"),
+    ("RAFTSET_DATA_DIR", "--data-dir", "the store's data directory (in the data volume)", contract.DATA_DIR),
+    ("RAFTSET_RUN_DIR", "--run-dir", "directory shared with the store for its startup file", contract.RUN_MOUNT),
+    ("RAFTSET_TLS_DIR", "--tls-dir", "directory of ca.crt, server/peer/client .crt/.key; empty = plaintext", ""),
+    ("RAFTSET_HEARTBEAT_INTERVAL", "--heartbeat-interval", "seconds between local status polls", "5"),
+    ("RAFTSET_CLEAN_INTERVAL", "--clean-interval", "seconds between membership-clean rounds", "30"),
+    ("RAFTSET_CLEAN_GRACE", "--clean-grace", "seconds a member must be absent before clean removes it", "300"),
+    ("RAFTSET_LEASE_REFRESH", "--lease-refresh", "seconds between heartbeat Lease renewals without change", "30"),
+    ("RAFTSET_LEAVE_TIMEOUT", "--leave-timeout", "upper bound in seconds for one leave", "60"),
+    ("RAFTSET_OPTIONS", "--options", "JSON map of extra engine flags", "{}"),
+    ("RAFTSET_LOG_LEVEL", "--log-level", "DEBUG | INFO | WARNING", "INFO"),
+)
+
+_TEMPLATE_FIELDS = ("pod", "ordinal", "cluster", "namespace")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed."""
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How pods, members and URLs are named; pure, so that decisions can use it."""
+
+    cluster: str
+    namespace: str
+    peer_template: str
+    client_template: str
+    tls: bool = False
+
+    def pod(self, ordinal: int) -> str:
+        return contract.pod_name(self.cluster, ordinal)
+
+    def _render(self, template: str, ordinal: int) -> str:
+        url = template.format(pod=self.pod(ordinal), ordinal=ordinal, cluster=self.cluster, namespace=self.namespace)
+        return with_scheme(url, self.tls)
+
+    def peer_url(self, ordinal: int) -> str:
+        return self._render(self.peer_template, ordinal)
+
+    def client_url(self, ordinal: int) -> str:
+        return self._render(self.client_template, ordinal)
+
+    def ordinal_of_name(self, name: str) -> int | None:
+        prefix = f"{self.cluster}-"
+        if not name.startswith(prefix) or not name[len(prefix):].isdigit():
+            return None
+        return int(name[len(prefix):])
+
+    def ordinal_of_peer_url(self, url: str) -> int | None:
+        """Reverse the peer template; None for a URL this cluster would never advertise."""
+        pattern = re.escape(with_scheme(self.peer_template, self.tls))
+        for name in _TEMPLATE_FIELDS:
+            token = re.escape("{" + name + "}")
+            value = {
+                "pod": re.escape(f"{self.cluster}-") + r"(?P<p>\d+)",
+                "ordinal": r"(?P<o>\d+)",
+                "cluster": re.escape(self.cluster),
+                "namespace": re.escape(self.namespace),
+            }[name]
+            # A field may appear twice; only the first occurrence may define a group.
+            pattern = pattern.replace(token, value, 1).replace(token, re.sub(r"\(\?P<\w>", "(?:", value))
+        match = re.fullmatch(pattern, url)
+        if not match:
+            return None
+        ordinal = match.groupdict().get("o") or match.groupdict().get("p")
+        return int(ordinal) if ordinal is not None else None
+
+    def ordinal_of_member(self, name: str, peer_urls: Sequence[str]) -> int | None:
+        """Started members by name (the pod's), unstarted ones by their peer URL."""
+        by_name = self.ordinal_of_name(name) if name else None
+        if by_name is not None:
+            return by_name
+        for url in peer_urls:
+            ordinal = self.ordinal_of_peer_url(url)
+            if ordinal is not None:
+                return ordinal
+        return None
+
+
+def with_scheme(url: str, tls: bool) -> str:
+    """Templates are written with http://; TLS switches them to https://."""
+    if tls and url.startswith("http://"):
+        return "https://" + url[len("http://"):]
+    return url
+
+
+@dataclass(frozen=True)
+class Settings:
+    pod_name: str
+    ordinal: int
+    naming: Naming
+    engine: Engine
+    backend: Backend
+    workload_name: str
+    listen_peer_url: str
+    listen_client_url: str
+    http_host: str
+    http_port: int
+    data_dir: str
+    run_dir: str
+    tls: TLSFiles | None
+    heartbeat_interval: float
+    clean_interval: float
+    clean_grace: float
+    lease_refresh: float
+    leave_timeout: float
+    options: Mapping[str, str] = field(default_factory=dict)
+    log_level: str = "INFO"
+
+    @property
+    def namespace(self) -> str:
+        return self.naming.namespace
+
+    @property
+    def cluster(self) -> str:
+        return self.naming.cluster
+
+    @property
+    def peer_url(self) -> str:
+        return self.naming.peer_url(self.ordinal)
+
+    @property
+    def client_url(self) -> str:
+        return self.naming.client_url(self.ordinal)
+
+    @property
+    def cluster_token(self) -> str:
+        return f"{self.cluster}.{self.namespace}"
+
+    @property
+    def marker_path(self) -> str:
+        """Beside the data dir, in the same volume: survives with it, moves aside with it."""
+        return f"{self.data_dir.rstrip('/')}.member.json"
+
+    @property
+    def startup_path(self) -> str:
+        return self.engine.startup_path(self.run_dir)
+
+
+def parse(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Settings:
+    parser = argparse.ArgumentParser(prog="raftset-sidecar", description=__doc__)
+    for var, flag, help_text, _default in _VARS:
+        parser.add_argument(flag, dest=var, help=f"{help_text} (env {var})")
+    args = vars(parser.parse_args(argv))
+    raw: dict[str, str] = {}
+    for var, _flag, _help, default in _VARS:
+        value = args.get(var)
+        if value is None:
+            value = environ.get(var, default)
+        if value is None:
+            raise ConfigError(f"{var} is required")
+        raw[var] = value
+    return from_values(raw)
+
+
+def _seconds(raw: Mapping[str, str], var: str) -> float:
+    try:
+        value = float(raw[var])
+    except ValueError as exc:
+        raise ConfigError(f"{var} must be a number of seconds, got {raw[var]!r}") from exc
+    if value <= 0:
+        raise ConfigError(f"{var} must be positive, got {raw[var]!r}")
+    return value
+
+
+def from_values(raw: Mapping[str, str]) -> Settings:
+    pod = raw["RAFTSET_POD_NAME"]
+    try:
+        ordinal = contract.ordinal_of(pod)
+    except ValueError as exc:
+        raise ConfigError(f"RAFTSET_POD_NAME {pod!r} has no ordinal suffix") from exc
+    engine = engines.ENGINES.get(raw["RAFTSET_ENGINE"])
+    if engine is None:
+        raise ConfigError(f"RAFTSET_ENGINE must be one of {sorted(engines.ENGINES)}, got {raw['RAFTSET_ENGINE']!r}")
+    backend = workloads.BACKENDS.get(raw["RAFTSET_WORKLOAD_KIND"])
+    if backend is None:
+        raise ConfigError(
+            f"RAFTSET_WORKLOAD_KIND must be one of {sorted(workloads.BACKENDS)}, got {raw['RAFTSET_WORKLOAD_KIND']!r}"
+        )
+    try:
+        options = json.loads(raw["RAFTSET_OPTIONS"] or "{}")
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"RAFTSET_OPTIONS is not JSON: {exc}") from exc
+    if not isinstance(options, dict):
+        raise ConfigError("RAFTSET_OPTIONS must be a JSON object")
+    refused = engine.refused_options(options)
+    if refused:
+        raise ConfigError(f"RAFTSET_OPTIONS sets flags the sidecar owns: {', '.join(refused)}")
+    host, _, port = raw["RAFTSET_HTTP_ADDRESS"].rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"RAFTSET_HTTP_ADDRESS must be host:port, got {raw['RAFTSET_HTTP_ADDRESS']!r}")
+    tls_dir = raw["RAFTSET_TLS_DIR"].rstrip("/")
+    tls = TLSFiles.under(tls_dir) if tls_dir else None
+    cluster = raw["RAFTSET_CLUSTER"]
+    naming = Naming(
+        cluster=cluster,
+        namespace=raw["RAFTSET_NAMESPACE"],
+        peer_template=raw["RAFTSET_PEER_URL_TEMPLATE"],
+        client_template=raw["RAFTSET_CLIENT_URL_TEMPLATE"],
+        tls=tls is not None,
+    )
+    try:
+        naming.peer_url(ordinal)
+        naming.client_url(ordinal)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(f"bad URL template: unknown field {exc}; use {', '.join(_TEMPLATE_FIELDS)}") from exc
+    fields = {"pod": pod, "ordinal": ordinal, "cluster": cluster, "namespace": naming.namespace}
+    return Settings(
+        pod_name=pod,
+        ordinal=ordinal,
+        naming=naming,
+        engine=engine,
+        backend=backend,
+        workload_name=raw["RAFTSET_WORKLOAD_NAME"] or cluster,
+        listen_peer_url=with_scheme(raw["RAFTSET_LISTEN_PEER_URL"].format(**fields), tls is not None),
+        listen_client_url=with_scheme(raw["RAFTSET_LISTEN_CLIENT_URL"].format(**fields), tls is not None),
+        http_host=host,
+        http_port=int(port),
+        data_dir=raw["RAFTSET_DATA_DIR"],
+        run_dir=raw["RAFTSET_RUN_DIR"],
+        tls=tls,
+        heartbeat_interval=_seconds(raw, "RAFTSET_HEARTBEAT_INTERVAL"),
+        clean_interval=_seconds(raw, "RAFTSET_CLEAN_INTERVAL"),
+        clean_grace=_seconds(raw, "RAFTSET_CLEAN_GRACE"),
+        lease_refresh=_seconds(raw, "RAFTSET_LEASE_REFRESH"),
+        leave_timeout=_seconds(raw, "RAFTSET_LEAVE_TIMEOUT"),
+        options={str(k): "" if v is None else str(v) for k, v in options.items()},
+        log_level=raw["RAFTSET_LOG_LEVEL"].upper(),
+    )

@@ -1,0 +1,117 @@
+"""The heartbeat: the JSON served on GET /heartbeat and the Lease that carries it.
+
+Written to the API on a change of what the operator acts on (role, health, member id)
+plus a slow refresh, never on every poll.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from raftset import contract
+from raftset.etcdclient import Status
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    member_id: str  # hex, "" while unknown
+    name: str
+    role: str
+    healthy: bool
+    raft_term: int
+    raft_index: int
+    time: str  # RFC 3339, UTC
+    cluster_id: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.as_dict(), sort_keys=True)
+
+    @property
+    def change_key(self) -> tuple[str, str, bool]:
+        """What, when it changes, must reach the API at once."""
+        return (self.member_id, self.role, self.healthy)
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def role_of(status: Status | None) -> str:
+    if status is None:
+        return contract.ROLE_UNKNOWN
+    if status.is_learner:
+        return contract.ROLE_LEARNER
+    if status.leader == 0:
+        return contract.ROLE_UNKNOWN
+    return contract.ROLE_LEADER if status.is_leader else contract.ROLE_FOLLOWER
+
+
+def beat(name: str, status: Status | None, now: datetime, known_id: int | None = None) -> Heartbeat:
+    member_id = status.member_id if status else known_id
+    return Heartbeat(
+        member_id=f"{member_id:x}" if member_id else "",
+        name=name,
+        role=role_of(status),
+        healthy=status is not None and status.leader != 0 and not status.errors,
+        raft_term=status.raft_term if status else 0,
+        raft_index=status.raft_index if status else 0,
+        time=rfc3339(now),
+        cluster_id=f"{status.cluster_id:x}" if status else "",
+    )
+
+
+def should_write(last: Heartbeat | None, current: Heartbeat, last_write: float | None, now: float,
+                 refresh: float) -> bool:
+    if last is None or last_write is None:
+        return True
+    return last.change_key != current.change_key or now - last_write >= refresh
+
+
+def lease_body(
+    pod: str, namespace: str, cluster: str, hb: Heartbeat, *, duration: int,
+    owner: Mapping[str, Any] | None, extra_labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The member's Lease; owned by the workload so that deleting the cluster removes it."""
+    labels = {
+        **contract.selector_labels(cluster),
+        **(extra_labels or {}),
+        contract.LABEL_HEARTBEAT: "true",
+        contract.LABEL_ROLE: hb.role,
+    }
+    metadata: dict[str, Any] = {
+        "name": contract.lease_name(pod),
+        "namespace": namespace,
+        "labels": labels,
+        "annotations": {contract.ANNOTATION_HEARTBEAT: hb.to_json()},
+    }
+    if owner:
+        metadata["ownerReferences"] = [dict(owner)]
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {
+            "holderIdentity": pod,
+            "leaseDurationSeconds": duration,
+            "renewTime": hb.time,
+        },
+    }
+
+
+def owner_reference(workload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    meta = (workload or {}).get("metadata") or {}
+    if not meta.get("uid"):
+        return None
+    return {
+        "apiVersion": workload.get("apiVersion", ""),  # type: ignore[union-attr]
+        "kind": workload.get("kind", ""),  # type: ignore[union-attr]
+        "name": meta.get("name", ""),
+        "uid": meta["uid"],
+    }

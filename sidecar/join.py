@@ -1,0 +1,158 @@
+"""How a member joins: the pure decision and the startup configuration it implies.
+
+Inputs are plain data the shell gathered (data dir, marker, MemberList if any member
+answered); the output says what to do. The shell carries out one step and decides again,
+so a crash between steps is never worse than a fresh start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from raftset.engines import StartupConfig, TLSFiles
+from raftset.etcdclient import Member
+
+from .config import Naming
+from .marker import Marker
+
+
+class Action(Enum):
+    BOOTSTRAP = "bootstrap"  # first member of a new cluster: start alone, state new
+    REJOIN = "rejoin"  # our data dir belongs to a current member: just start
+    ADD_LEARNER = "add-learner"  # MemberAdd as learner, then start with state existing
+    REUSE_ENTRY = "reuse-entry"  # an unstarted entry with our peer URL exists: start as it
+    REMOVE_ENTRY = "remove-entry"  # the cluster lists us as started, but we have no data
+    MOVE_ASIDE = "move-aside"  # stale data dir (its member is gone): move it, join fresh
+    WAIT = "wait"  # nothing safe to do now; try again after a backoff
+
+
+@dataclass(frozen=True)
+class JoinView:
+    """What the sidecar knows when it decides how to join."""
+
+    name: str
+    ordinal: int
+    peer_url: str
+    kept: Sequence[int]  # ordinals the workload runs
+    has_data: bool
+    marker: Marker | None
+    members: Sequence[Member] | None  # None: no member answered
+    cluster_evidence: bool  # other members' heartbeat records exist: a cluster was created
+
+
+@dataclass(frozen=True)
+class JoinPlan:
+    action: Action
+    reason: str
+    member_id: int | None = None  # the entry to reuse or remove
+
+
+def own_entry(view: JoinView) -> Member | None:
+    """Our entry in MemberList: by the marker's id, else by peer URL."""
+    members = view.members or ()
+    if view.marker is not None:
+        for m in members:
+            if m.id == view.marker.member_id:
+                return m
+    for m in members:
+        if view.peer_url in m.peer_urls:
+            return m
+    return None
+
+
+def decide(view: JoinView) -> JoinPlan:
+    if view.has_data:
+        return _with_data(view)
+    return _without_data(view)
+
+
+def _with_data(view: JoinView) -> JoinPlan:
+    if view.members is None:
+        # A whole-cluster restart looks like this: every member must start from its data.
+        return JoinPlan(Action.REJOIN, "no member answered; starting from the existing data dir")
+    entry = own_entry(view)
+    if entry is not None and (view.marker is None or entry.id == view.marker.member_id):
+        if entry.started and entry.name != view.name:
+            return JoinPlan(Action.MOVE_ASIDE, f"member {entry.hex_id} with our peer URL is named {entry.name!r}")
+        return JoinPlan(Action.REJOIN, f"data dir belongs to current member {entry.hex_id}", entry.id)
+    if view.marker is None:
+        return JoinPlan(Action.MOVE_ASIDE, "data dir without marker and no member with our peer URL")
+    return JoinPlan(
+        Action.MOVE_ASIDE, f"data dir belongs to member {view.marker.member_id:x}, which is no longer in the cluster"
+    )
+
+
+def _without_data(view: JoinView) -> JoinPlan:
+    if view.members is None:
+        first = min(view.kept) if view.kept else 0
+        if view.ordinal == first and not view.cluster_evidence:
+            return JoinPlan(Action.BOOTSTRAP, f"ordinal {view.ordinal} is the first and no cluster exists yet")
+        if view.cluster_evidence:
+            return JoinPlan(Action.WAIT, "members of this cluster exist but none answered")
+        return JoinPlan(Action.WAIT, f"waiting for the first member (ordinal {first}) to bootstrap the cluster")
+    entry = own_entry(view)
+    if entry is not None:
+        if not entry.started:
+            return JoinPlan(Action.REUSE_ENTRY, f"unstarted member {entry.hex_id} has our peer URL", entry.id)
+        return JoinPlan(
+            Action.REMOVE_ENTRY, f"member {entry.hex_id} ({entry.name}) has our peer URL but our data dir is empty",
+            entry.id,
+        )
+    pending = [m for m in view.members if m.is_learner or not m.started]
+    if pending:
+        return JoinPlan(Action.WAIT, f"member {pending[0].hex_id} is still joining; one membership change at a time")
+    return JoinPlan(Action.ADD_LEARNER, "joining the running cluster as a learner")
+
+
+@dataclass(frozen=True)
+class StartupInputs:
+    """Everything besides the plan that goes into the store's startup file."""
+
+    name: str
+    naming: Naming
+    data_dir: str
+    peer_url: str
+    client_url: str
+    listen_peer_url: str
+    listen_client_url: str
+    cluster_token: str
+    tls: TLSFiles | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+def initial_cluster(
+    name: str, peer_url: str, members: Sequence[Member], naming: Naming, own_id: int | None,
+) -> dict[str, str]:
+    """name -> peer URL for every member, ours included; etcd checks the count and URLs.
+
+    Unstarted members have no name yet: they get their pod's name (or their id).
+    """
+    out: dict[str, str] = {}
+    for m in members:
+        if m.id == own_id or peer_url in m.peer_urls or not m.peer_urls:
+            continue
+        ordinal = naming.ordinal_of_member(m.name, m.peer_urls)
+        label = m.name or (naming.pod(ordinal) if ordinal is not None else f"member-{m.hex_id}")
+        out[label] = m.peer_urls[0]
+    out[name] = peer_url
+    return out
+
+
+def startup_config(
+    inputs: StartupInputs, state: str, cluster: Mapping[str, str],
+) -> StartupConfig:
+    return StartupConfig(
+        name=inputs.name,
+        data_dir=inputs.data_dir,
+        peer_url=inputs.peer_url,
+        client_url=inputs.client_url,
+        listen_peer_url=inputs.listen_peer_url,
+        listen_client_url=inputs.listen_client_url,
+        initial_cluster=dict(cluster),
+        state=state,
+        cluster_token=inputs.cluster_token,
+        tls=inputs.tls,
+        options=dict(inputs.options),
+    )

@@ -1,0 +1,83 @@
+"""Leaving: is this pod scaled away or only restarting, and what to do about it.
+
+Restart is not leave: SIGTERM also comes with rolling updates, drains and evictions.
+Only a pod whose ordinal the workload no longer keeps (or that the operator marked)
+removes its member; every terminating leader hands leadership away first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from raftset import contract
+from raftset.etcdclient import Member, Status
+from raftset.workloads import Backend
+
+from .quorum import safe_to_remove
+
+_FALSE = ("", "false", "0", "no")
+
+
+@dataclass(frozen=True)
+class Fate:
+    scaled_away: bool
+    reason: str
+
+
+def fate(ordinal: int, backend: Backend, workload: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> Fate:
+    """Scaled away or restarting, from the workload object and our own pod."""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    mark = annotations.get(contract.ANNOTATION_SCALE_AWAY)
+    if workload is None:
+        return Fate(False, "the workload is gone (cluster deletion): keep the membership")
+    if (workload.get("metadata") or {}).get("deletionTimestamp"):
+        return Fate(False, "the workload is being deleted (cluster deletion): keep the membership")
+    if mark is not None and str(mark).strip().lower() not in _FALSE:
+        return Fate(True, f"the operator marked this pod with {contract.ANNOTATION_SCALE_AWAY}")
+    kept = backend.kept(workload)
+    if ordinal not in kept:
+        return Fate(True, f"ordinal {ordinal} is not among the kept ordinals {kept}")
+    return Fate(False, f"ordinal {ordinal} is kept {kept}: restarting, keep the membership")
+
+
+@dataclass(frozen=True)
+class LeavePlan:
+    move_leader_to: int | None
+    remove: bool
+    reason: str
+
+
+def transfer_target(
+    own_id: int, members: Sequence[Member], statuses: Mapping[int, Status | None],
+    ordinal_of: Mapping[int, int | None], kept: Sequence[int],
+) -> int | None:
+    """The healthiest voting member to lead next: kept ordinals first, most caught up."""
+    candidates = []
+    for m in members:
+        status = statuses.get(m.id)
+        if m.id == own_id or m.is_learner or not m.started or status is None or status.errors:
+            continue
+        ordinal = ordinal_of.get(m.id)
+        candidates.append((ordinal in kept, status.raft_applied_index, -(ordinal or 0), m.id))
+    return max(candidates)[-1] if candidates else None
+
+
+def plan(
+    fate: Fate, own_id: int, members: Sequence[Member], statuses: Mapping[int, Status | None],
+    ordinal_of: Mapping[int, int | None], kept: Sequence[int],
+) -> LeavePlan:
+    """Hand leadership away if we lead; remove ourselves if scaled away and quorum allows."""
+    own = statuses.get(own_id)
+    leading = own is not None and own.is_leader
+    target = transfer_target(own_id, members, statuses, ordinal_of, kept) if leading else None
+    if not fate.scaled_away:
+        return LeavePlan(target, False, fate.reason)
+    if not any(m.id == own_id for m in members):
+        return LeavePlan(None, False, "already removed from the cluster")
+    voters = frozenset(m.id for m in members if not m.is_learner)
+    healthy = frozenset(i for i, s in statuses.items() if s is not None)
+    if not safe_to_remove(voters, healthy, own_id):
+        return LeavePlan(target, False, f"{fate.reason}; but removing this member would lose quorum: keep it")
+    return LeavePlan(target, True, fate.reason)

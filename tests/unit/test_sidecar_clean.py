@@ -1,0 +1,102 @@
+"""Membership-clean: one actor, only undesired members absent past the grace, never below quorum."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftset.sidecar.clean import absences, plan
+from raftset.sidecar.quorum import has_quorum, quorum, safe_to_remove
+from tests.unit.sidecar_data import member, mid
+
+pytestmark = pytest.mark.unit
+
+GRACE = 60.0
+
+
+def run(members, kept, answering, absent_since, now=1000.0, leading=True):
+    ords = {m.id: int(m.name.rsplit("-", 1)[1]) if m.name else m.id - 0x1000 for m in members}
+    return plan(leading=leading, members=members, ordinal_of=ords, kept=kept, absent_since=absent_since,
+                answering=frozenset(answering), now=now, grace=GRACE)
+
+
+def test_quorum_arithmetic() -> None:
+    assert [quorum(n) for n in range(1, 8)] == [1, 2, 2, 3, 3, 4, 4]
+    assert has_quorum({1, 2, 3}, {1, 2}) and not has_quorum({1, 2, 3}, {1})
+    assert not has_quorum(set(), set())
+    assert safe_to_remove({1, 2, 3}, {1, 2}, 3)
+    assert not safe_to_remove({1, 2, 3}, {1, 3}, 1)  # 2 voters left, one of them down
+    assert not safe_to_remove({1}, {1}, 1)  # never remove the last voter
+
+
+def test_only_the_leader_cleans() -> None:
+    members = [member(0), member(1), member(2)]
+    got = run(members, [0, 1], {mid(0), mid(1)}, {mid(2): 0.0}, leading=False)
+    assert got.remove is None and "not the leader" in got.reason
+
+
+def test_absent_undesired_member_is_removed_after_the_grace() -> None:
+    members = [member(0), member(1), member(2)]
+    assert run(members, [0, 1], {mid(0), mid(1)}, {mid(2): 1000.0 - GRACE}).remove == mid(2)
+
+
+def test_not_before_the_grace() -> None:
+    members = [member(0), member(1), member(2)]
+    got = run(members, [0, 1], {mid(0), mid(1)}, {mid(2): 1000.0 - GRACE + 1})
+    assert got.remove is None and "absent" in got.reason
+
+
+def test_desired_members_are_never_removed_however_long_absent() -> None:
+    members = [member(0), member(1), member(2)]
+    assert run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 0.0}).remove is None
+
+
+def test_present_undesired_member_is_left_to_its_own_leave() -> None:
+    members = [member(0), member(1), member(2)]
+    assert run(members, [0, 1], {mid(0), mid(1), mid(2)}, {}).remove is None
+
+
+def test_nothing_when_two_of_three_are_down() -> None:
+    members = [member(0), member(1), member(2)]
+    got = run(members, [0], {mid(0)}, {mid(1): 0.0, mid(2): 0.0})
+    assert got.remove is None and "quorum" in got.reason
+
+
+def test_never_below_quorum_in_five() -> None:
+    members = [member(i) for i in range(5)]
+    # 3 of 5 answer: quorum holds; removing absent 4 leaves 4 voters with 3 healthy: fine.
+    assert run(members, [0, 1, 2], {mid(0), mid(1), mid(2)}, {mid(3): 0.0, mid(4): 0.0}).remove == mid(4)
+
+
+def test_a_joining_learner_gets_the_grace_period() -> None:
+    members = [member(0), member(1), member(2), member(3, learner=True, started=False)]
+    absent = absences({}, members, {mid(0), mid(1), mid(2)}, now=1000.0)
+    assert absent == {mid(3): 1000.0}
+    assert run(members, [0, 1, 2], {mid(0), mid(1), mid(2)}, absent).remove is None
+
+
+def test_an_unstarted_leftover_of_an_undesired_ordinal_goes_after_the_grace() -> None:
+    members = [member(0), member(1), member(2), member(3, learner=True, started=False)]
+    assert run(members, [0, 1, 2], {mid(0), mid(1), mid(2)}, {mid(3): 0.0}).remove == mid(3)
+
+
+def test_learners_first_then_highest_ordinal_one_per_round() -> None:
+    members = [member(i) for i in range(5)] + [member(6, learner=True, started=False)]
+    answering = {mid(0), mid(1), mid(2)}
+    absent = {mid(3): 0.0, mid(4): 0.0, mid(6): 0.0}
+    assert run(members, [0, 1, 2], answering, absent).remove == mid(6)
+    assert run(members[:5], [0, 1, 2], answering, absent).remove == mid(4)
+
+
+def test_members_of_unknown_ordinal_are_never_touched() -> None:
+    members = [member(0), member(1), member(2)]
+    got = plan(leading=True, members=members, ordinal_of={mid(0): 0, mid(1): 1, mid(2): None}, kept=[0, 1],
+               absent_since={mid(2): 0.0}, answering=frozenset({mid(0), mid(1)}), now=1000.0, grace=GRACE)
+    assert got.remove is None
+
+
+def test_absence_clock_keeps_the_first_sighting_and_forgets_returners() -> None:
+    members = [member(0), member(1), member(2)]
+    first = absences({}, members, {mid(0)}, now=10.0)
+    assert first == {mid(1): 10.0, mid(2): 10.0}
+    later = absences(first, members, {mid(0), mid(1)}, now=20.0)
+    assert later == {mid(2): 10.0}

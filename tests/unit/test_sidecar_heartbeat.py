@@ -1,0 +1,74 @@
+"""Heartbeat JSON, roles, the Lease body and when to write it."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from raftset import contract
+from raftset.operator.members import from_lease
+from raftset.sidecar.heartbeat import beat, lease_body, owner_reference, role_of, should_write
+from tests.unit.sidecar_data import mid, status
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+
+
+def test_roles() -> None:
+    assert role_of(None) == contract.ROLE_UNKNOWN
+    assert role_of(status(0, leader=0)) == contract.ROLE_LEADER
+    assert role_of(status(1, leader=0)) == contract.ROLE_FOLLOWER
+    assert role_of(status(1, learner=True)) == contract.ROLE_LEARNER
+    assert role_of(status(1, leader=None)) == contract.ROLE_UNKNOWN  # no leader: an election is on
+
+
+def test_heartbeat_fields() -> None:
+    hb = beat("demo-0", status(0, leader=0, applied=42), NOW)
+    assert hb.as_dict() == {
+        "member_id": f"{mid(0):x}", "name": "demo-0", "role": "leader", "healthy": True, "raft_term": 3,
+        "raft_index": 42, "time": "2026-01-01T12:00:00.123456Z", "cluster_id": "c1",
+    }
+
+
+def test_unanswered_heartbeat_keeps_the_known_id_and_is_unhealthy() -> None:
+    hb = beat("demo-1", None, NOW, known_id=0xAB)
+    assert (hb.member_id, hb.role, hb.healthy, hb.cluster_id) == ("ab", "unknown", False, "")
+    assert beat("demo-1", None, NOW).member_id == ""
+
+
+def test_member_with_errors_is_unhealthy() -> None:
+    assert not beat("demo-0", status(0, errors=("NOSPACE",)), NOW).healthy
+
+
+def test_writes_on_change_plus_a_slow_refresh() -> None:
+    a = beat("demo-0", status(0, leader=0), NOW)
+    b = beat("demo-0", status(0, leader=0, applied=999), NOW)  # index moved only
+    c = beat("demo-0", status(0, leader=1), NOW)  # lost leadership
+    assert should_write(None, a, None, 0.0, 30)
+    assert not should_write(a, b, 100.0, 110.0, 30)
+    assert should_write(a, b, 100.0, 130.0, 30)
+    assert should_write(a, c, 100.0, 101.0, 30)
+
+
+def test_lease_body_is_what_the_operator_reads() -> None:
+    hb = beat("demo-2", status(2, leader=2), NOW)
+    owner = owner_reference({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "demo", "uid": "u"}})
+    body = lease_body("demo-2", "ns", "demo", hb, duration=90, owner=owner)
+    meta = body["metadata"]
+    assert meta["name"] == contract.lease_name("demo-2") and meta["namespace"] == "ns"
+    assert meta["labels"] == {**contract.selector_labels("demo"), contract.LABEL_HEARTBEAT: "true",
+                              contract.LABEL_ROLE: "leader"}
+    assert json.loads(meta["annotations"][contract.ANNOTATION_HEARTBEAT]) == hb.as_dict()
+    assert meta["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "demo", "uid": "u"}]
+    assert body["spec"] == {"holderIdentity": "demo-2", "leaseDurationSeconds": 90, "renewTime": hb.time}
+    # The operator's own reader understands it.
+    seen = from_lease(body)
+    assert seen is not None and (seen.ordinal, seen.role, seen.healthy) == (2, "leader", True)
+    assert seen.member_id == f"{mid(2):x}"
+
+
+def test_no_owner_without_a_uid() -> None:
+    assert owner_reference(None) is None and owner_reference({"metadata": {"name": "x"}}) is None

@@ -1,0 +1,123 @@
+"""Scaled away or restarting, and what a leaving member does."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftset import contract
+from raftset.sidecar.leave import Fate, fate, plan, transfer_target
+from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
+from tests.unit.sidecar_data import member, mid, status
+
+pytestmark = pytest.mark.unit
+
+
+def sts(replicas: int, reserved=None, deleting: bool = False) -> dict:
+    meta: dict = {"name": "demo", "uid": "u1"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    spec: dict = {"replicas": replicas}
+    if reserved is not None:
+        spec["reserveOrdinals"] = reserved
+    return {"metadata": meta, "spec": spec}
+
+
+def pod(annotation: str | None = None) -> dict:
+    meta: dict = {"name": "demo-1", "deletionTimestamp": "2026-01-01T00:00:00Z"}
+    if annotation is not None:
+        meta["annotations"] = {contract.ANNOTATION_SCALE_AWAY: annotation}
+    return {"metadata": meta}
+
+
+@pytest.mark.parametrize(("ordinal", "replicas", "away"), [
+    (0, 3, False), (2, 3, False), (2, 2, True), (3, 3, True), (1, 1, True), (0, 1, False),
+])
+def test_builtin_statefulset_scales_away_the_highest_ordinals(ordinal: int, replicas: int, away: bool) -> None:
+    assert fate(ordinal, STATEFULSET, sts(replicas), pod()).scaled_away is away
+
+
+def test_builtin_statefulset_ignores_reserve_ordinals() -> None:
+    assert not fate(1, STATEFULSET, sts(3, reserved=[1]), pod()).scaled_away
+
+
+@pytest.mark.parametrize(("ordinal", "replicas", "reserved", "away"), [
+    (1, 2, [1], True),       # the reserved hole
+    (2, 2, [1], False),      # kept because 1 is reserved
+    (3, 2, [1], True),
+    (0, 3, ["0-1"], True),   # 0 and 1 reserved -> kept [2, 3, 4]
+    (4, 3, ["0-1"], False),
+])
+def test_advanced_statefulset_respects_reserved_ordinals(ordinal, replicas, reserved, away) -> None:
+    assert fate(ordinal, ADVANCED_STATEFULSET, sts(replicas, reserved), pod()).scaled_away is away
+
+
+@pytest.mark.parametrize(("value", "away"), [("true", True), ("True", True), ("1", True), ("false", False),
+                                             ("", False)])
+def test_operator_mark_is_authoritative(value: str, away: bool) -> None:
+    assert fate(1, STATEFULSET, sts(3), pod(value)).scaled_away is away
+
+
+def test_cluster_deletion_keeps_membership() -> None:
+    assert not fate(5, STATEFULSET, None, pod("true")).scaled_away
+    assert not fate(5, STATEFULSET, sts(0, deleting=True), pod("true")).scaled_away
+
+
+MEMBERS = [member(0), member(1), member(2)]
+ORD = {mid(i): i for i in range(3)}
+
+
+def statuses(leader: int = 0, down=()):
+    return {mid(i): None if i in down else status(i, leader=leader, applied=100 + i) for i in range(3)}
+
+
+def test_restarting_leader_hands_off_and_keeps_membership() -> None:
+    got = plan(Fate(False, "restart"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1, 2])
+    assert got.move_leader_to == mid(1) and not got.remove  # most caught up among the others
+
+
+def test_restarting_follower_does_nothing() -> None:
+    got = plan(Fate(False, "restart"), mid(1), MEMBERS, statuses(leader=0), ORD, [0, 1, 2])
+    assert got.move_leader_to is None and not got.remove
+
+
+def test_scaled_away_leader_hands_off_then_removes_itself() -> None:
+    got = plan(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1])
+    assert got.move_leader_to in (mid(0), mid(1)) and got.remove
+
+
+def test_scaled_away_follower_removes_itself_without_hand_off() -> None:
+    got = plan(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=0), ORD, [0, 1])
+    assert got.move_leader_to is None and got.remove
+
+
+def test_scaled_away_member_keeps_membership_when_removal_would_lose_quorum() -> None:
+    got = plan(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=2, down=[1]), ORD, [0, 1])
+    assert not got.remove and "quorum" in got.reason
+    assert got.move_leader_to == mid(0)
+
+
+def test_already_removed_member_does_nothing() -> None:
+    got = plan(Fate(True, "away"), mid(9), MEMBERS, statuses(), ORD, [0, 1])
+    assert not got.remove and "already removed" in got.reason
+
+
+def test_scaled_away_learner_is_removed_with_voters_healthy() -> None:
+    members = [member(0), member(1), member(2), member(3, learner=True)]
+    sts_ = {**statuses(), mid(3): status(3, learner=True)}
+    got = plan(Fate(True, "away"), mid(3), members, sts_, {**ORD, mid(3): 3}, [0, 1, 2])
+    assert got.remove
+
+
+def test_transfer_prefers_kept_ordinals_then_most_caught_up() -> None:
+    members = [member(i) for i in range(5)]
+    sts_ = {mid(i): status(i, leader=4, applied=a) for i, a in enumerate([10, 50, 20, 90, 5])}
+    ords = {mid(i): i for i in range(5)}
+    # 3 is most caught up but scaled away too: pick 1 among the kept.
+    assert transfer_target(mid(4), members, sts_, ords, [0, 1, 2]) == mid(1)
+
+
+def test_transfer_skips_learners_unhealthy_and_erroring_members() -> None:
+    members = [member(0), member(1, learner=True), member(2), member(3)]
+    sts_ = {mid(0): status(0, leader=0), mid(1): status(1, learner=True, applied=999), mid(2): None,
+            mid(3): status(3, errors=("NOSPACE",), applied=999)}
+    assert transfer_target(mid(0), members, sts_, {mid(i): i for i in range(4)}, [0, 1, 2, 3]) is None
