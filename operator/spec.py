@@ -89,6 +89,14 @@ class Cluster:
 DEFAULT_SIDECAR_IMAGE = "ghcr.io/raftset/raftset:0.1.0"
 
 
+def _seconds(section: Mapping[str, Any], key: str, default: int, *, minimum: int) -> int:
+    """An interval from spec.sidecar; a bad one is InvalidSpec, not a crash of the handler."""
+    value = section.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidSpec(f"spec.sidecar.{key} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
 def parse(body: Mapping[str, Any], *, default_workload_kind: str,
           sidecar_image: str = DEFAULT_SIDECAR_IMAGE) -> Cluster:
     """Read a cluster object; raise InvalidSpec with a message a user can act on."""
@@ -100,8 +108,15 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
     spec = body.get("spec") or {}
     status = body.get("status") or {}
 
-    # Once rendered, the workload kind recorded in status wins over a changed default.
-    workload_kind = spec.get("workloadKind") or status.get("workloadKind") or default_workload_kind
+    # Once rendered, the workload kind recorded in status wins over a changed default; a
+    # spec naming another kind (the CRD lets an unset field be set once) would render a
+    # second workload of the same name and selector in the other API.
+    rendered_kind = status.get("workloadKind")
+    if spec.get("workloadKind") and rendered_kind and spec["workloadKind"] != rendered_kind:
+        raise InvalidSpec(
+            f"spec.workloadKind {spec['workloadKind']!r} differs from the {rendered_kind!r} "
+            f"already running; it cannot change: create a new cluster")
+    workload_kind = spec.get("workloadKind") or rendered_kind or default_workload_kind
     backend = workloads.BACKENDS.get(workload_kind)
     if backend is None:
         raise InvalidSpec(
@@ -151,9 +166,9 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
     raw_sidecar = spec.get("sidecar") or {}
     sidecar = SidecarSettings(
         image=raw_sidecar.get("image") or sidecar_image,
-        heartbeat_interval=int(raw_sidecar.get("heartbeatIntervalSeconds", 10)),
-        clean_interval=int(raw_sidecar.get("cleanIntervalSeconds", 30)),
-        clean_grace=int(raw_sidecar.get("cleanGracePeriodSeconds", 300)),
+        heartbeat_interval=_seconds(raw_sidecar, "heartbeatIntervalSeconds", 10, minimum=1),
+        clean_interval=_seconds(raw_sidecar, "cleanIntervalSeconds", 30, minimum=1),
+        clean_grace=_seconds(raw_sidecar, "cleanGracePeriodSeconds", 300, minimum=0),
         resources=dict(raw_sidecar.get("resources") or {}),
     )
 

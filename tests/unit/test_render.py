@@ -1,0 +1,371 @@
+"""Pure renderers for both engines x both backends: workload, pod template, Services, PDB, RBAC."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from raftset import contract
+from raftset.operator import manifests
+from raftset.operator.spec import Cluster
+from tests.unit.builders import cluster
+
+pytestmark = pytest.mark.unit
+
+ENGINES = [pytest.param(contract.KIND_ETCD, id="etcd"), pytest.param(contract.KIND_XLINE, id="xline")]
+BACKENDS = [pytest.param("StatefulSet", id="builtin"), pytest.param("AdvancedStatefulSet", id="advanced")]
+BOTH = [pytest.param(k, b, id=f"{k}-{b}") for k in (contract.KIND_ETCD, contract.KIND_XLINE)
+        for b in ("StatefulSet", "AdvancedStatefulSet")]
+
+RECOMMENDED = {
+    contract.LABEL_NAME: contract.MANAGER,
+    contract.LABEL_INSTANCE: "demo",
+    contract.LABEL_MANAGED_BY: contract.MANAGER,
+    contract.LABEL_PART_OF: contract.MANAGER,
+}
+
+
+def env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def sidecar(template: dict[str, Any]) -> dict[str, Any]:
+    (container,) = template["spec"]["initContainers"]
+    return container
+
+
+def store(template: dict[str, Any]) -> dict[str, Any]:
+    (container,) = template["spec"]["containers"]
+    return container
+
+
+# --- the workload ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kind", "backend", "api_version"), [
+    (contract.KIND_ETCD, "StatefulSet", "apps/v1"),
+    (contract.KIND_XLINE, "StatefulSet", "apps/v1"),
+    (contract.KIND_ETCD, "AdvancedStatefulSet", "apps.kruise.io/v1beta1"),
+    (contract.KIND_XLINE, "AdvancedStatefulSet", "apps.kruise.io/v1beta1"),
+])
+def test_workload_api(kind: str, backend: str, api_version: str) -> None:
+    obj = manifests.workload(cluster(kind, backend), 3)
+    assert (obj["apiVersion"], obj["kind"]) == (api_version, "StatefulSet")
+    assert (obj["metadata"]["name"], obj["metadata"]["namespace"]) == ("demo", "db")
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_reserve_ordinals_only_on_advanced(kind: str) -> None:
+    builtin = manifests.workload(cluster(kind, "StatefulSet"), 3, [1])
+    advanced = manifests.workload(cluster(kind, "AdvancedStatefulSet"), 3, [4, 1, 1])
+    assert builtin["spec"]["replicas"] == 3 and "reserveOrdinals" not in builtin["spec"]
+    assert advanced["spec"]["replicas"] == 3 and advanced["spec"]["reserveOrdinals"] == [1, 4]
+    assert manifests.workload(cluster(kind, "AdvancedStatefulSet"), 5)["spec"]["reserveOrdinals"] == []
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_workload_spec(kind: str, backend: str) -> None:
+    c = cluster(kind, backend)
+    spec = manifests.workload(c, 3)["spec"]
+    assert spec["serviceName"] == "demo-peer"
+    assert spec["selector"] == {"matchLabels": contract.selector_labels("demo")}
+    # the selector must select the pods the template makes
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["template"] == manifests.pod_template(c)
+
+
+SPEC_VARIANTS = [
+    {},
+    {"tls": {"provider": "disabled"}},
+    {"storage": {"ephemeral": True}},
+    {"storage": {"storageClassName": "fast", "size": "5Gi"}},
+    {"options": {"snapshot-count": "5"}, "version": "3.4.23"},
+    {"podTemplate": {"labels": {"team": "db"}, "nodeSelector": {"disk": "ssd"},
+                     "tolerations": [{"key": "k", "operator": "Exists"}]}},
+]
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+@pytest.mark.parametrize("variant", SPEC_VARIANTS, ids=range(len(SPEC_VARIANTS)))
+def test_one_pod_template_serves_both_backends(kind: str, variant: dict[str, Any]) -> None:
+    """Only the sidecar's note of which API to read differs; every other byte is shared."""
+    builtin = manifests.workload(cluster(kind, "StatefulSet", **variant), 3)
+    advanced = manifests.workload(cluster(kind, "AdvancedStatefulSet", **variant), 3, [1])
+    assert env(sidecar(builtin["spec"]["template"]))["RAFTSET_WORKLOAD_KIND"] == "StatefulSet"
+    assert env(sidecar(advanced["spec"]["template"]))["RAFTSET_WORKLOAD_KIND"] == "AdvancedStatefulSet"
+
+    def neutral(obj: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(obj)
+        for var in sidecar(obj["spec"]["template"])["env"]:
+            if var["name"] == "RAFTSET_WORKLOAD_KIND":
+                var["value"] = "<backend>"
+        obj["spec"].pop("replicas")
+        obj["spec"].pop("reserveOrdinals", None)
+        obj.pop("apiVersion")
+        return obj
+
+    assert neutral(builtin) == neutral(advanced)
+
+
+# --- the pod ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_native_sidecar(kind: str, backend: str) -> None:
+    c = cluster(kind, backend)
+    container = sidecar(manifests.pod_template(c))
+    assert container["name"] == "sidecar"
+    assert container["restartPolicy"] == "Always"
+    assert container["image"] == c.sidecar.image
+    assert container["ports"] == [{"name": "sidecar", "containerPort": contract.SIDECAR_PORT}]
+    assert container["startupProbe"]["httpGet"] == {"path": "/startup", "port": contract.SIDECAR_PORT}
+    # A long join (learner catching up) must not be cut short by the startup probe.
+    probe = container["startupProbe"]
+    assert probe["periodSeconds"] * probe["failureThreshold"] >= 600
+    assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_store_container(kind: str, backend: str) -> None:
+    c = cluster(kind, backend)
+    container = store(manifests.pod_template(c))
+    assert container["name"] == c.engine.name
+    assert container["image"] == c.image == c.engine.image()
+    assert container["command"] == c.engine.command()
+    assert {p["containerPort"] for p in container["ports"]} == {contract.CLIENT_PORT, contract.PEER_PORT}
+    assert container["lifecycle"] == {"preStop": {"httpGet": {"path": "/leave", "port": contract.SIDECAR_PORT}}}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": contract.SIDECAR_PORT}
+    assert "restartPolicy" not in container
+
+
+@pytest.mark.parametrize("kind", ENGINES)
+def test_engine_specific_parts(kind: str) -> None:
+    c = cluster(kind, "StatefulSet", options={"snapshot-count": "5", "log-level": ""})
+    template = manifests.pod_template(c)
+    if kind == contract.KIND_ETCD:
+        assert store(template)["command"] == ["etcd", "--config-file", f"{contract.RUN_MOUNT}/etcd.conf.yaml"]
+        assert store(template)["image"].startswith("gcr.io/etcd-development/etcd:v")
+    else:
+        assert store(template)["command"][:2] == ["sh", "-c"]
+        assert f"{contract.RUN_MOUNT}/xline.args" in store(template)["command"][2]
+        assert store(template)["image"].startswith("ghcr.io/xline-kv/xline:v")
+    variables = env(sidecar(template))
+    assert variables["RAFTSET_ENGINE"] == c.engine.name
+    assert json.loads(variables["RAFTSET_OPTIONS"]) == {"snapshot-count": "5", "log-level": ""}
+
+
+@pytest.mark.parametrize(("tls", "scheme"), [("auto", "https"), ("cert-manager", "https"), ("disabled", "http")])
+def test_sidecar_environment(tls: str, scheme: str) -> None:
+    c = cluster(tls={"provider": tls}, sidecar={"heartbeatIntervalSeconds": 4, "cleanIntervalSeconds": 9,
+                                                 "cleanGracePeriodSeconds": 120})
+    variables = env(sidecar(manifests.pod_template(c)))
+    assert variables["RAFTSET_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert variables["RAFTSET_NAMESPACE"] == "db" and variables["RAFTSET_CLUSTER"] == "demo"
+    assert variables["RAFTSET_WORKLOAD_NAME"] == "demo"
+    assert variables["RAFTSET_PEER_URL_TEMPLATE"] == f"{scheme}://{{pod}}.demo-peer.db.svc:2380"
+    assert variables["RAFTSET_CLIENT_URL_TEMPLATE"] == f"{scheme}://{{pod}}.demo-peer.db.svc:2379"
+    assert variables["RAFTSET_LISTEN_PEER_URL"] == f"{scheme}://0.0.0.0:2380"
+    assert variables["RAFTSET_LISTEN_CLIENT_URL"] == f"{scheme}://0.0.0.0:2379"
+    assert variables["RAFTSET_TLS_DIR"] == (contract.TLS_MOUNT if scheme == "https" else "")
+    assert (variables["RAFTSET_HEARTBEAT_INTERVAL"], variables["RAFTSET_CLEAN_INTERVAL"],
+            variables["RAFTSET_CLEAN_GRACE"]) == ("4", "9", "120")
+    assert variables["RAFTSET_DATA_DIR"] == contract.DATA_DIR
+    assert all(isinstance(v, str) for k, v in variables.items() if k != "RAFTSET_POD_NAME")
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_pod_spec_basics(kind: str, backend: str) -> None:
+    spec = manifests.pod_template(cluster(kind, backend))["spec"]
+    assert spec["enableServiceLinks"] is False
+    assert spec["serviceAccountName"] == "demo-member"
+    assert spec["terminationGracePeriodSeconds"] >= 30
+    for optional in ("affinity", "nodeSelector", "tolerations", "topologySpreadConstraints", "priorityClassName"):
+        assert optional not in spec
+
+
+def test_pod_overrides() -> None:
+    overrides = {
+        "labels": {"team": "db", contract.LABEL_INSTANCE: "hijack"},
+        "annotations": {"prometheus.io/scrape": "true"},
+        "resources": {"requests": {"cpu": "500m"}},
+        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}},
+        "nodeSelector": {"disk": "ssd"},
+        "tolerations": [{"key": "k", "operator": "Exists"}],
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}],
+        "priorityClassName": "high",
+    }
+    template = manifests.pod_template(cluster(podTemplate=overrides))
+    spec = template["spec"]
+    assert template["metadata"]["labels"]["team"] == "db"
+    # a user label can never steal the selector
+    assert template["metadata"]["labels"][contract.LABEL_INSTANCE] == "demo"
+    assert template["metadata"]["annotations"] == {"prometheus.io/scrape": "true"}
+    assert store(template)["resources"] == {"requests": {"cpu": "500m"}}
+    assert spec["affinity"] == overrides["affinity"] and spec["nodeSelector"] == {"disk": "ssd"}
+    assert spec["tolerations"] == overrides["tolerations"]
+    assert spec["topologySpreadConstraints"] == overrides["topologySpreadConstraints"]
+    assert spec["priorityClassName"] == "high"
+
+
+def test_sidecar_resources() -> None:
+    default = sidecar(manifests.pod_template(cluster()))["resources"]
+    assert default["requests"] and default["limits"]["memory"]
+    custom = sidecar(manifests.pod_template(cluster(sidecar={"resources": {"limits": {"memory": "1Gi"}}})))
+    assert custom["resources"] == {"limits": {"memory": "1Gi"}}
+
+
+# --- volumes ----------------------------------------------------------------------------------------
+
+def volumes(c: Cluster) -> dict[str, dict[str, Any]]:
+    return {v["name"]: v for v in manifests.pod_template(c)["spec"]["volumes"]}
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_persistent_data(kind: str, backend: str) -> None:
+    c = cluster(kind, backend, storage={"size": "8Gi"})
+    obj = manifests.workload(c, 3)
+    assert "data" not in volumes(c)  # it comes from the claim template
+    (claim,) = obj["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    assert claim["spec"]["resources"] == {"requests": {"storage": "8Gi"}}
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert "storageClassName" not in claim["spec"]  # the cluster's default class
+    assert claim["metadata"]["labels"].items() >= RECOMMENDED.items()
+
+
+def test_storage_class() -> None:
+    (claim,) = manifests.workload(cluster(storage={"storageClassName": "fast"}), 3)["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == "fast"
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_ephemeral_data(kind: str, backend: str) -> None:
+    c = cluster(kind, backend, storage={"ephemeral": True})
+    assert volumes(c)["data"] == {"name": "data", "emptyDir": {}}
+    assert manifests.workload(c, 3)["spec"]["volumeClaimTemplates"] == []
+
+
+@pytest.mark.parametrize(("scaled", "deleted"), [("Retain", "Retain"), ("Delete", "Retain"), ("Retain", "Delete")])
+def test_retention_policy(scaled: str, deleted: str) -> None:
+    c = cluster(storage={"retentionPolicy": {"whenScaled": scaled, "whenDeleted": deleted}})
+    assert manifests.workload(c, 3)["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+        "whenScaled": scaled, "whenDeleted": deleted}
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+@pytest.mark.parametrize("provider", ["auto", "cert-manager", "disabled"])
+def test_tls_volume_only_when_tls_is_on(kind: str, backend: str, provider: str) -> None:
+    c = cluster(kind, backend, tls={"provider": provider})
+    template = manifests.pod_template(c)
+    on = provider != "disabled"
+    assert ("tls" in volumes(c)) is on
+    if on:
+        assert volumes(c)["tls"]["secret"]["secretName"] == "demo-tls"
+    for container in (sidecar(template), store(template)):
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        assert mounts["data"]["mountPath"] == contract.DATA_MOUNT
+        assert mounts["run"]["mountPath"] == contract.RUN_MOUNT
+        assert ("tls" in mounts) is on
+        if on:
+            assert mounts["tls"] == {"name": "tls", "mountPath": contract.TLS_MOUNT, "readOnly": True}
+    # every mount has a volume or a claim template behind it
+    assert volumes(c)["run"] == {"name": "run", "emptyDir": {}}
+
+
+# --- Services -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_services(kind: str, backend: str) -> None:
+    c = cluster(kind, backend)
+    peer, client = manifests.peer_service(c), manifests.client_service(c)
+    template_labels = manifests.pod_template(c)["metadata"]["labels"]
+    assert peer["metadata"]["name"] == "demo-peer" and client["metadata"]["name"] == "demo-client"
+    assert peer["spec"]["clusterIP"] == "None"
+    assert peer["spec"]["publishNotReadyAddresses"] is True
+    assert {p["port"] for p in peer["spec"]["ports"]} == {contract.PEER_PORT, contract.CLIENT_PORT}
+    assert client["spec"]["type"] == "ClusterIP"
+    assert [p["port"] for p in client["spec"]["ports"]] == [contract.CLIENT_PORT]
+    assert "publishNotReadyAddresses" not in client["spec"]  # clients only reach ready members
+    for service in (peer, client):
+        assert service["spec"]["selector"].items() <= template_labels.items()
+
+
+# --- PodDisruptionBudget ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("replicas", "quorum"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 4)])
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_pdb_min_available_is_the_quorum(kind: str, backend: str, replicas: int, quorum: int) -> None:
+    pdb = manifests.pod_disruption_budget(cluster(kind, backend, replicas=replicas))
+    assert pdb is not None
+    assert (pdb["apiVersion"], pdb["kind"]) == ("policy/v1", "PodDisruptionBudget")
+    assert pdb["spec"] == {"minAvailable": quorum, "selector": {"matchLabels": contract.selector_labels("demo")}}
+
+
+@pytest.mark.parametrize("value", [0, 1, 5, "60%"])
+def test_pdb_override(value: int | str) -> None:
+    pdb = manifests.pod_disruption_budget(cluster(podDisruptionBudget={"minAvailable": value}))
+    assert pdb is not None and pdb["spec"]["minAvailable"] == value
+
+
+def test_pdb_disabled() -> None:
+    c = cluster(podDisruptionBudget={"enabled": False, "minAvailable": 2})
+    assert manifests.pod_disruption_budget(c) is None
+    assert "PodDisruptionBudget" not in [o["kind"] for o in manifests.owned_objects(c, 3)]
+
+
+# --- RBAC, ownership, labels ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("backend", "group"), [("StatefulSet", "apps"), ("AdvancedStatefulSet", "apps.kruise.io")])
+def test_member_rbac(backend: str, group: str) -> None:
+    account, role, binding = manifests.member_rbac(cluster(workload_kind=backend))
+    assert (account["kind"], account["metadata"]["name"]) == ("ServiceAccount", "demo-member")
+    assert role["kind"] == "Role" and binding["kind"] == "RoleBinding"
+    rules = {tuple(r["resources"]): r for r in role["rules"]}
+    assert rules[("leases",)]["apiGroups"] == ["coordination.k8s.io"]
+    assert set(rules[("pods",)]["verbs"]) == {"get", "list", "patch"}
+    workload_rule = rules[("statefulsets",)]
+    assert workload_rule == {"apiGroups": [group], "resources": ["statefulsets"],
+                             "resourceNames": ["demo"], "verbs": ["get"]}
+    assert not any("*" in r["verbs"] or "*" in r["resources"] for r in role["rules"])
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "demo-member"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "demo-member", "namespace": "db"}]
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_owned_objects_in_apply_order(kind: str, backend: str) -> None:
+    objects = manifests.owned_objects(cluster(kind, backend), 3, [])
+    assert [o["kind"] for o in objects] == [
+        "ServiceAccount", "Role", "RoleBinding", "Service", "Service", "PodDisruptionBudget", "StatefulSet"]
+    assert objects[-1]["spec"]["replicas"] == 3
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_every_object_is_owned_and_labelled(kind: str, backend: str) -> None:
+    c = cluster(kind, backend)
+    engine = "etcd" if kind == contract.KIND_ETCD else "xline"
+    for obj in manifests.owned_objects(c, 3):
+        meta = obj["metadata"]
+        assert meta["namespace"] == "db"
+        assert meta["ownerReferences"] == [{
+            "apiVersion": "raftset.dev/v1alpha1", "kind": kind, "name": "demo", "uid": "0b1c2d3e-uid",
+            "controller": True, "blockOwnerDeletion": True,
+        }], obj["kind"]
+        labels = meta["labels"]
+        assert labels.items() >= RECOMMENDED.items(), obj["kind"]
+        assert labels[contract.LABEL_COMPONENT] in {"member", "peer", "client"}
+        assert labels[contract.LABEL_CLUSTER] == "demo" and labels[contract.LABEL_ENGINE] == engine
+    pod_labels = manifests.pod_template(c)["metadata"]["labels"]
+    assert pod_labels.items() >= {**RECOMMENDED, contract.LABEL_COMPONENT: "member"}.items()
+
+
+def test_renderers_are_pure() -> None:
+    c = cluster(podTemplate={"labels": {"a": "b"}, "tolerations": [{"key": "k"}]})
+    first = manifests.owned_objects(c, 3, [1])
+    first[-1]["spec"]["template"]["metadata"]["labels"]["a"] = "mutated"
+    first[-1]["spec"]["template"]["spec"]["tolerations"].append({"key": "x"})
+    again = manifests.owned_objects(c, 3, [1])
+    assert again[-1]["spec"]["template"]["metadata"]["labels"]["a"] == "b"
+    assert again[-1]["spec"]["template"]["spec"]["tolerations"] == [{"key": "k"}]
+    assert again == manifests.owned_objects(c, 3, [1])
