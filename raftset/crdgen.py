@@ -373,6 +373,11 @@ def crd(engine: engines.Engine) -> dict[str, Any]:
                   f"metadata.name must be at most {MAX_NAME_LENGTH} characters so that pod and revision names fit"),
             _rule(f"self.metadata.name.matches('{DNS_LABEL}')",
                   "metadata.name must be a DNS label: lowercase letters, digits and '-', starting with a letter"),
+            # spec.workloadKind may be set once, but not to another kind than the one already rendered.
+            _rule("!has(oldSelf.status) || !has(oldSelf.status.workloadKind) || !has(self.spec) || "
+                  "!has(self.spec.workloadKind) || self.spec.workloadKind == oldSelf.status.workloadKind",
+                  "spec.workloadKind must be the workload kind the cluster already runs on (status.workloadKind): "
+                  "create a new cluster to change it"),
         ],
     )
     return {

@@ -533,3 +533,25 @@ def test_immutable_workload_kind_rule_is_the_documented_one() -> None:
     rules = [r["rule"] for r in crdgen.schema_of(engines.ETCD)["properties"]["spec"]["x-kubernetes-validations"]]
     assert ("!has(oldSelf.workloadKind) || (has(self.workloadKind) && self.workloadKind == oldSelf.workloadKind)"
             in rules)
+
+
+@pytest.mark.parametrize(("running", "asked", "refused"), [
+    (None, "AdvancedStatefulSet", False),
+    ("StatefulSet", "StatefulSet", False),
+    ("StatefulSet", "AdvancedStatefulSet", True),
+    ("AdvancedStatefulSet", "StatefulSet", True),
+    ("AdvancedStatefulSet", None, False),
+])
+def test_workload_kind_set_later_must_match_the_running_one(running: str | None, asked: str | None,
+                                                            refused: bool) -> None:
+    old = cluster()
+    if running:
+        old["status"] = {"workloadKind": running}
+    new = copy.deepcopy(old)
+    if asked:
+        new["spec"]["workloadKind"] = asked
+    found = violations(new, old=old)
+    assert bool(found) == refused, found
+    if refused:
+        assert found == ["<root>: spec.workloadKind must be the workload kind the cluster already runs on "
+                         "(status.workloadKind): create a new cluster to change it"]

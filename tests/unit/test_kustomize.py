@@ -227,3 +227,53 @@ def test_dockerfile_runs_as_the_deployments_non_root_user() -> None:
     assert int(user[0]) != 0
     for folder in ("raftset/", "operator/", "sidecar/"):
         assert f"COPY {folder} {folder}" in dockerfile
+
+
+# --- the operator's renderers against its RBAC ------------------------------------------------------
+
+# API of each kind the operator may write: (group, plural).
+RESOURCES = {
+    ("apps/v1", "StatefulSet"): ("apps", "statefulsets"),
+    ("apps.kruise.io/v1beta1", "StatefulSet"): ("apps.kruise.io", "statefulsets"),
+    ("v1", "Service"): ("", "services"),
+    ("v1", "Secret"): ("", "secrets"),
+    ("v1", "ServiceAccount"): ("", "serviceaccounts"),
+    ("policy/v1", "PodDisruptionBudget"): ("policy", "poddisruptionbudgets"),
+    ("rbac.authorization.k8s.io/v1", "Role"): ("rbac.authorization.k8s.io", "roles"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): ("rbac.authorization.k8s.io", "rolebindings"),
+    ("cert-manager.io/v1", "Issuer"): ("cert-manager.io", "issuers"),
+    ("cert-manager.io/v1", "Certificate"): ("cert-manager.io", "certificates"),
+}
+
+
+def rendered_clusters(workload_kind: str) -> list[list[dict[str, Any]]]:
+    from raftset.operator import manifests, spec
+
+    out = []
+    for path in sorted((KUSTOMIZE / "samples").glob("*cluster.yaml")):
+        body = yaml.safe_load(path.read_text())
+        body["metadata"].update(namespace="db", uid="00000000-0000-0000-0000-000000000001")
+        body["spec"]["workloadKind"] = workload_kind
+        cluster = spec.parse(body, default_workload_kind=workload_kind)
+        out.append(manifests.owned_objects(cluster, replicas=3))
+    return out
+
+
+@pytest.mark.parametrize(("overlay", "workload_kind"), [
+    ("statefulset", "StatefulSet"), ("kruise", "StatefulSet"), ("kruise", "AdvancedStatefulSet")])
+def test_operator_may_write_and_grant_everything_it_renders(overlay: str, workload_kind: str) -> None:
+    docs = render(f"overlays/{overlay}")
+    for objects in rendered_clusters(workload_kind):
+        assert objects
+        for obj in objects:
+            key = (obj["apiVersion"], obj["kind"])
+            assert key in RESOURCES, f"no RBAC known for {key}: add it to the ClusterRole and to RESOURCES"
+            group, plural = RESOURCES[key]
+            for verb in ("get", "list", "watch", "create", "patch", "delete"):
+                assert allows(docs, group, plural, verb), (key, verb)
+            # The apiserver refuses a Role granting more than its creator holds.
+            for rule in obj.get("rules", []) if obj["kind"] == "Role" else []:
+                for group in rule["apiGroups"]:
+                    for resource in rule["resources"]:
+                        for verb in rule["verbs"]:
+                            assert allows(docs, group, resource, verb), (group, resource, verb)
