@@ -1,0 +1,230 @@
+"""Build the control-plane binaries from the Go module proxy into a version-keyed cache.
+
+Each component is one `go build` inside its wrapper module (`go/<module>`), whose committed
+go.mod/go.sum pin the whole dependency graph. A build lands in
+`<cache>/bin/<component>-<version>/` only when complete (built in a temporary directory,
+then renamed), with a stamp of its inputs; a later call whose inputs match returns at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raftset.devcluster import versions
+
+STAMP = ".inputs"
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A one-line source edit applied at build time through `go build -overlay`.
+
+    Used instead of vendoring a modified copy: the file is read from the module cache.
+    """
+
+    module: str
+    path: str  # inside the module
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Component:
+    name: str
+    version: str
+    module: str  # wrapper module directory name under go/
+    packages: tuple[str, ...]
+    binaries: tuple[str, ...]
+    ldflags: tuple[str, ...] = ()
+    patches: tuple[Patch, ...] = field(default=())
+
+    @property
+    def module_dir(self) -> Path:
+        return versions.GO_DIR / self.module
+
+    @property
+    def out_dir(self) -> Path:
+        return versions.bin_root() / f"{self.name}-{self.version}"
+
+    def binary(self, name: str) -> Path:
+        return self.out_dir / name
+
+
+def _kube_version_ldflags(version: str) -> tuple[str, ...]:
+    """Version stamps, so that `kubectl version` and /version report the real release."""
+    major, minor = version.lstrip("v").split(".")[:2]
+    stamps = {
+        "gitVersion": version,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+    }
+    return tuple(
+        f"-X {pkg}.{var}={value}"
+        for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+        for var, value in stamps.items()
+    )
+
+
+KUBE = Component(
+    name="kube",
+    version=versions.KUBERNETES,
+    module="kube",
+    packages=(
+        "k8s.io/kubernetes/cmd/kube-apiserver",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+        "k8s.io/kubernetes/cmd/kube-scheduler",
+    ),
+    binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler"),
+    ldflags=_kube_version_ldflags(versions.KUBERNETES),
+)
+
+KRUISE = Component(
+    name="kruise",
+    version=versions.KRUISE,
+    module="kruise",
+    packages=("github.com/openkruise/kruise",),
+    binaries=("kruise",),
+    patches=(
+        # The manager binds its webhook server to 0.0.0.0; we bind it to WEBHOOK_HOST
+        # (a loopback address) so that nothing listens beyond 127.0.0.0/8.
+        Patch(
+            module="github.com/openkruise/kruise",
+            path="main.go",
+            old='Host:    "0.0.0.0",',
+            new="Host:    webhookutil.GetHost(),",
+        ),
+    ),
+)
+
+KWOK = Component(
+    name="kwok",
+    version=versions.KWOK,
+    module="kwok",
+    packages=("sigs.k8s.io/kwok/cmd/kwok",),
+    binaries=("kwok",),
+)
+
+COMPONENTS = (KUBE, KRUISE, KWOK)
+
+
+def go_env() -> dict[str, str]:
+    """Never fetch a toolchain; go.sum (committed) is the integrity check, not the sumdb,
+    which does not serve every module version the proxy serves."""
+    env = dict(os.environ)
+    env.update(GOTOOLCHAIN="local", GOSUMDB="off", GOFLAGS="-mod=readonly -buildvcs=false")
+    return env
+
+
+def _go(args: list[str], cwd: Path, capture: bool = False) -> str:
+    proc = subprocess.run(
+        ["go", *args],
+        cwd=cwd,
+        env=go_env(),
+        check=True,
+        text=True,
+        stdout=subprocess.PIPE if capture else None,
+    )
+    return proc.stdout or ""
+
+
+def module_source(component: Component, module: str) -> Path:
+    """A dependency's source directory in the Go module cache (downloaded if absent)."""
+    out = _go(["mod", "download", "-json", module], cwd=component.module_dir, capture=True)
+    return Path(json.loads(out)["Dir"])
+
+
+def inputs_digest(component: Component, go_version: str) -> str:
+    """Everything that changes the binaries: pinned graph, flags, patches, toolchain."""
+    h = hashlib.sha256()
+    for name in ("go.mod", "go.sum"):
+        h.update((component.module_dir / name).read_bytes())
+    h.update(repr((component.packages, component.ldflags, component.patches, go_version)).encode())
+    return h.hexdigest()
+
+
+def is_built(component: Component, digest: str) -> bool:
+    stamp = component.out_dir / STAMP
+    if not stamp.is_file() or stamp.read_text().strip() != digest:
+        return False
+    return all(os.access(component.binary(b), os.X_OK) for b in component.binaries)
+
+
+@contextmanager
+def _locked(component: Component) -> Iterator[None]:
+    """One builder per component across concurrent test sessions on this machine."""
+    versions.bin_root().mkdir(parents=True, exist_ok=True)
+    with open(versions.bin_root() / f".{component.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _write_overlay(component: Component, workdir: Path) -> Path | None:
+    if not component.patches:
+        return None
+    replace: dict[str, str] = {}
+    for i, patch in enumerate(component.patches):
+        source = module_source(component, patch.module) / patch.path
+        text = source.read_text()
+        if text.count(patch.old) != 1:
+            raise RuntimeError(f"patch for {source} no longer applies: {patch.old!r} not found once")
+        patched = workdir / f"patch{i}-{Path(patch.path).name}"
+        patched.write_text(text.replace(patch.old, patch.new))
+        replace[str(source)] = str(patched)
+    overlay = workdir / "overlay.json"
+    overlay.write_text(json.dumps({"Replace": replace}))
+    return overlay
+
+
+def _build(component: Component, digest: str, log: Callable[[str], None]) -> None:
+    bin_root = versions.bin_root()
+    with tempfile.TemporaryDirectory(prefix=f".{component.name}-", dir=bin_root) as tmp:
+        tmpdir = Path(tmp)
+        out = tmpdir / "out"
+        out.mkdir()
+        overlay = _write_overlay(component, tmpdir)
+        args = ["build", "-p", "2", "-trimpath", "-ldflags", " ".join(("-s", "-w", *component.ldflags))]
+        if overlay:
+            args += ["-overlay", str(overlay)]
+        args += ["-o", str(out) + os.sep, *component.packages]
+        log(f"building {component.name} {component.version}: go {' '.join(args[:3])} ... {' '.join(component.packages)}")
+        _go(args, cwd=component.module_dir)
+        (out / STAMP).write_text(digest + "\n")
+        if component.out_dir.exists():
+            shutil.rmtree(component.out_dir)
+        out.rename(component.out_dir)
+
+
+def ensure(component: Component, log: Callable[[str], None] = print) -> float:
+    """Build `component` unless an identical build is cached; returns the seconds it took."""
+    start = time.monotonic()
+    go_version = _go(["env", "GOVERSION"], cwd=component.module_dir, capture=True).strip()
+    digest = inputs_digest(component, go_version)
+    if not is_built(component, digest):
+        with _locked(component):
+            if not is_built(component, digest):
+                _build(component, digest, log)
+    took = time.monotonic() - start
+    log(f"{component.name} {component.version}: ready in {took:.1f}s at {component.out_dir}")
+    return took
+
+
+def ensure_all(components: tuple[Component, ...] = COMPONENTS, log: Callable[[str], None] = print) -> dict[str, float]:
+    return {c.name: ensure(c, log) for c in components}
+
+
+def missing(components: tuple[Component, ...] = COMPONENTS) -> list[str]:
+    """Binaries not in the cache; tests report these instead of skipping."""
+    return [str(c.binary(b)) for c in components for b in c.binaries if not os.access(c.binary(b), os.X_OK)]

@@ -1,0 +1,423 @@
+"""Start a local control plane on loopback and tear it down again.
+
+`start(full=False)` runs etcd + kube-apiserver (enough for the `k8s` tier);
+`start(full=True)` adds kube-controller-manager, kube-scheduler, the OpenKruise manager
+(with its webhooks served on loopback) and kwok with fake nodes (the `e2e` tier, `make run`).
+Every server binds to one 127.a.b.1 address of the plane's own loopback block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from raftset.devcluster import build, kubeconfig, net, pki, procs
+
+ETCD = "/usr/bin/etcd"
+KUBECTL = "kubectl"
+KRUISE_NAMESPACE = "kruise-system"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
+START_TIMEOUT_S = 120.0
+
+Log = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+@dataclass
+class Plane:
+    """A running control plane. `kubeconfig` is cluster-admin (group system:masters)."""
+
+    workdir: Path
+    block: net.Block
+    certs: pki.Pki
+    url: str
+    kubeconfig: str  # a str, so it drops into os.environ, subprocess argv and client libraries alike
+    full: bool
+    supervisor: procs.Supervisor
+    timings: dict[str, float] = field(default_factory=dict)
+    _owns_workdir: bool = False
+
+    @property
+    def host(self) -> str:
+        return self.block.host
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, as_kubeconfig: str | None = None,
+                timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """kubectl as the admin, or with another kubeconfig (e.g. from `token_kubeconfig`)."""
+        cmd = [KUBECTL, "--kubeconfig", as_kubeconfig or self.kubeconfig, *args]
+        result = subprocess.run(cmd, input=input, text=True, capture_output=True, timeout=timeout)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)} failed ({result.returncode}):\n{result.stdout}{result.stderr}")
+        return result
+
+    def apply(self, manifest: str | dict | Sequence[dict], server_side: bool = True) -> None:
+        """Apply objects as the admin; server-side because Kruise's CRDs exceed the
+        client-side last-applied annotation limit."""
+        if not isinstance(manifest, str):
+            docs = [manifest] if isinstance(manifest, dict) else list(manifest)
+            manifest = yaml.safe_dump_all(docs, sort_keys=False)
+        args = ["apply", "-f", "-"] + (["--server-side", "--force-conflicts"] if server_side else [])
+        self.kubectl(*args, input=manifest)
+
+    def token(self, namespace: str, service_account: str, duration: str = "1h") -> str:
+        """A bound token from the TokenRequest API (needs only the apiserver)."""
+        return self.kubectl("create", "token", service_account, "-n", namespace, f"--duration={duration}").stdout.strip()
+
+    def token_kubeconfig(self, namespace: str, service_account: str, path: Path | None = None) -> str:
+        """A kubeconfig that authenticates as system:serviceaccount:<namespace>:<service_account>."""
+        path = path or self.workdir / f"sa-{namespace}-{service_account}.kubeconfig"
+        user = kubeconfig.token_user(self.token(namespace, service_account))
+        return str(kubeconfig.write(path, kubeconfig.render(self.url, self.certs.ca.cert, user)))
+
+    def env(self) -> dict[str, str]:
+        """Environment for a client process (e.g. the operator) pointed at this plane."""
+        return {"KUBECONFIG": self.kubeconfig}
+
+    def dead(self) -> list[str]:
+        return [p.name for p in self.supervisor.dead()]
+
+    def stop(self) -> None:
+        self.supervisor.stop_all()
+        if self._owns_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Plane:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _https_get(url: str, context: ssl.SSLContext, timeout: float = 3.0) -> tuple[int, str]:
+    with urllib.request.urlopen(url, context=context, timeout=timeout) as resp:  # noqa: S310 - loopback only
+        return resp.status, resp.read().decode(errors="replace")
+
+
+def _ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    status, body = _https_get(url, context) if context else _https_get(url, None)  # type: ignore[arg-type]
+    return status == 200 and body.strip().startswith(("ok", "{"))
+
+
+def _admin_context(certs: pki.Pki) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(certs.ca.cert))
+    ctx.load_cert_chain(str(certs.admin.cert), str(certs.admin.key))
+    return ctx
+
+
+def _self_signed_context() -> ssl.SSLContext:
+    """For health probes of components that serve their own self-signed loopback cert."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def _start_etcd(sup: procs.Supervisor, workdir: Path, host: str) -> tuple[str, procs.Proc]:
+    client, peer = net.free_port(host), net.free_port(host)
+    client_url, peer_url = f"http://{host}:{client}", f"http://{host}:{peer}"
+    proc = sup.start(
+        "etcd",
+        [
+            ETCD,
+            "--name=devcluster",
+            f"--data-dir={workdir / 'etcd'}",
+            f"--listen-client-urls={client_url}",
+            f"--advertise-client-urls={client_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=devcluster={peer_url}",
+            "--initial-cluster-state=new",
+            "--log-level=warn",
+        ],
+        env=_base_env(),
+    )
+    procs.wait_for(lambda: json.loads(_https_get(f"{client_url}/health", None)[1]).get("health") == "true",  # type: ignore[arg-type]
+                   "etcd health", 30, [proc])
+    return client_url, proc
+
+
+def _start_apiserver(sup: procs.Supervisor, workdir: Path, block: net.Block, certs: pki.Pki, etcd_url: str) -> tuple[str, procs.Proc]:
+    port = net.free_port(block.host)
+    binary = build.KUBE.binary("kube-apiserver")
+    proc = sup.start(
+        "kube-apiserver",
+        [
+            str(binary),
+            f"--bind-address={block.host}",
+            f"--advertise-address={block.host}",
+            f"--secure-port={port}",
+            f"--etcd-servers={etcd_url}",
+            f"--service-cluster-ip-range={block.service_cidr}",
+            # The `kubernetes` Service's Endpoints would hold a loopback address, which
+            # Endpoints validation refuses; nothing in this plane needs that Service.
+            "--endpoint-reconciler-type=none",
+            f"--tls-cert-file={certs.apiserver.cert}",
+            f"--tls-private-key-file={certs.apiserver.key}",
+            f"--client-ca-file={certs.ca.cert}",
+            f"--service-account-issuer={SA_ISSUER}",
+            f"--service-account-key-file={certs.sa_public}",
+            f"--service-account-signing-key-file={certs.sa_private}",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            "--profiling=false",
+            f"--cert-dir={workdir / 'apiserver'}",
+        ],
+        env=_base_env(),
+    )
+    url = f"https://{block.host}:{port}"
+    ctx = _admin_context(certs)
+    procs.wait_for(lambda: _ok(f"{url}/readyz", ctx), "kube-apiserver /readyz", START_TIMEOUT_S, [proc])
+    return url, proc
+
+
+def _component_auth_flags(kubeconfig_path: Path) -> list[str]:
+    return [
+        f"--kubeconfig={kubeconfig_path}",
+        f"--authentication-kubeconfig={kubeconfig_path}",
+        f"--authorization-kubeconfig={kubeconfig_path}",
+        "--leader-elect=false",
+    ]
+
+
+def _start_controller_manager(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
+    port = net.free_port(plane.host)
+    proc = sup.start(
+        "kube-controller-manager",
+        [
+            str(build.KUBE.binary("kube-controller-manager")),
+            *_component_auth_flags(plane.kubeconfig),
+            f"--bind-address={plane.host}",
+            f"--secure-port={port}",
+            f"--cert-dir={plane.workdir / 'kube-controller-manager'}",
+            f"--service-account-private-key-file={plane.certs.sa_private}",
+            f"--root-ca-file={plane.certs.ca.cert}",
+            f"--cluster-signing-cert-file={plane.certs.ca.cert}",
+            f"--cluster-signing-key-file={plane.certs.ca.key}",
+            "--profiling=false",
+        ],
+        env=_base_env(),
+    )
+    procs.wait_for(lambda: _ok(f"https://{plane.host}:{port}/healthz", _self_signed_context()),
+                   "kube-controller-manager /healthz", START_TIMEOUT_S, [proc])
+    return proc
+
+
+def _start_scheduler(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
+    port = net.free_port(plane.host)
+    proc = sup.start(
+        "kube-scheduler",
+        [
+            str(build.KUBE.binary("kube-scheduler")),
+            *_component_auth_flags(plane.kubeconfig),
+            f"--bind-address={plane.host}",
+            f"--secure-port={port}",
+            f"--cert-dir={plane.workdir / 'kube-scheduler'}",
+            "--profiling=false",
+        ],
+        env=_base_env(),
+    )
+    procs.wait_for(lambda: _ok(f"https://{plane.host}:{port}/healthz", _self_signed_context()),
+                   "kube-scheduler /healthz", START_TIMEOUT_S, [proc])
+    return proc
+
+
+def kruise_source() -> Path:
+    """Kruise's source tree in the Go module cache: CRDs and webhook manifests come from it."""
+    return build.module_source(build.KRUISE, "github.com/openkruise/kruise")
+
+
+def _kustomize(plane: Plane, path: Path) -> list[dict]:
+    rendered = plane.kubectl("kustomize", str(path)).stdout
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def kruise_manifests(plane: Plane) -> tuple[list[dict], list[dict]]:
+    """Kruise's CRDs and its two webhook configurations, as its own kustomize renders them
+    (with the `kruise-` name prefix of its default overlay). The manager then rewrites the
+    webhook client configs to its WEBHOOK_HOST URL and fills in its CA."""
+    source = kruise_source()
+    crds = _kustomize(plane, source / "config" / "crd")
+    webhooks = []
+    for doc in _kustomize(plane, source / "config" / "webhook"):
+        if doc["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+            doc["metadata"]["name"] = "kruise-" + doc["metadata"]["name"]
+            webhooks.append(doc)
+    return crds, webhooks
+
+
+def _webhooks_use_url(plane: Plane, expected_prefix: str) -> bool:
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        prefix = "kruise-mutating" if kind.startswith("mutating") else "kruise-validating"
+        obj = json.loads(plane.kubectl("get", kind, f"{prefix}-webhook-configuration", "-o", "json").stdout)
+        hooks = obj.get("webhooks") or []
+        if not hooks or not all(h["clientConfig"].get("url", "").startswith(expected_prefix) for h in hooks):
+            return False
+    return True
+
+
+def _start_kruise(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
+    crds, webhooks = kruise_manifests(plane)
+    plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KRUISE_NAMESPACE}})
+    plane.apply(crds)
+    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", *[c["metadata"]["name"] for c in crds])
+    plane.apply(webhooks)
+    webhook_port, metrics_port, health_port = (net.free_port(plane.host) for _ in range(3))
+    cert_dir = plane.workdir / "kruise-webhook-certs"
+    env = {
+        **_base_env(),
+        "KUBECONFIG": plane.kubeconfig,
+        "POD_NAMESPACE": KRUISE_NAMESPACE,
+        # WEBHOOK_HOST mode: certificates on disk for this IP, webhooks called by URL.
+        "WEBHOOK_HOST": plane.host,
+        "WEBHOOK_PORT": str(webhook_port),
+        "WEBHOOK_CERT_DIR": str(cert_dir),
+    }
+    proc = sup.start(
+        "kruise-manager",
+        [
+            str(build.KRUISE.binary("kruise")),
+            f"--metrics-addr={plane.host}:{metrics_port}",
+            f"--health-probe-addr={plane.host}:{health_port}",
+            "--enable-leader-election=false",
+            "--enable-pprof=false",
+        ],
+        env=env,
+    )
+    procs.wait_for(lambda: _ok(f"http://{plane.host}:{health_port}/readyz"), "kruise-manager /readyz", START_TIMEOUT_S, [proc])
+    procs.wait_for(lambda: _webhooks_use_url(plane, f"https://{plane.host}:{webhook_port}/"),
+                   "kruise webhook configurations pointing at the manager", START_TIMEOUT_S, [proc])
+    return proc
+
+
+def fake_node(name: str) -> dict:
+    """A Node that kwok keeps Ready; no taints, so ordinary pods schedule onto it."""
+    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake"},
+            "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "type": "kwok"},
+        },
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
+
+
+def _nodes_ready(plane: Plane, names: list[str]) -> bool:
+    nodes = json.loads(plane.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    ready = {
+        n["metadata"]["name"]
+        for n in nodes
+        if any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
+    }
+    return set(names) <= ready
+
+
+def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int) -> procs.Proc:
+    port = net.free_port(plane.host)
+    proc = sup.start(
+        "kwok",
+        [
+            str(build.KWOK.binary("kwok")),
+            f"--kubeconfig={plane.kubeconfig}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+            f"--cidr={plane.block.pod_cidr}",
+            f"--node-ip={plane.host}",
+            f"--node-port={port}",
+            f"--server-address={plane.host}:{port}",
+            "--node-lease-duration-seconds=40",
+        ],
+        env={**_base_env(), "HOME": str(plane.workdir)},  # kwok reads ~/.kwok/: keep it ours
+    )
+    procs.wait_for(lambda: _ok(f"http://{plane.host}:{port}/healthz"), "kwok /healthz", START_TIMEOUT_S, [proc])
+    names = [f"kwok-node-{i}" for i in range(nodes)]
+    plane.apply([fake_node(n) for n in names], server_side=False)
+    procs.wait_for(lambda: _nodes_ready(plane, names), f"{nodes} kwok nodes Ready", START_TIMEOUT_S, [proc])
+    return proc
+
+
+def _wait_default_service_account(plane: Plane) -> None:
+    """Pods are refused until the serviceaccount controller has made `default`."""
+    procs.wait_for(lambda: plane.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0,
+                   "ServiceAccount default/default", START_TIMEOUT_S, plane.supervisor.procs)
+
+
+def _base_env() -> dict[str, str]:
+    """A minimal environment: etcd reads ETCD_* variables as flags, Go tools read KUBECONFIG."""
+    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+
+
+def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: Log = _quiet) -> Plane:
+    """Start a plane (building missing binaries first); on any failure nothing is left running."""
+    components = build.COMPONENTS if full else (build.KUBE,)
+    build.ensure_all(components, log=log)
+
+    owns = workdir is None
+    workdir = Path(tempfile.mkdtemp(prefix="raftset-devcluster-")) if workdir is None else workdir
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "logs").mkdir(exist_ok=True)
+    sup = procs.Supervisor(workdir / "logs")
+    try:
+        return _start(sup, workdir, owns, full, nodes, log)
+    except BaseException:
+        sup.stop_all()
+        if owns:
+            log(f"start failed; logs were in {workdir / 'logs'} (removed)")
+        raise
+
+
+@contextmanager
+def _step(timings: dict[str, float], name: str, log: Log) -> Iterator[None]:
+    t0 = time.monotonic()
+    yield
+    timings[name] = time.monotonic() - t0
+    log(f"  {name} ready in {timings[name]:.1f}s")
+
+
+def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: int, log: Log) -> Plane:
+    t0 = time.monotonic()
+    timings: dict[str, float] = {}
+    block = net.pick_block()
+    certs = pki.make_pki(workdir / "pki", [block.host])
+    with _step(timings, "etcd", log):
+        etcd_url, _ = _start_etcd(sup, workdir, block.host)
+    with _step(timings, "kube-apiserver", log):
+        url, _ = _start_apiserver(sup, workdir, block, certs, etcd_url)
+    admin = str(kubeconfig.write(
+        workdir / "admin.kubeconfig",
+        kubeconfig.render(url, certs.ca.cert, kubeconfig.cert_user(certs.admin.cert, certs.admin.key)),
+    ))
+    plane = Plane(workdir=workdir, block=block, certs=certs, url=url, kubeconfig=admin, full=full,
+                  supervisor=sup, timings=timings, _owns_workdir=owns)
+    if full:
+        with _step(timings, "kube-controller-manager", log):
+            _start_controller_manager(sup, plane)
+        with _step(timings, "kube-scheduler", log):
+            _start_scheduler(sup, plane)
+        with _step(timings, "kruise-manager", log):
+            _start_kruise(sup, plane)
+        with _step(timings, "kwok", log):
+            _start_kwok(sup, plane, nodes)
+        with _step(timings, "default ServiceAccount", log):
+            _wait_default_service_account(plane)
+    timings["total"] = time.monotonic() - t0
+    log(f"control plane ({'full' if full else 'apiserver only'}) up in {timings['total']:.1f}s at {plane.url}")
+    return plane
