@@ -18,7 +18,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract, engines
-from raftset.operator import manifests, planner, spec, status
+from raftset.operator import manifests, planner, spec, status, storage, tls
 from raftset.operator.kube import Kube, api_error_message, load_config
 from raftset.operator.members import from_leases
 
@@ -142,14 +142,22 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
     problem = None
     stepping = plan.action in ("create", "scale-in", "scale-out")
     due = now.timestamp() - runtime.applied_at.get(key, 0.0) >= runtime.settings.resync_seconds
+    write = stepping or forced or due
     try:
+        # TLS material and PVC expansion first: pods must find their Secrets and sizes.
+        tls_state = await tls.ensure_tls(runtime.kube, cluster, now, workload=workload, write=write)
+        claims, problem = await storage.ensure_claims(runtime.kube, cluster, workload, write=write)
+        problem = tls_state.problem or problem
+        if forced and tls_state.warning:
+            kopf.warn(body, reason="TLSDisabled", message=tls_state.warning)
         await _clear_stale_marks(runtime.kube, cluster, plan, marked_pods)
         for pod in plan.scale_away:
             # Informational for humans and the sidecar; the workload object is what decides.
             await runtime.kube.merge_patch("v1", "Pod", cluster.namespace, pod, {
                 "metadata": {"annotations": {contract.ANNOTATION_SCALE_AWAY: "true"}}})
-        if stepping or forced or due:
-            for manifest in manifests.owned_objects(cluster, plan.replicas, plan.reserved):
+        if write:
+            for manifest in manifests.owned_objects(cluster, plan.replicas, plan.reserved,
+                                                    tls_revision=tls_state.revision, claims=claims):
                 applied = await runtime.kube.apply(manifest)
                 if manifest["kind"] == backend.kind and manifest["apiVersion"] == backend.api_version:
                     workload = applied

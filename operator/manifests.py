@@ -12,14 +12,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from raftset import contract
+from raftset.operator import certificates
 from raftset.operator.planner import quorum
 from raftset.operator.spec import Cluster
+from raftset.operator.storage import Claims
 
 # Long enough for the preStop leave (MoveLeader + MemberRemove, each bounded by the
 # sidecar's own timeouts) and a clean store shutdown.
 TERMINATION_GRACE_SECONDS = 60
 
 SIDECAR_CONTAINER = "sidecar"
+# Moves when the mounted certificates are replaced: the workload then rolls one pod at a time.
+ANNOTATION_TLS_REVISION = f"{contract.GROUP}/tls-revision"
+# The member Role names Leases and pods by ordinal; the CRD allows 9 replicas and the
+# planner refills holes before it grows, so this covers every pod with room to spare.
+MEMBER_ORDINALS = 16
 
 
 def labels(cluster: Cluster, component: str) -> dict[str, str]:
@@ -44,10 +51,6 @@ def metadata(cluster: Cluster, name: str, component: str) -> dict[str, Any]:
 
 def member_service_account(cluster: Cluster) -> str:
     return f"{cluster.name}-member"
-
-
-def tls_secret_name(cluster: Cluster) -> str:
-    return f"{cluster.name}-tls"
 
 
 def _url_template(cluster: Cluster, port: int) -> str:
@@ -153,14 +156,43 @@ def _container_security() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def pod_template(cluster: Cluster) -> dict[str, Any]:
-    """The one pod template both workload backends run."""
+# Where each key of the three cert-manager-shaped Secrets lands, as `engines.TLSFiles.under()`
+# names it: the CA once (all three Secrets carry the same ca.crt), then cert and key.
+_TLS_ITEMS = {
+    certificates.SERVER: ((certificates.KEY_CA, "ca.crt"), (certificates.KEY_CERT, "server.crt"),
+                          (certificates.KEY_KEY, "server.key")),
+    certificates.PEER: ((certificates.KEY_CERT, "peer.crt"), (certificates.KEY_KEY, "peer.key")),
+    certificates.CLIENT: ((certificates.KEY_CERT, "client.crt"), (certificates.KEY_KEY, "client.key")),
+}
+
+
+def tls_volume(cluster: Cluster) -> dict[str, Any]:
+    """One projected volume over the server, peer and client Secrets, whoever filled them."""
+    return {
+        "name": "tls",
+        "projected": {
+            # Group-readable: fsGroup makes the files the non-root user's group's.
+            "defaultMode": 0o440,
+            "sources": [
+                {"secret": {"name": certificates.secret_name(cluster.name, purpose),
+                            "items": [{"key": key, "path": path} for key, path in items]}}
+                for purpose, items in _TLS_ITEMS.items()
+            ],
+        },
+    }
+
+
+def pod_template(cluster: Cluster, tls_revision: str | None = None) -> dict[str, Any]:
+    """The one pod template both workload backends run.
+
+    `tls_revision` (from the TLS provider) is written as a pod annotation, so replacing
+    the certificates rolls the members one at a time.
+    """
     volumes: list[dict[str, Any]] = [{"name": "run", "emptyDir": {}}]
     if cluster.storage.ephemeral:
         volumes.append({"name": "data", "emptyDir": {}})
     if cluster.tls:
-        volumes.append({"name": "tls", "secret": {"secretName": tls_secret_name(cluster),
-                                                  "defaultMode": 0o400}})
+        volumes.append(tls_volume(cluster))
     spec: dict[str, Any] = {
         "serviceAccountName": member_service_account(cluster),
         # Service links would inject ETCD_* variables that etcd reads as flags.
@@ -179,23 +211,29 @@ def pod_template(cluster: Cluster) -> dict[str, Any]:
         "priorityClassName": cluster.pod.priority_class_name,
     }
     spec.update({k: v for k, v in optional.items() if v})
+    annotations = dict(cluster.pod.annotations)
+    if cluster.tls and tls_revision:
+        annotations[ANNOTATION_TLS_REVISION] = tls_revision
     return {
         "metadata": {
             "labels": {**cluster.pod.labels, **labels(cluster, "member")},
-            "annotations": dict(cluster.pod.annotations),
+            "annotations": annotations,
         },
         "spec": spec,
     }
 
 
-def _volume_claim_templates(cluster: Cluster) -> list[dict[str, Any]]:
+def _volume_claim_templates(cluster: Cluster, claims: Claims | None) -> list[dict[str, Any]]:
     if cluster.storage.ephemeral:
         return []
+    # Immutable once the workload exists: it keeps the size it was created with, and
+    # expansion patches the PVCs (raftset.operator.storage).
+    size = claims.template_size if claims else cluster.storage.size
     claim: dict[str, Any] = {
         "metadata": {"name": "data", "labels": labels(cluster, "member")},
         "spec": {
             "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": cluster.storage.size}},
+            "resources": {"requests": {"storage": size}},
         },
     }
     if cluster.storage.storage_class:
@@ -203,13 +241,21 @@ def _volume_claim_templates(cluster: Cluster) -> list[dict[str, Any]]:
     return [claim]
 
 
-def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = ()) -> dict[str, Any]:
-    """The StatefulSet (builtin or Advanced) running `replicas` pods around `reserved` holes."""
+def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
+             tls_revision: str | None = None, claims: Claims | None = None) -> dict[str, Any]:
+    """The StatefulSet (builtin or Advanced) running `replicas` pods around `reserved` holes.
+
+    `claims` (from the live workload, see raftset.operator.storage) keeps the claim
+    template as created and records how far the PVCs were expanded.
+    """
     backend = cluster.backend
+    meta = metadata(cluster, cluster.name, "member")
+    if claims is not None and not cluster.storage.ephemeral:
+        meta["annotations"] = claims.annotations()
     return {
         "apiVersion": backend.api_version,
         "kind": backend.kind,
-        "metadata": metadata(cluster, cluster.name, "member"),
+        "metadata": meta,
         "spec": {
             "serviceName": contract.peer_service_name(cluster.name),
             "selector": {"matchLabels": contract.selector_labels(cluster.name)},
@@ -221,8 +267,8 @@ def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = ()) -> d
                 "whenScaled": cluster.storage.when_scaled,
                 "whenDeleted": cluster.storage.when_deleted,
             },
-            "template": pod_template(cluster),
-            "volumeClaimTemplates": _volume_claim_templates(cluster),
+            "template": pod_template(cluster, tls_revision),
+            "volumeClaimTemplates": _volume_claim_templates(cluster, claims),
             **backend.scale_spec(replicas, reserved),
         },
     }
@@ -278,18 +324,28 @@ def pod_disruption_budget(cluster: Cluster) -> dict[str, Any] | None:
     }
 
 
-def member_rbac(cluster: Cluster) -> list[dict[str, Any]]:
-    """What a member's sidecar may do: its heartbeat Leases, its own pod's labels, read its workload."""
+def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
+    """What a member's sidecar may do, by name wherever RBAC can say it.
+
+    Its heartbeat Lease (server-side apply is a PATCH, so no `create`), its pod's role
+    label, a read of its workload, and a list of the cluster's Leases for membership-clean.
+    The names cover ordinals 0..max(MEMBER_ORDINALS, `ordinals`)-1 so that a pod being
+    scaled away keeps its rights while it leaves. RBAC cannot tell one member of a cluster
+    from another: docs/security.md says what that leaves open.
+    """
     sa = member_service_account(cluster)
     backend = cluster.backend
+    pods = [contract.pod_name(cluster.name, o) for o in range(max(MEMBER_ORDINALS, ordinals))]
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": metadata(cluster, sa, "member"),
         "rules": [
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "verbs": ["get", "list", "create", "update", "patch", "delete"]},
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]},
+             "resourceNames": [contract.lease_name(p) for p in pods],
+             "verbs": ["get", "update", "patch", "delete"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
+            {"apiGroups": [""], "resources": ["pods"], "resourceNames": pods, "verbs": ["get", "patch"]},
             {"apiGroups": [backend.group], "resources": [backend.plural],
              "resourceNames": [cluster.name], "verbs": ["get"]},
         ],
@@ -307,11 +363,16 @@ def member_rbac(cluster: Cluster) -> list[dict[str, Any]]:
     ]
 
 
-def owned_objects(cluster: Cluster, replicas: int, reserved: Iterable[int] = ()) -> list[dict[str, Any]]:
-    """Everything the operator applies for one cluster, in apply order."""
-    objects = [*member_rbac(cluster), peer_service(cluster), client_service(cluster)]
+def owned_objects(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
+                  tls_revision: str | None = None, claims: Claims | None = None) -> list[dict[str, Any]]:
+    """Everything the operator applies for one cluster, in apply order.
+
+    TLS material is not here: `raftset.operator.tls` writes it before these are applied.
+    """
+    reserved = tuple(reserved)
+    objects = [*member_rbac(cluster, replicas + len(reserved)), peer_service(cluster), client_service(cluster)]
     pdb = pod_disruption_budget(cluster)
     if pdb is not None:
         objects.append(pdb)
-    objects.append(workload(cluster, replicas, reserved))
+    objects.append(workload(cluster, replicas, reserved, tls_revision=tls_revision, claims=claims))
     return objects

@@ -262,7 +262,8 @@ def test_tls_volume_only_when_tls_is_on(kind: str, backend: str, provider: str) 
     on = provider != "disabled"
     assert ("tls" in volumes(c)) is on
     if on:
-        assert volumes(c)["tls"]["secret"]["secretName"] == "demo-tls"
+        sources = volumes(c)["tls"]["projected"]["sources"]
+        assert [s["secret"]["name"] for s in sources] == ["demo-server-tls", "demo-peer-tls", "demo-client-tls"]
     for container in (sidecar(template), store(template)):
         mounts = {m["name"]: m for m in container["volumeMounts"]}
         assert mounts["data"]["mountPath"] == contract.DATA_MOUNT
@@ -324,7 +325,7 @@ def test_member_rbac(backend: str, group: str) -> None:
     assert role["kind"] == "Role" and binding["kind"] == "RoleBinding"
     rules = {tuple(r["resources"]): r for r in role["rules"]}
     assert rules[("leases",)]["apiGroups"] == ["coordination.k8s.io"]
-    assert set(rules[("pods",)]["verbs"]) == {"get", "list", "patch"}
+    assert set(rules[("pods",)]["verbs"]) == {"get", "patch"}
     workload_rule = rules[("statefulsets",)]
     assert workload_rule == {"apiGroups": [group], "resources": ["statefulsets"],
                              "resourceNames": ["demo"], "verbs": ["get"]}

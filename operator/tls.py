@@ -1,0 +1,107 @@
+"""The TLS providers' writes: read the Secrets / Certificates, call the pure core, apply.
+
+Runs before the owned objects are applied, so a pod never starts on Secrets that are
+not there yet (`auto`) and the workload carries the revision of the certificates it
+must run (see `manifests.ANNOTATION_TLS_REVISION`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from raftset.operator import certificates, certmanager
+from raftset.operator.certificates import KeyPair, StoredLeaf
+from raftset.operator.manifests import ANNOTATION_TLS_REVISION, metadata
+from raftset.operator.spec import Cluster
+
+Problem = tuple[str, str]
+
+DISABLED_WARNING = (
+    "spec.tls.provider is disabled: peer and client traffic is plain HTTP, neither encrypted "
+    "nor authenticated; anyone who can reach the pods can read and write every key. "
+    "Use provider auto or cert-manager for anything but a throwaway cluster.")
+
+
+class KubeAPI(Protocol):
+    async def has_api(self, api_version: str, kind: str) -> bool: ...
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class TLSState:
+    """What the reconcile needs from the TLS provider."""
+
+    revision: str | None = None  # for the pod template; None when nothing was written
+    problem: Problem | None = None  # a Degraded reason and message
+    warning: str | None = None  # worth an Event when the spec is (re)read
+
+
+def running_revision(workload: Mapping[str, Any] | None) -> str | None:
+    """The TLS revision the live workload's pods run."""
+    template = ((workload or {}).get("spec") or {}).get("template") or {}
+    return ((template.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TLS_REVISION)
+
+
+async def ensure_tls(kube: KubeAPI, cluster: Cluster, now: datetime, *,
+                     workload: Mapping[str, Any] | None = None, write: bool = True) -> TLSState:
+    """Check the provider can work; with `write`, make sure the material exists and is current.
+
+    Without `write` (a reconcile tick that applies nothing) only the cheap check runs, so
+    a missing cert-manager is reported on every tick instead of flapping. When the
+    provider cannot work, the pods keep the revision they run (`workload`): no roll.
+    """
+    if not cluster.tls:
+        return TLSState(warning=DISABLED_WARNING)
+    if cluster.tls_provider == "cert-manager":
+        if not await kube.has_api(certmanager.API_VERSION, "Certificate"):
+            return TLSState(revision=running_revision(workload), problem=(
+                "CertManagerMissing",
+                "spec.tls.provider cert-manager needs cert-manager (certificates.cert-manager.io/v1), "
+                "which this cluster does not serve: install cert-manager or use provider auto"))
+        return TLSState(revision=await _ensure_cert_manager(kube, cluster)) if write else TLSState()
+    return TLSState(revision=await _ensure_auto(kube, cluster, now)) if write else TLSState()
+
+
+async def _ensure_cert_manager(kube: KubeAPI, cluster: Cluster) -> str:
+    for manifest in certmanager.objects(cluster):
+        await kube.apply(manifest)
+    found = {}
+    for purpose in certificates.PURPOSES:
+        found[purpose] = await kube.get(certmanager.API_VERSION, "Certificate", cluster.namespace,
+                                        certificates.secret_name(cluster.name, purpose))
+    return certmanager.revision(found)
+
+
+def _secret(cluster: Cluster, name: str, pair: KeyPair, ca_pem: bytes,
+            revision: int | None) -> dict[str, Any]:
+    meta = metadata(cluster, name, "tls")
+    if revision is not None:
+        meta["annotations"] = {certificates.ANNOTATION_REVISION: str(revision)}
+    return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": meta,
+            "data": certificates.secret_data(pair, ca_pem)}
+
+
+async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime) -> str:
+    ns = cluster.namespace
+    ca_name = certificates.ca_secret_name(cluster.name)
+    stored_ca = certificates.read_secret(await kube.get("v1", "Secret", ns, ca_name))
+    ca = stored_ca[0] if stored_ca else None
+    leaves: dict[str, StoredLeaf | None] = {}
+    for purpose in certificates.PURPOSES:
+        found = certificates.read_secret(
+            await kube.get("v1", "Secret", ns, certificates.secret_name(cluster.name, purpose)))
+        leaves[purpose] = StoredLeaf(*found) if found else None
+    specs = certificates.leaf_specs(cluster.name, ns, cluster.replicas)
+    plan = certificates.plan(ca, leaves, specs, now)
+    if plan.new_ca or ca is None:
+        ca = certificates.build_ca(f"{cluster.name}-ca", now)
+        await kube.apply(_secret(cluster, ca_name, ca, ca.cert_pem, None))
+    for purpose in plan.reissue:
+        pair = certificates.issue(ca, specs[purpose], now)
+        await kube.apply(_secret(cluster, certificates.secret_name(cluster.name, purpose), pair,
+                                 ca.cert_pem, plan.revision))
+    return str(plan.revision)
