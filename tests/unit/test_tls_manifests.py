@@ -1,0 +1,320 @@
+"""TLS in the rendered objects: the projected volume, cert-manager's objects, the member
+Role, and the provider shell's decisions against an in-memory API."""
+
+from __future__ import annotations
+
+import base64
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from raftset import contract
+from raftset.engines import ENGINES, TLSFiles
+from raftset.operator import certificates, certmanager, manifests, spec, tls
+from tests.unit.builders import NOW, body, cluster
+
+pytestmark = pytest.mark.unit
+
+PROVIDERS_ON = ["auto", "cert-manager"]
+KINDS = [contract.KIND_ETCD, contract.KIND_XLINE]
+
+
+def tls_volume(c: spec.Cluster) -> dict[str, Any] | None:
+    found = [v for v in manifests.pod_template(c)["spec"]["volumes"] if v["name"] == "tls"]
+    return found[0] if found else None
+
+
+def mounted_files(volume: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """path inside the mount -> (secret, key)."""
+    return {item["path"]: (source["secret"]["name"], item["key"])
+            for source in volume["projected"]["sources"] for item in source["secret"]["items"]}
+
+
+# --- the pod ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("provider", PROVIDERS_ON)
+def test_one_projected_volume_maps_the_three_secrets_onto_the_tls_files(kind: str, provider: str) -> None:
+    volume = tls_volume(cluster(kind, tls={"provider": provider}))
+    assert volume is not None
+    files = TLSFiles.under()
+    expected = {
+        files.ca: ("demo-server-tls", "ca.crt"),
+        files.server_cert: ("demo-server-tls", "tls.crt"),
+        files.server_key: ("demo-server-tls", "tls.key"),
+        files.peer_cert: ("demo-peer-tls", "tls.crt"),
+        files.peer_key: ("demo-peer-tls", "tls.key"),
+        files.client_cert: ("demo-client-tls", "tls.crt"),
+        files.client_key: ("demo-client-tls", "tls.key"),
+    }
+    assert {f"{contract.TLS_MOUNT}/{path}": where for path, where in mounted_files(volume).items()} == expected
+    assert volume["projected"]["defaultMode"] == 0o440
+
+
+def test_both_providers_render_the_same_pod() -> None:
+    auto = manifests.pod_template(cluster(tls={"provider": "auto"}))
+    managed = manifests.pod_template(cluster(tls={"provider": "cert-manager"}))
+    assert auto == managed
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_disabled_mounts_nothing_and_speaks_http(kind: str) -> None:
+    c = cluster(kind, tls={"provider": "disabled"})
+    template = manifests.pod_template(c, tls_revision="3")
+    assert tls_volume(c) is None
+    for container in (*template["spec"]["initContainers"], *template["spec"]["containers"]):
+        assert all(m["name"] != "tls" for m in container["volumeMounts"])
+    env = {e["name"]: e.get("value") for e in template["spec"]["initContainers"][0]["env"]}
+    assert env["RAFTSET_TLS_DIR"] == ""
+    assert all(env[k].startswith("http://") for k in
+               ("RAFTSET_PEER_URL_TEMPLATE", "RAFTSET_CLIENT_URL_TEMPLATE", "RAFTSET_LISTEN_PEER_URL"))
+    assert manifests.ANNOTATION_TLS_REVISION not in template["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("provider", PROVIDERS_ON)
+def test_tls_speaks_https_from_the_mounted_directory(provider: str) -> None:
+    template = manifests.pod_template(cluster(tls={"provider": provider}))
+    env = {e["name"]: e.get("value") for e in template["spec"]["initContainers"][0]["env"]}
+    assert env["RAFTSET_TLS_DIR"] == contract.TLS_MOUNT
+    assert env["RAFTSET_PEER_URL_TEMPLATE"] == "https://{pod}.demo-peer.db.svc:2380"
+
+
+def test_the_tls_revision_is_a_pod_annotation_so_renewal_rolls_the_pods() -> None:
+    c = cluster(podTemplate={"annotations": {"team": "kv"}})
+    one = manifests.workload(c, 3, tls_revision="1")["spec"]["template"]["metadata"]["annotations"]
+    two = manifests.workload(c, 3, tls_revision="2")["spec"]["template"]["metadata"]["annotations"]
+    assert one == {"team": "kv", manifests.ANNOTATION_TLS_REVISION: "1"}
+    assert two[manifests.ANNOTATION_TLS_REVISION] == "2"
+    assert manifests.ANNOTATION_TLS_REVISION not in manifests.workload(c, 3)["spec"]["template"]["metadata"]["annotations"]
+    (objects_workload,) = [o for o in manifests.owned_objects(c, 3, tls_revision="5") if o["kind"] == "StatefulSet"]
+    assert objects_workload["spec"]["template"]["metadata"]["annotations"][manifests.ANNOTATION_TLS_REVISION] == "5"
+
+
+# --- operator-owned flags: TLS files included ------------------------------------------------------
+
+@pytest.mark.parametrize(("kind", "flag"), [
+    (contract.KIND_ETCD, "cert-file"), (contract.KIND_ETCD, "peer-key-file"),
+    (contract.KIND_ETCD, "client-cert-auth"), (contract.KIND_ETCD, "auto-tls"),
+    (contract.KIND_ETCD, "listen-client-urls"), (contract.KIND_ETCD, "--trusted-ca-file"),
+    (contract.KIND_XLINE, "client-cert-path"), (contract.KIND_XLINE, "peer-ca-cert-path"),
+    (contract.KIND_XLINE, "client-listen-urls"), (contract.KIND_XLINE, "members"),
+])
+def test_options_may_not_replace_what_the_operator_owns(kind: str, flag: str) -> None:
+    with pytest.raises(spec.InvalidSpec, match=f"may not set {flag}:"):
+        spec.parse(body(kind, options={flag: "x", "snapshot-count": "5"}), default_workload_kind="StatefulSet")
+
+
+@pytest.mark.parametrize("engine", ENGINES.values(), ids=list(ENGINES))
+def test_every_tls_flag_is_owned(engine: Any) -> None:
+    tls_flags = {flag for flag in engine.owned_flags if "cert" in flag or "key" in flag or "tls" in flag}
+    assert len(tls_flags) >= 6
+    assert engine.refused_options({flag: "x" for flag in tls_flags}) == sorted(tls_flags)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_options_the_operator_does_not_own_pass(kind: str) -> None:
+    c = spec.parse(body(kind, options={"log-level": "debug"}), default_workload_kind="StatefulSet")
+    assert c.options == {"log-level": "debug"}
+
+
+# --- cert-manager ------------------------------------------------------------------------------------
+
+def by_name(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+def test_cert_manager_builds_its_own_ca_chain_without_an_issuer_ref() -> None:
+    c = cluster(tls={"provider": "cert-manager"})
+    objects = certmanager.objects(c)
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects] == [
+        ("Issuer", "demo-selfsigned"), ("Certificate", "demo-ca"), ("Issuer", "demo-ca"),
+        ("Certificate", "demo-server-tls"), ("Certificate", "demo-peer-tls"), ("Certificate", "demo-client-tls")]
+    found = by_name(objects)
+    assert found[("Issuer", "demo-selfsigned")]["spec"] == {"selfSigned": {}}
+    ca = found[("Certificate", "demo-ca")]["spec"]
+    assert ca["isCA"] is True and ca["secretName"] == "demo-ca"
+    assert ca["issuerRef"] == {"name": "demo-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}
+    assert ca["duration"] == "87600h"
+    assert found[("Issuer", "demo-ca")]["spec"] == {"ca": {"secretName": "demo-ca"}}
+    for purpose in certificates.PURPOSES:
+        leaf = found[("Certificate", f"demo-{purpose}-tls")]["spec"]
+        assert leaf["issuerRef"] == {"name": "demo-ca", "kind": "Issuer", "group": "cert-manager.io"}
+    for obj in objects:
+        assert obj["apiVersion"] == "cert-manager.io/v1"
+        assert obj["metadata"]["namespace"] == "db"
+        assert obj["metadata"]["ownerReferences"] == [c.owner_reference]
+        assert obj["metadata"]["labels"][contract.LABEL_INSTANCE] == "demo"
+
+
+@pytest.mark.parametrize(("ref", "expected"), [
+    ({"name": "corp-ca", "kind": "ClusterIssuer"}, {"name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}),
+    ({"name": "vault"}, {"name": "vault", "kind": "Issuer", "group": "cert-manager.io"}),
+    ({"name": "x", "kind": "Issuer", "group": "example.com"}, {"name": "x", "kind": "Issuer", "group": "example.com"}),
+])
+def test_cert_manager_uses_the_users_issuer(ref: dict[str, str], expected: dict[str, str]) -> None:
+    objects = certmanager.objects(cluster(tls={"provider": "cert-manager", "issuerRef": ref}))
+    assert [o["kind"] for o in objects] == ["Certificate"] * 3
+    assert all(o["spec"]["issuerRef"] == expected for o in objects)
+
+
+@pytest.mark.parametrize("purpose", certificates.PURPOSES)
+def test_cert_manager_certificates_say_what_auto_issues(purpose: str) -> None:
+    c = cluster(tls={"provider": "cert-manager"})
+    leaf = certificates.leaf_specs("demo", "db", c.replicas)[purpose]
+    cert = by_name(certmanager.objects(c))[("Certificate", f"demo-{purpose}-tls")]["spec"]
+    assert cert["secretName"] == f"demo-{purpose}-tls"
+    assert cert["commonName"] == leaf.common_name
+    assert cert.get("dnsNames", []) == list(leaf.dns_names)
+    assert cert.get("ipAddresses", []) == list(leaf.ip_addresses)
+    expected_usages = {"digital signature"} | ({"server auth"} if leaf.server_auth else set()) \
+        | ({"client auth"} if leaf.client_auth else set())
+    assert set(cert["usages"]) == expected_usages
+    assert (cert["duration"], cert["renewBefore"]) == ("8760h", "720h")
+    assert cert["privateKey"]["algorithm"] == "ECDSA"
+    assert cert["secretTemplate"]["labels"][contract.LABEL_INSTANCE] == "demo"
+
+
+@pytest.mark.parametrize(("found", "revision"), [
+    ({}, "1.1.1"),  # not issued yet: the first issue must not roll the pods
+    ({"server": {"status": {"revision": 1}}, "peer": {"status": {}}, "client": None}, "1.1.1"),
+    ({"server": {"status": {"revision": 2}}, "peer": {"status": {"revision": 2}},
+      "client": {"status": {"revision": 3}}}, "2.2.3"),
+])
+def test_cert_manager_revision(found: dict[str, Any], revision: str) -> None:
+    assert certmanager.revision(found) == revision
+
+
+# --- the member Role ------------------------------------------------------------------------------
+
+def rules(c: spec.Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
+    _, role, _ = manifests.member_rbac(c, ordinals)
+    return role["rules"]
+
+
+def test_member_role_names_every_lease_and_pod_it_may_touch() -> None:
+    lease_rule, list_rule, pod_rule, workload_rule = rules(cluster())
+    names = [f"demo-{o}" for o in range(manifests.MEMBER_ORDINALS)]
+    assert lease_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                          "resourceNames": [f"{n}-member" for n in names],
+                          "verbs": ["get", "update", "patch", "delete"]}
+    assert list_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]}
+    assert pod_rule == {"apiGroups": [""], "resources": ["pods"], "resourceNames": names, "verbs": ["get", "patch"]}
+    assert workload_rule["resourceNames"] == ["demo"] and workload_rule["verbs"] == ["get"]
+
+
+def test_member_role_grants_no_create_no_secrets_no_wildcards() -> None:
+    for rule in rules(cluster()):
+        assert "create" not in rule["verbs"] and "*" not in rule["verbs"]
+        assert not {"secrets", "*", "pods/exec", "pods/eviction"} & set(rule["resources"])
+
+
+def test_member_role_grows_with_ordinals_beyond_the_default() -> None:
+    pod_rule = rules(cluster(), 20)[2]
+    assert pod_rule["resourceNames"][-1] == "demo-19"
+    assert rules(cluster(), 3) == rules(cluster())  # never narrower than MEMBER_ORDINALS
+
+
+# --- the provider shell, against an in-memory API ----------------------------------------------------
+
+class MemoryAPI:
+    """Objects by (apiVersion, kind, namespace, name); apply replaces, as SSA of a whole object does."""
+
+    def __init__(self, served: bool = True) -> None:
+        self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self.applied: list[tuple[str, str]] = []
+        self.served = served
+
+    async def has_api(self, api_version: str, kind: str) -> bool:
+        return self.served or not api_version.startswith("cert-manager.io")
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((api_version, kind, namespace, name))
+
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        meta = manifest["metadata"]
+        self.objects[(manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"])] = manifest
+        self.applied.append((manifest["kind"], meta["name"]))
+        return manifest
+
+    def secret(self, name: str) -> dict[str, Any]:
+        return self.objects[("v1", "Secret", "db", name)]
+
+
+async def test_auto_creates_a_ca_and_three_leaves_once() -> None:
+    api, c = MemoryAPI(), cluster()
+    state = await tls.ensure_tls(api, c, NOW)
+    assert state == tls.TLSState(revision="1")
+    assert sorted(api.applied) == [("Secret", "demo-ca"), ("Secret", "demo-client-tls"),
+                                   ("Secret", "demo-peer-tls"), ("Secret", "demo-server-tls")]
+    ca_pem = base64.b64decode(api.secret("demo-ca")["data"]["tls.crt"])
+    for purpose in certificates.PURPOSES:
+        secret = api.secret(f"demo-{purpose}-tls")
+        assert secret["type"] == "kubernetes.io/tls"
+        assert secret["metadata"]["ownerReferences"] == [c.owner_reference]
+        assert secret["metadata"]["annotations"] == {certificates.ANNOTATION_REVISION: "1"}
+        found = certificates.read_secret(secret)
+        assert found is not None and found[1] == ca_pem and certificates.signed_by(found[0].cert_pem, ca_pem)
+    api.applied.clear()
+    assert await tls.ensure_tls(api, c, NOW + timedelta(days=200)) == tls.TLSState(revision="1")
+    assert api.applied == []  # nothing to renew: no writes
+
+
+async def test_auto_renews_before_expiry_with_the_same_ca_and_a_new_revision() -> None:
+    api, c = MemoryAPI(), cluster()
+    await tls.ensure_tls(api, c, NOW)
+    ca_before = api.secret("demo-ca")["data"]
+    state = await tls.ensure_tls(api, c, NOW + timedelta(days=340))
+    assert state.revision == "2"
+    assert api.secret("demo-ca")["data"] == ca_before
+    renewed = certificates.read_secret(api.secret("demo-peer-tls"))
+    assert renewed is not None
+    assert certificates.not_after(renewed[0].cert_pem) > NOW + timedelta(days=700)
+
+
+async def test_auto_ticks_without_write_touch_nothing() -> None:
+    api = MemoryAPI()
+    assert await tls.ensure_tls(api, cluster(), NOW, write=False) == tls.TLSState()
+    assert api.objects == {}
+
+
+async def test_cert_manager_missing_is_a_problem_on_every_tick_and_keeps_the_running_revision() -> None:
+    api, c = MemoryAPI(served=False), cluster(tls={"provider": "cert-manager"})
+    live = manifests.workload(c, 3, tls_revision="2.1.1")
+    for write in (True, False):
+        state = await tls.ensure_tls(api, c, NOW, workload=live, write=write)
+        assert state.problem is not None and state.problem[0] == "CertManagerMissing"
+        assert "install cert-manager" in state.problem[1]
+        assert state.revision == "2.1.1"
+    assert api.objects == {}
+
+
+async def test_cert_manager_applies_issuers_and_certificates() -> None:
+    api, c = MemoryAPI(), cluster(tls={"provider": "cert-manager"})
+    state = await tls.ensure_tls(api, c, NOW)
+    assert state == tls.TLSState(revision="1.1.1")
+    assert api.applied == [(o["kind"], o["metadata"]["name"]) for o in certmanager.objects(c)]
+    api.apply = _keep_status(api)  # type: ignore[method-assign]
+    # cert-manager renewed the peer certificate: the pods must roll onto it.
+    api.objects[("cert-manager.io/v1", "Certificate", "db", "demo-peer-tls")]["status"] = {"revision": 2}
+    assert (await tls.ensure_tls(api, c, NOW)).revision == "1.2.1"
+
+
+def _keep_status(api: MemoryAPI) -> Any:
+    """SSA of a spec leaves the status cert-manager wrote."""
+    plain = MemoryAPI.apply
+
+    async def apply(manifest: dict[str, Any]) -> dict[str, Any]:
+        meta = manifest["metadata"]
+        old = api.objects.get((manifest["apiVersion"], manifest["kind"], meta["namespace"], meta["name"])) or {}
+        result = await plain(api, {**manifest, **({"status": old["status"]} if "status" in old else {})})
+        return result
+    return apply
+
+
+async def test_disabled_warns_and_writes_nothing() -> None:
+    api = MemoryAPI()
+    state = await tls.ensure_tls(api, cluster(tls={"provider": "disabled"}), NOW)
+    assert state.revision is None and state.problem is None
+    assert state.warning is not None and "plain HTTP" in state.warning
+    assert api.objects == {}
