@@ -238,16 +238,22 @@ class MemberClient:
         except TimeoutError as exc:
             raise Unreachable(self.url, operation, "timed out") from exc
         except grpc.aio.AioRpcError as exc:
-            if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise Unreachable(self.url, operation, exc.details() or exc.code().name) from exc
-            raise EtcdClientError(self.url, operation, exc.details() or exc.code().name, reachable=True) from exc
+            raise self._error(operation, exc.code(), exc.details()) from exc
         except EtcdError as exc:
             cause = exc.__cause__
-            detail = cause.details() if isinstance(cause, grpc.aio.AioRpcError) else None
-            code = cause.code() if isinstance(cause, grpc.aio.AioRpcError) else None
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, None):
-                raise Unreachable(self.url, operation, detail or str(exc)) from exc
-            raise EtcdClientError(self.url, operation, detail or str(exc), reachable=True) from exc
+            if isinstance(cause, grpc.aio.AioRpcError):
+                raise self._error(operation, cause.code(), cause.details()) from exc
+            raise Unreachable(self.url, operation, str(exc)) from exc
+
+    def _error(self, operation: str, code: grpc.StatusCode, details: str | None) -> EtcdClientError:
+        # etcd answers some refusals with UNAVAILABLE too ("etcdserver: unhealthy cluster"):
+        # its "etcdserver:" prefix tells a member's answer from a failed connection.
+        text = details or code.name
+        answered = text.startswith("etcdserver:") or code not in (
+            grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        if answered:
+            return EtcdClientError(self.url, operation, text, reachable=True)
+        return Unreachable(self.url, operation, text)
 
     # Read-only calls.
 

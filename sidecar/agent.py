@@ -498,20 +498,7 @@ class Agent:
                 self._error("move leader", exc)
         if decision.remove:
             others = [u for m in members if m.id != own_id and not m.is_learner for u in m.client_urls]
-            client, _ = await etcd.member_list(others)
-            async with client.lock(LOCK_NAME, timeout=10):
-                members = await client.member_list()
-                statuses = await self._statuses(members)
-                decision = leave.plan(fate, own_id, members, statuses, ordinals, kept)
-                if decision.remove:
-                    try:
-                        await client.remove(own_id)
-                    except EtcdClientError as exc:
-                        self.metrics.count("remove", False)
-                        if exc.refusal is not Refusal.MEMBER_NOT_FOUND:
-                            raise
-                    else:
-                        self.metrics.count("remove", True)
+            decision = await self._remove_self(fate, own_id, others, ordinals, kept)
             result["removed"] = decision.remove
             result["reason"] = decision.reason
             if decision.remove:
@@ -520,6 +507,37 @@ class Agent:
                 await self.kube.delete_lease(contract.lease_name(self.s.pod_name))
         result["action"] = "removed" if result["removed"] else "kept"
         return result
+
+    async def _remove_self(self, fate: leave.Fate, own_id: int, others: list[str],
+                           ordinals: dict[int, int | None], kept: list[int]) -> leave.LeavePlan:
+        """MemberRemove of ourselves through another member, decided again under the lock.
+
+        etcd refuses ("unhealthy cluster") while some voter connected less than 5 s ago;
+        a refusal changed nothing, so asking again after a backoff is safe. Bounded by
+        the leave timeout around the caller.
+        """
+        backoff = Backoff(0.5, 2.0)
+        while True:
+            client, _ = await self.etcd().member_list(others)
+            async with client.lock(LOCK_NAME, timeout=10):
+                members = await client.member_list()
+                statuses = await self._statuses(members)
+                decision = leave.plan(fate, own_id, members, statuses, ordinals, kept)
+                if not decision.remove:
+                    return decision
+                try:
+                    await client.remove(own_id)
+                except EtcdClientError as exc:
+                    self.metrics.count("remove", False)
+                    if exc.refusal is Refusal.MEMBER_NOT_FOUND:
+                        return decision
+                    if exc.refusal not in (Refusal.UNHEALTHY, Refusal.NOT_ENOUGH_STARTED):
+                        raise
+                    log.info("leave: %s; asking again", exc.message)
+                else:
+                    self.metrics.count("remove", True)
+                    return decision
+            await asyncio.sleep(backoff.next())
 
     def stop(self) -> None:
         self.stopping.set()

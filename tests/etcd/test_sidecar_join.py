@@ -1,0 +1,168 @@
+"""Joining with real etcd: growth member by member, concurrent joiners, refill of a stale PVC."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.etcd.harness import Lab, wait_for
+
+pytestmark = pytest.mark.etcd
+
+
+async def grow(lab: Lab, upto: int) -> None:
+    """Start ordinals 0..upto-1 the way an OrderedReady StatefulSet does."""
+    for ordinal in range(upto):
+        pod = lab.pod(ordinal)
+        pod.start()
+        pod.wait_ready()
+    await lab.wait_voting(upto)
+
+
+async def test_new_cluster_grows_one_member_at_a_time(make_lab) -> None:
+    lab = make_lab(replicas=1)
+    first = lab.pod(0)
+    first.start()
+    first.wait_ready()
+    members = await lab.wait_voting(1)
+    assert first.heartbeat()["role"] == "leader"
+    assert first.marker()["member_id"] == f"{members[0].id:x}"
+    await lab.put("/grow/before", "1")
+    for size in (2, 3):
+        lab.scale(size)
+        pod = lab.pod(size - 1)
+        pod.start()
+        pod.wait_ready()
+        members = await lab.wait_voting(size)
+        log = pod.sidecar_log.read_text()
+        assert "join: add-learner" in log and "promoted member" in log
+    roles = sorted(lab.pod(o).heartbeat()["role"] for o in range(3))
+    assert roles == ["follower", "follower", "leader"]
+    assert {m.name for m in members} == {"demo-0", "demo-1", "demo-2"}
+    for ordinal in range(3):
+        assert await lab.get("/grow/before", ordinal) == b"1"
+        assert lab.pod(ordinal).marker()["member_id"] == lab.pod(ordinal).heartbeat()["member_id"]
+
+
+async def test_three_grow_to_five(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    await grow(lab, 3)
+    lab.scale(5)
+    for ordinal in (3, 4):
+        lab.pod(ordinal).start()
+        lab.pod(ordinal).wait_ready()
+    members = await lab.wait_voting(5)
+    assert sorted(m.name for m in members) == [f"demo-{o}" for o in range(5)]
+
+
+async def test_two_members_joining_at_the_same_moment_both_end_up_voting(make_lab) -> None:
+    lab = make_lab(replicas=1)
+    await grow(lab, 1)
+    lab.scale(3)
+    joiners = [lab.pod(1), lab.pod(2)]
+    for pod in joiners:
+        lab.create_pod(pod.ordinal)
+        pod.start_sidecar()
+    # kubelet starts each store as soon as its own startupProbe passes.
+    deadline = time.monotonic() + 60
+    while any(p.store is None for p in joiners) and time.monotonic() < deadline:
+        for pod in joiners:
+            if pod.store is None and pod.startup_ok():
+                pod.start_store()
+        await asyncio.sleep(0.2)
+    assert all(p.store is not None for p in joiners), lab.logs()
+    members = await lab.wait_voting(3)
+    assert {m.name for m in members} == {"demo-0", "demo-1", "demo-2"}
+    logs = "".join(p.sidecar_log.read_text() for p in joiners)
+    # One of them had to wait for the other: one membership change at a time.
+    assert "still joining" in logs or "another learner is still joining" in logs
+
+
+async def test_stale_data_dir_on_refill_is_moved_aside_and_joins_fresh(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    await grow(lab, 3)
+    await lab.put("/stale/key", "v1")
+    old_id = lab.pod(2).marker()["member_id"]
+    lab.scale(2)
+    result = lab.pod(2).terminate()
+    assert result is not None and result["removed"], result
+    await lab.wait_voting(2, 30, 0, 1)
+    await lab.put("/stale/key", "v2", 0)
+    # The PVC stays (builtin StatefulSet retains it): the refilled ordinal finds old data.
+    assert (lab.pod(2).data_dir / "member").is_dir()
+    lab.scale(3)
+    lab.pod(2).start()
+    lab.pod(2).wait_ready()
+    members = await lab.wait_voting(3)
+    new_id = lab.pod(2).marker()["member_id"]
+    assert new_id != old_id and new_id in {f"{m.id:x}" for m in members}
+    stale = [p for p in Path(lab.pod(2).data_dir.parent).iterdir() if p.name.startswith("data.stale-")]
+    assert stale, "the stale data dir was not kept aside"
+    assert "moved aside" in lab.pod(2).sidecar_log.read_text()
+    assert await lab.get("/stale/key", 2) == b"v2"
+
+
+async def test_restart_keeps_member_id_and_data(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    await grow(lab, 3)
+    await lab.move_leader_to(1)
+    await lab.put("/restart/key", "kept")
+    pod = lab.pod(1)
+    member_id = pod.heartbeat()["member_id"]
+    result = pod.terminate()  # replicas stay 3: a restart (rolling update, drain, eviction)
+    assert result is not None and not result["removed"] and result["action"] == "kept", result
+    assert result["moved_leader_to"] is not None  # it was the leader: hand-off first
+    members = await lab.members(0, 2)
+    assert len(members) == 3 and f"{members[1].id:x}" in {f"{m.id:x}" for m in members}
+    assert member_id in {f"{m.id:x}" for m in members}
+    pod.start()
+    pod.wait_ready()
+    await lab.wait_voting(3)
+    assert pod.heartbeat()["member_id"] == member_id
+    assert "join: rejoin" in pod.sidecar_log.read_text()
+    assert await lab.get("/restart/key", 1) == b"kept"
+
+
+async def test_sidecar_killed_right_after_member_add_is_reused_on_restart(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    await grow(lab, 3)
+    lab.scale(4)
+    pod = lab.pod(3)
+    lab.create_pod(3)
+    pod.start_sidecar()
+    pod.wait_startup()
+    pod.kill()  # SIGKILL before the store ever started
+    members = await lab.members(0)
+    pending = [m for m in members if not m.started]
+    assert len(pending) == 1 and pending[0].is_learner
+    pod.start_sidecar()
+    pod.wait_startup()
+    pod.start_store()
+    pod.wait_ready()
+    members = await lab.wait_voting(4)
+    assert f"{pending[0].id:x}" in {f"{m.id:x}" for m in members}
+    assert "join: reuse-entry" in pod.sidecar_log.read_text()
+
+
+async def test_sidecar_killed_right_after_member_add_is_cleaned_after_the_grace(make_lab) -> None:
+    lab = make_lab(replicas=3, clean_grace=4.0)
+    await grow(lab, 3)
+    lab.scale(4)
+    pod = lab.pod(3)
+    lab.create_pod(3)
+    pod.start_sidecar()
+    pod.wait_startup()
+    pod.kill()
+    assert len(await lab.members(0)) == 4
+    lab.scale(3)  # the operator gives up on ordinal 3
+    start = time.monotonic()
+    await lab.wait_voting(3, 30, 0, 1, 2)
+    took = time.monotonic() - start
+    leader = await lab.leader_ordinal(0, 1, 2)
+    assert leader is not None
+    assert "clean: removed member" in lab.pod(leader).sidecar_log.read_text()
+    assert took < 30
+    wait_for(lambda: lab.pod(0).ready(), 10, "demo-0 still ready")

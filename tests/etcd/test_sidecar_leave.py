@@ -1,0 +1,85 @@
+"""Leaving with real etcd: follower and leader scale-in under a writer, quorum guard, SIGTERM fallback."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftset import contract
+from tests.etcd.harness import Lab, Writer, wait_for
+from tests.etcd.test_sidecar_join import grow
+
+pytestmark = pytest.mark.etcd
+
+STALL_BOUND_S = 5.0  # generous: a clean hand-off stalls well under a second
+
+
+async def scale_in_under_writer(lab: Lab, *, leader: int) -> tuple[dict, Writer]:
+    await grow(lab, 3)
+    await lab.move_leader_to(leader)
+    writer = Writer([lab.pod(0).client_url, lab.pod(1).client_url], lab.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 20, 10, "writer running")
+    lab.scale(2)
+    result = lab.pod(2).terminate()
+    await lab.wait_voting(2, 30, 0, 1)
+    wait_for(lambda: writer.ok > 50, 10, "writer keeps writing")
+    writer.stop()
+    assert result is not None
+    return result, writer
+
+
+async def test_scale_in_of_a_follower(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    result, writer = await scale_in_under_writer(lab, leader=0)
+    assert result["removed"] and result["scaled_away"] and result["moved_leader_to"] is None, result
+    assert writer.failed == 0, writer.errors[:5]
+    assert contract.lease_name("demo-2") not in {lease.metadata.name for lease in lab.leases().values()}
+    assert sorted(m.name for m in await lab.members(0, 1)) == ["demo-0", "demo-1"]
+
+
+async def test_scale_in_of_the_leader_hands_off_first(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    result, writer = await scale_in_under_writer(lab, leader=2)
+    assert result["removed"] and result["moved_leader_to"] is not None, result
+    leader = await lab.leader_ordinal(0, 1)
+    assert leader in (0, 1)
+    assert writer.failed == 0, writer.errors[:5]
+    assert writer.longest_stall < STALL_BOUND_S, f"writes stalled {writer.longest_stall:.2f}s"
+    print(f"leader hand-off: {writer.ok} writes, {writer.failed} failed, {len(writer.errors)} retried, "
+          f"longest stall {writer.longest_stall * 1000:.0f} ms, leave took {result['seconds']} s")
+
+
+async def test_operator_mark_scales_a_pod_away_whatever_the_replicas(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    await grow(lab, 3)
+    lab.annotate_pod(1, {contract.ANNOTATION_SCALE_AWAY: "true"})
+    result = lab.pod(1).terminate()
+    assert result is not None and result["removed"], result
+    assert sorted(m.name for m in await lab.members(0, 2)) == ["demo-0", "demo-2"]
+
+
+async def test_scaled_away_member_stays_when_removal_would_lose_quorum(make_lab) -> None:
+    lab = make_lab(replicas=3, clean_grace=300)
+    await grow(lab, 3)
+    lab.pod(1).kill()
+    lab.scale(2)
+    result = lab.pod(2).terminate()
+    assert result is not None and not result["removed"] and "quorum" in result["reason"], result
+    assert len(await lab.members(0)) == 3
+
+
+async def test_sigterm_is_the_fallback_when_prestop_never_ran(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    await grow(lab, 3)
+    lab.scale(2)
+    pod = lab.pod(2)
+    lab.delete_pod(2)
+    # No preStop: the store stops first, then the sidecar gets SIGTERM and leaves via the others.
+    pod.store.terminate()
+    pod.store.wait(20)
+    pod.sidecar.terminate()
+    assert pod.sidecar.wait(40) == 0
+    lab.release_pod(2)
+    members = await lab.wait_voting(2, 30, 0, 1)
+    assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
+    assert "SIGTERM" in pod.sidecar_log.read_text()
