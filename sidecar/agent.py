@@ -79,6 +79,8 @@ class Agent:
         self._lease_written: Heartbeat | None = None
         self._lease_written_at: float | None = None
         self._label_written: str | None = None
+        self._lease_retry_at = 0.0
+        self._lease_backoff = Backoff(1.0, max(1.0, settings.heartbeat_interval))
         self._workload_owner: dict[str, Any] | None = None
 
     # ---- plumbing
@@ -128,7 +130,7 @@ class Agent:
         if self.stopping.is_set():
             return
         tasks = [
-            asyncio.create_task(self._loop(self.s.heartbeat_interval, self.beat_once, "heartbeat")),
+            asyncio.create_task(self._loop(self.s.poll_interval, self.beat_once, "heartbeat")),
             asyncio.create_task(self.promote_loop()),
             asyncio.create_task(self._loop(self.s.clean_interval, self.clean_once, "clean")),
         ]
@@ -322,7 +324,7 @@ class Agent:
 
     async def beat_once(self) -> None:
         try:
-            status = await self.local.status(timeout=min(self.s.heartbeat_interval, 3.0))
+            status = await self.local.status(timeout=min(self.s.poll_interval, 3.0))
         except EtcdClientError as exc:
             status = None
             if self.phase == "started":
@@ -343,18 +345,22 @@ class Agent:
             return
         hb = self.heartbeat
         now = time.monotonic()
-        if heartbeat.should_write(self._lease_written, hb, self._lease_written_at, now, self.s.lease_refresh):
+        due = heartbeat.should_write(self._lease_written, hb, self._lease_written_at, now, self.s.heartbeat_interval)
+        if due and now >= self._lease_retry_at:
             body = heartbeat.lease_body(
                 self.s.pod_name, self.s.namespace, self.s.cluster, hb,
-                duration=int(3 * self.s.lease_refresh), owner=self._workload_owner,
+                duration=max(1, round(3 * self.s.heartbeat_interval)), owner=self._workload_owner,
                 extra_labels={contract.LABEL_ENGINE: self.s.engine.name},
             )
             try:
                 await self.kube.apply_lease(body)
                 self.metrics.lease_writes["ok"] += 1
                 self._lease_written, self._lease_written_at = hb, now
+                self._lease_backoff.reset()
             except (KubeError, aiohttp.ClientError, TimeoutError) as exc:
+                # A refused write is not retried on every poll: back off up to the refresh.
                 self.metrics.lease_writes["error"] += 1
+                self._lease_retry_at = now + self._lease_backoff.next()
                 self._error("heartbeat lease", exc)
         if self._label_written != hb.role:
             try:
@@ -379,7 +385,7 @@ class Agent:
                 delay = backoff.next()
             else:
                 backoff.reset()
-                delay = min(self.s.heartbeat_interval, 1.0)
+                delay = min(self.s.poll_interval, 1.0)
             if await self.sleep(delay):
                 return
 

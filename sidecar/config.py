@@ -34,10 +34,11 @@ _VARS: tuple[tuple[str, str, str, str | None], ...] = (
     ("RAFTSET_DATA_DIR", "--data-dir", "the store's data directory (in the data volume)", contract.DATA_DIR),
     ("RAFTSET_RUN_DIR", "--run-dir", "directory shared with the store for its startup file", contract.RUN_MOUNT),
     ("RAFTSET_TLS_DIR", "--tls-dir", "directory of ca.crt, server/peer/client .crt/.key; empty = plaintext", ""),
-    ("RAFTSET_HEARTBEAT_INTERVAL", "--heartbeat-interval", "seconds between local status polls", "5"),
+    ("RAFTSET_HEARTBEAT_INTERVAL", "--heartbeat-interval",
+     "seconds between heartbeat Lease renewals when nothing changed (Lease duration: 3x)", "10"),
+    ("RAFTSET_POLL_INTERVAL", "--poll-interval", "seconds between polls of the local member's status", "2"),
     ("RAFTSET_CLEAN_INTERVAL", "--clean-interval", "seconds between membership-clean rounds", "30"),
     ("RAFTSET_CLEAN_GRACE", "--clean-grace", "seconds a member must be absent before clean removes it", "300"),
-    ("RAFTSET_LEASE_REFRESH", "--lease-refresh", "seconds between heartbeat Lease renewals without change", "30"),
     ("RAFTSET_LEAVE_TIMEOUT", "--leave-timeout", "upper bound in seconds for one leave", "60"),
     ("RAFTSET_OPTIONS", "--options", "JSON map of extra engine flags", "{}"),
     ("RAFTSET_LOG_LEVEL", "--log-level", "DEBUG | INFO | WARNING", "INFO"),
@@ -132,10 +133,10 @@ class Settings:
     data_dir: str
     run_dir: str
     tls: TLSFiles | None
-    heartbeat_interval: float
+    heartbeat_interval: float  # the slow Lease refresh; changes are written at once
+    poll_interval: float
     clean_interval: float
     clean_grace: float
-    lease_refresh: float
     leave_timeout: float
     options: Mapping[str, str] = field(default_factory=dict)
     log_level: str = "INFO"
@@ -186,12 +187,12 @@ def parse(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Settings:
     return from_values(raw)
 
 
-def _seconds(raw: Mapping[str, str], var: str) -> float:
+def _seconds(raw: Mapping[str, str], var: str, *, allow_zero: bool = False) -> float:
     try:
         value = float(raw[var])
     except ValueError as exc:
         raise ConfigError(f"{var} must be a number of seconds, got {raw[var]!r}") from exc
-    if value <= 0:
+    if value < 0 or (value == 0 and not allow_zero):
         raise ConfigError(f"{var} must be positive, got {raw[var]!r}")
     return value
 
@@ -253,9 +254,9 @@ def from_values(raw: Mapping[str, str]) -> Settings:
         run_dir=raw["RAFTSET_RUN_DIR"],
         tls=tls,
         heartbeat_interval=_seconds(raw, "RAFTSET_HEARTBEAT_INTERVAL"),
+        poll_interval=_seconds(raw, "RAFTSET_POLL_INTERVAL"),
         clean_interval=_seconds(raw, "RAFTSET_CLEAN_INTERVAL"),
-        clean_grace=_seconds(raw, "RAFTSET_CLEAN_GRACE"),
-        lease_refresh=_seconds(raw, "RAFTSET_LEASE_REFRESH"),
+        clean_grace=_seconds(raw, "RAFTSET_CLEAN_GRACE", allow_zero=True),
         leave_timeout=_seconds(raw, "RAFTSET_LEAVE_TIMEOUT"),
         options={str(k): "" if v is None else str(v) for k, v in options.items()},
         log_level=raw["RAFTSET_LOG_LEVEL"].upper(),

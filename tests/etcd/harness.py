@@ -154,10 +154,10 @@ class Pod:
             "RAFTSET_DATA_DIR": str(self.data_dir),
             "RAFTSET_RUN_DIR": str(self.run_dir),
             "RAFTSET_TLS_DIR": lab.tls_dir or "",
-            "RAFTSET_HEARTBEAT_INTERVAL": "0.5",
+            "RAFTSET_POLL_INTERVAL": "0.5",
+            "RAFTSET_HEARTBEAT_INTERVAL": "5",
             "RAFTSET_CLEAN_INTERVAL": "1",
             "RAFTSET_CLEAN_GRACE": str(lab.clean_grace),
-            "RAFTSET_LEASE_REFRESH": "5",
             "RAFTSET_LEAVE_TIMEOUT": "30",
             "RAFTSET_LOG_LEVEL": "INFO",
             # Fast elections keep the tier short; the same flags a user would pass.

@@ -1,0 +1,194 @@
+"""The sidecar against a real kube-apiserver, with the member RBAC the operator renders.
+
+The heartbeat Lease and the pod's role label appear and follow leadership; the scale-away
+decision reads the real workload and pod objects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raftset import contract
+from raftset.operator import manifests, spec
+from raftset.operator.members import from_lease
+from raftset.sidecar import leave
+from raftset.sidecar.kube import Kube
+from raftset.workloads import STATEFULSET
+from tests.etcd.harness import Lab, wait_for
+
+pytestmark = pytest.mark.k8s
+
+
+def member_kubeconfig(plane: Any, lab: Lab) -> str:
+    """A kubeconfig of the cluster's member ServiceAccount, bound to the operator's member Role."""
+    body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND_ETCD,
+            "metadata": {"name": lab.cluster, "namespace": lab.namespace, "uid": "00000000-test"}, "spec": {}}
+    cluster = spec.parse(body, default_workload_kind="StatefulSet")
+    objects = manifests.member_rbac(cluster)
+    for obj in objects:
+        obj["metadata"].pop("ownerReferences", None)
+    plane.apply(objects)
+    role = next(o for o in objects if o["kind"] == "Role")
+    if not _grants_lease_create(role):
+        # Server-side apply that creates the Lease needs `create` (by name is enough);
+        # test_member_role_lets_the_sidecar_create_its_lease fails until the operator's
+        # Role grants it. Until then the other tests add just that verb.
+        sa = manifests.member_service_account(cluster)
+        names = [contract.lease_name(contract.pod_name(lab.cluster, o)) for o in range(8)]
+        plane.apply([
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+             "metadata": {"name": "test-lease-create", "namespace": lab.namespace},
+             "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": names,
+                        "verbs": ["create"]}]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": "test-lease-create", "namespace": lab.namespace},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "test-lease-create"},
+             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": lab.namespace}]},
+        ])
+    return plane.token_kubeconfig(lab.namespace, manifests.member_service_account(cluster),
+                                  lab.workdir / "member.kubeconfig")
+
+
+def _grants_lease_create(role: dict[str, Any]) -> bool:
+    return any("leases" in r.get("resources", ()) and "create" in r.get("verbs", ()) for r in role["rules"])
+
+
+def test_member_role_lets_the_sidecar_create_its_lease() -> None:
+    """The operator's member Role must let server-side apply create the heartbeat Lease."""
+    body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND_ETCD,
+            "metadata": {"name": "demo", "namespace": "ns", "uid": "u"}, "spec": {}}
+    role = next(o for o in manifests.member_rbac(spec.parse(body, default_workload_kind="StatefulSet"))
+                if o["kind"] == "Role")
+    assert _grants_lease_create(role), (
+        "the sidecar's first server-side apply of its Lease is a create: the member Role needs "
+        "verb `create` on leases (restricting it by resourceNames works for server-side apply)")
+
+
+@pytest.fixture
+def lab(kube_apiserver: Any, tmp_path: Path):
+    labs: list[Lab] = []
+
+    def make(**kwargs: Any) -> Lab:
+        made = Lab(kube_apiserver.kubeconfig, tmp_path / f"lab{len(labs)}", **kwargs)
+        made.workdir.mkdir(parents=True, exist_ok=True)
+        made.env_extra["KUBECONFIG"] = member_kubeconfig(kube_apiserver, made)
+        labs.append(made)
+        return made
+
+    yield make
+    for made in labs:
+        made.close()
+
+
+def lease_roles(lab: Lab) -> dict[str, str]:
+    return {holder: lease.metadata.labels.get(contract.LABEL_ROLE) for holder, lease in lab.leases().items()}
+
+
+def pod_roles(lab: Lab, ordinals: range) -> dict[str, str]:
+    return {f"demo-{o}": (lab.pod_object(o).metadata.labels or {}).get(contract.LABEL_ROLE) for o in ordinals}
+
+
+async def test_lease_and_role_label_appear_and_follow_leadership(lab) -> None:
+    lab = lab(replicas=3)
+    for ordinal in range(3):
+        lab.pod(ordinal).start()
+        lab.pod(ordinal).wait_ready()
+    await lab.wait_voting(3)
+    leader = await lab.leader_ordinal()
+    assert leader is not None
+
+    def roles_match(expected_leader: int) -> bool:
+        expected = {f"demo-{o}": "leader" if o == expected_leader else "follower" for o in range(3)}
+        return lease_roles(lab) == expected and pod_roles(lab, range(3)) == expected
+
+    wait_for(lambda: roles_match(leader), 15, f"Leases and pod labels naming demo-{leader} leader")
+
+    leases = lab.leases()
+    one = leases["demo-1"]
+    assert one.metadata.name == contract.lease_name("demo-1")
+    assert one.spec.lease_duration_seconds == 15  # 3 x the 5 s refresh of the test settings
+    assert one.metadata.labels[contract.LABEL_HEARTBEAT] == "true"
+    assert all(one.metadata.labels[k] == v for k, v in contract.selector_labels("demo").items())
+    beat = json.loads(one.metadata.annotations[contract.ANNOTATION_HEARTBEAT])
+    assert beat["name"] == "demo-1" and beat["member_id"] == lab.pod(1).heartbeat()["member_id"]
+    assert [r.kind for r in one.metadata.owner_references] == ["StatefulSet"]
+    # The operator's reader sees what the sidecar wrote.
+    record = from_lease(lab.coordination.api_client.sanitize_for_serialization(one))
+    assert record is not None and record.ordinal == 1 and record.healthy
+
+    new_leader = (leader + 1) % 3
+    await lab.move_leader_to(new_leader)
+    wait_for(lambda: roles_match(new_leader), 15, f"Leases and pod labels following the leader to demo-{new_leader}")
+
+
+async def test_lease_is_written_on_change_plus_a_slow_refresh_not_every_poll(lab) -> None:
+    lab = lab(replicas=1)
+    lab.pod(0).start()
+    lab.pod(0).wait_ready()
+    wait_for(lambda: lease_roles(lab) == {"demo-0": "leader"}, 15, "leader Lease")
+
+    def version() -> str:
+        return lab.leases()["demo-0"].metadata.resource_version
+
+    # Catch a renewal, then watch: polls every 0.5 s, renewals every 5 s.
+    first = version()
+    wait_for(lambda: version() != first, 15, "a slow refresh")
+    renewed = version()
+    time.sleep(2.5)
+    assert version() == renewed, "the Lease was rewritten on a poll without any change"
+    wait_for(lambda: version() != renewed, 10, "the next slow refresh")
+
+
+async def test_scaled_away_member_deletes_its_lease(lab) -> None:
+    lab = lab(replicas=2)
+    for ordinal in range(2):
+        lab.pod(ordinal).start()
+        lab.pod(ordinal).wait_ready()
+    await lab.wait_voting(2)
+    wait_for(lambda: set(lab.leases()) == {"demo-0", "demo-1"}, 15, "two Leases")
+    lab.scale(1)
+    result = lab.pod(1).terminate()
+    assert result is not None and result["removed"], result
+    assert set(lab.leases()) == {"demo-0"}
+
+
+async def test_scale_away_decision_reads_the_real_workload_and_pod(lab) -> None:
+    lab = lab(replicas=3)
+    for ordinal in range(3):
+        lab.create_pod(ordinal)
+    kube = Kube.load(lab.namespace, lab.env_extra["KUBECONFIG"])  # the member's own rights
+    try:
+        async def fate(ordinal: int) -> leave.Fate:
+            workload = await kube.workload(STATEFULSET, lab.cluster)
+            pod = await kube.pod(contract.pod_name(lab.cluster, ordinal))
+            assert pod is not None
+            return leave.fate(ordinal, STATEFULSET, workload, pod)
+
+        assert [(await fate(o)).scaled_away for o in range(3)] == [False, False, False]
+        lab.scale(2)
+        assert [(await fate(o)).scaled_away for o in range(3)] == [False, False, True]
+        lab.annotate_pod(0, {contract.ANNOTATION_SCALE_AWAY: "true"})
+        assert (await fate(0)).scaled_away
+        lab.annotate_pod(0, {contract.ANNOTATION_SCALE_AWAY: None})
+        assert not (await fate(0)).scaled_away
+        # Cluster deletion: the workload goes away (here held by a finalizer) -> keep.
+        lab.apps.patch_namespaced_stateful_set(lab.cluster, lab.namespace,
+                                               {"metadata": {"finalizers": ["raftset.dev/test-hold"]}})
+        lab.apps.delete_namespaced_stateful_set(lab.cluster, lab.namespace)
+        got = await fate(2)
+        assert not got.scaled_away and "deleted" in got.reason
+        lab.apps.patch_namespaced_stateful_set(lab.cluster, lab.namespace, {"metadata": {"finalizers": None}})
+        await asyncio.sleep(0.5)
+        got = await fate(2)
+        assert not got.scaled_away and "gone" in got.reason
+    finally:
+        await kube.close()
+        for ordinal in range(3):
+            lab.delete_pod(ordinal)
+            lab.release_pod(ordinal)
