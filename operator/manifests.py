@@ -327,8 +327,10 @@ def pod_disruption_budget(cluster: Cluster) -> dict[str, Any] | None:
 def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
     """What a member's sidecar may do, by name wherever RBAC can say it.
 
-    Its heartbeat Lease (server-side apply is a PATCH, so no `create`), its pod's role
-    label, a read of its workload, and a list of the cluster's Leases for membership-clean.
+    Its heartbeat Lease (server-side apply that creates an object is authorized as
+    `create` of that name, so `resourceNames` bounds it; a plain POST has no name and is
+    refused), its pod's role label, a read of its workload, and a list of the cluster's
+    Leases for membership-clean.
     The names cover ordinals 0..max(MEMBER_ORDINALS, `ordinals`)-1 so that a pod being
     scaled away keeps its rights while it leaves. RBAC cannot tell one member of a cluster
     from another: docs/security.md says what that leaves open.
@@ -343,7 +345,7 @@ def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
         "rules": [
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
              "resourceNames": [contract.lease_name(p) for p in pods],
-             "verbs": ["get", "update", "patch", "delete"]},
+             "verbs": ["get", "create", "update", "patch", "delete"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
             {"apiGroups": [""], "resources": ["pods"], "resourceNames": pods, "verbs": ["get", "patch"]},
             {"apiGroups": [backend.group], "resources": [backend.plural],

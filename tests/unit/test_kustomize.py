@@ -154,12 +154,16 @@ NEEDED = [
                             ("", "secrets"), ("", "serviceaccounts"), ("rbac.authorization.k8s.io", "roles"),
                             ("rbac.authorization.k8s.io", "rolebindings"), ("cert-manager.io", "issuers"),
                             ("cert-manager.io", "certificates"), ("coordination.k8s.io", "leases"))
-    for verb in ("get", "list", "watch", "create", "patch", "delete")
+    for verb in ("get", "create", "patch")  # server-side apply
+] + [
+    (group, resource, verb)  # watched by kopf: drift and the heartbeat index
+    for group, resource in (("apps", "statefulsets"), ("", "services"), ("policy", "poddisruptionbudgets"),
+                            ("coordination.k8s.io", "leases"))
+    for verb in ("list", "watch")
 ] + [
     ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
-    ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "list"),
-    ("", "persistentvolumeclaims", "patch"), ("", "persistentvolumeclaims", "delete"),
-    ("coordination.k8s.io", "leases", "update"),
+    ("", "persistentvolumeclaims", "list"), ("", "persistentvolumeclaims", "patch"),
+    ("coordination.k8s.io", "leases", "update"), ("coordination.k8s.io", "leases", "delete"),
     ("", "events", "create"), ("", "events", "patch"),
     ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch"),
     ("", "namespaces", "list"), ("", "namespaces", "watch"),
@@ -179,6 +183,9 @@ NOT_NEEDED = [
     ("rbac.authorization.k8s.io", "clusterrolebindings", "create"),
     ("apps", "deployments", "create"), ("", "configmaps", "create"),
     (contract.GROUP, contract.PLURAL_ETCD, "create"), (contract.GROUP, contract.PLURAL_ETCD, "delete"),
+    # owned objects go through garbage collection; Secrets are read by name only
+    ("apps", "statefulsets", "delete"), ("", "services", "delete"), ("", "persistentvolumeclaims", "delete"),
+    ("", "secrets", "list"), ("", "secrets", "watch"), ("", "secrets", "delete"),
 ]
 
 
@@ -194,7 +201,7 @@ def test_rbac_refuses_what_the_operator_does_not_need(overlay: str, group: str, 
     assert not allows(render(f"overlays/{overlay}"), group, resource, verb)
 
 
-@pytest.mark.parametrize("verb", ["get", "list", "watch", "create", "patch", "delete"])
+@pytest.mark.parametrize("verb", ["get", "list", "watch", "create", "patch"])
 def test_only_the_kruise_overlay_manages_advanced_statefulsets(verb: str) -> None:
     backend = workloads.ADVANCED_STATEFULSET
     assert allows(render("overlays/kruise"), backend.group, backend.plural, verb)
@@ -269,7 +276,7 @@ def test_operator_may_write_and_grant_everything_it_renders(overlay: str, worklo
             key = (obj["apiVersion"], obj["kind"])
             assert key in RESOURCES, f"no RBAC known for {key}: add it to the ClusterRole and to RESOURCES"
             group, plural = RESOURCES[key]
-            for verb in ("get", "list", "watch", "create", "patch", "delete"):
+            for verb in ("get", "create", "patch"):  # server-side apply
                 assert allows(docs, group, plural, verb), (key, verb)
             # The apiserver refuses a Role granting more than its creator holds.
             for rule in obj.get("rules", []) if obj["kind"] == "Role" else []:

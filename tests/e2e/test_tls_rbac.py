@@ -1,0 +1,439 @@
+"""TLS providers, volume expansion and least privilege on the real control plane.
+
+The operator runs as its own ServiceAccount with only the shipped ClusterRole (the
+kruise overlay's), so every test here also proves that role is enough. The sidecar's
+rights are checked with real requests made with a token of the member ServiceAccount.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.x509.verification import PolicyBuilder, Store
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from raftset import contract
+from raftset.engines import TLSFiles
+from raftset.heartbeat import lease_manifest
+from raftset.operator import certificates, manifests
+from raftset.operator.storage import ANNOTATION_FAILED
+from tests.operator_harness import Operator, api, kubectl, wait_for
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 90
+OPERATOR_NS, OPERATOR_SA = "raftset-system", "raftset-operator"
+KINDS = {contract.KIND_ETCD: contract.PLURAL_ETCD, contract.KIND_XLINE: contract.PLURAL_XLINE}
+
+# cert-manager's CRDs as far as the operator and this test need them: the kinds, served
+# with their status subresource, any content accepted.
+_OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def _crd(kind: str, plural: str, scope: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.cert-manager.io"},
+        "spec": {
+            "group": "cert-manager.io", "scope": scope,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                          "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                              "spec": _OPEN, "status": _OPEN}}}}],
+        },
+    }
+
+
+CERT_MANAGER_CRDS = [_crd("Issuer", "issuers", "Namespaced"), _crd("ClusterIssuer", "clusterissuers", "Cluster"),
+                     _crd("Certificate", "certificates", "Namespaced")]
+
+
+# --- fixtures ----------------------------------------------------------------------------------
+
+def _operator_rbac() -> str:
+    """The kruise overlay's Namespace, ServiceAccount, ClusterRole and binding, as shipped."""
+    rendered = subprocess.run(["kubectl", "kustomize", str(ROOT / "kustomize/overlays/kruise")],
+                              capture_output=True, text=True, check=True, timeout=60).stdout
+    keep = {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    return yaml.safe_dump_all([d for d in yaml.safe_load_all(rendered) if d and d["kind"] in keep])
+
+
+@pytest.fixture(scope="module")
+def admin(control_plane: Any) -> str:
+    return str(control_plane.kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def operator(control_plane: Any, admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    kubectl(admin, "apply", "--server-side", "-f", str(ROOT / "crds"))
+    for plural in KINDS.values():
+        kubectl(admin, "wait", "--for=condition=Established", f"crd/{plural}.{contract.GROUP}", "--timeout=60s")
+    kubectl(admin, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=_operator_rbac())
+    identity = control_plane.token_kubeconfig(OPERATOR_NS, OPERATOR_SA,
+                                              tmp_path_factory.mktemp("sa") / "operator.kubeconfig")
+    op = Operator(str(identity), tmp_path_factory.mktemp("tls-operator") / "operator.log")
+    op.start()
+    yield op
+    op.stop()
+
+
+@pytest.fixture
+def namespace(admin: str) -> Iterator[str]:
+    name = f"s-{uuid.uuid4().hex[:8]}"
+    kubectl(admin, "create", "namespace", name)
+    yield name
+    kubectl(admin, "delete", "namespace", name, "--wait=false", check=False)
+
+
+def create(admin: str, kind: str, name: str, namespace: str, **spec: Any) -> None:
+    body = {"apiVersion": contract.API_VERSION, "kind": kind, "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": 3, "workloadKind": "StatefulSet", "storage": {"ephemeral": True}, **spec}}
+    kubectl(admin, "apply", "-f", "-", stdin=yaml.safe_dump(body))
+
+
+def cluster_object(admin: str, kind: str, name: str, namespace: str) -> dict[str, Any]:
+    return client.CustomObjectsApi(api(admin)).get_namespaced_custom_object(
+        contract.GROUP, contract.VERSION, namespace, KINDS[kind], name)
+
+
+def degraded(obj: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == "Degraded"), {})
+
+
+def secret(admin: str, namespace: str, name: str) -> dict[str, bytes] | None:
+    try:
+        found = client.CoreV1Api(api(admin)).read_namespaced_secret(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return {k: base64.b64decode(v) for k, v in (found.data or {}).items()}
+
+
+def statefulset(admin: str, namespace: str, name: str) -> dict[str, Any]:
+    return api(admin).sanitize_for_serialization(client.AppsV1Api(api(admin)).read_namespaced_stateful_set(name, namespace))
+
+
+def template_annotation(admin: str, namespace: str, name: str) -> str | None:
+    return (statefulset(admin, namespace, name)["spec"]["template"]["metadata"].get("annotations") or {}).get(
+        manifests.ANNOTATION_TLS_REVISION)
+
+
+def assert_mounts_the_three_secrets(sts: dict[str, Any], name: str) -> None:
+    pod = sts["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "tls"]
+    files = {f"{contract.TLS_MOUNT}/{item['path']}": (src["secret"]["name"], item["key"])
+             for src in volume["projected"]["sources"] for item in src["secret"]["items"]}
+    tls = TLSFiles.under()
+    assert files[tls.ca] == (f"{name}-server-tls", "ca.crt")
+    assert files[tls.peer_cert] == (f"{name}-peer-tls", "tls.crt")
+    assert files[tls.client_key] == (f"{name}-client-tls", "tls.key")
+    assert len(files) == 7
+    for container in (*pod["initContainers"], *pod["containers"]):
+        assert {"name": "tls", "mountPath": contract.TLS_MOUNT, "readOnly": True} in container["volumeMounts"]
+    env = {e["name"]: e.get("value") for e in pod["initContainers"][0]["env"]}
+    assert env["RAFTSET_TLS_DIR"] == contract.TLS_MOUNT
+    assert env["RAFTSET_PEER_URL_TEMPLATE"].startswith("https://")
+
+
+# --- auto ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_auto_issues_a_ca_and_three_leaves_and_mounts_them(admin: str, operator: Operator, namespace: str,
+                                                           kind: str) -> None:
+    create(admin, kind, "kv", namespace, tls={"provider": "auto"})
+    names = ["kv-ca", *(certificates.secret_name("kv", p) for p in certificates.PURPOSES)]
+    found = wait_for(lambda: all(secret(admin, namespace, n) for n in names) and
+                     {n: secret(admin, namespace, n) for n in names}, TIMEOUT, "the auto provider's Secrets")
+    ca = x509.load_pem_x509_certificate(found["kv-ca"]["tls.crt"])
+    now = datetime.now(timezone.utc)
+    for purpose in certificates.PURPOSES:
+        data = found[f"kv-{purpose}-tls"]
+        assert set(data) == {"tls.crt", "tls.key", "ca.crt"}
+        assert data["ca.crt"] == found["kv-ca"]["tls.crt"]
+        assert certificates.signed_by(data["tls.crt"], found["kv-ca"]["tls.crt"])
+        assert certificates.matches_key(certificates.KeyPair(data["tls.crt"], data["tls.key"]))
+    # A peer dialling kv-2 and a client dialling the client Service both verify the chain.
+    for purpose, name in (("server", "kv-client.%s.svc" % namespace), ("peer", f"kv-2.kv-peer.{namespace}.svc")):
+        leaf = x509.load_pem_x509_certificate(found[f"kv-{purpose}-tls"]["tls.crt"])
+        PolicyBuilder().store(Store([ca])).time(now).build_server_verifier(x509.DNSName(name)).verify(leaf, [])
+
+    sts = wait_for(lambda: statefulset(admin, namespace, "kv"), TIMEOUT, "the StatefulSet")
+    assert_mounts_the_three_secrets(sts, "kv")
+    assert template_annotation(admin, namespace, "kv") == "1"
+    core = client.CoreV1Api(api(admin))
+    owners = core.read_namespaced_secret("kv-peer-tls", namespace).metadata.owner_references
+    assert [(o.kind, o.name) for o in owners] == [(kind, "kv")]
+
+
+def test_auto_reissues_a_deleted_leaf_from_the_same_ca_without_a_roll(admin: str, operator: Operator,
+                                                                        namespace: str) -> None:
+    create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "auto"})
+    first = wait_for(lambda: secret(admin, namespace, "kv-client-tls"), TIMEOUT, "the client Secret")
+    ca = secret(admin, namespace, "kv-ca")
+    assert ca is not None
+    client.CoreV1Api(api(admin)).delete_namespaced_secret("kv-client-tls", namespace)
+    again = wait_for(lambda: secret(admin, namespace, "kv-client-tls"), TIMEOUT, "the client Secret re-issued")
+    assert again["tls.crt"] != first["tls.crt"]
+    assert certificates.signed_by(again["tls.crt"], ca["tls.crt"])
+    assert template_annotation(admin, namespace, "kv") == "1"
+
+
+def test_disabled_speaks_http_and_warns(admin: str, operator: Operator, namespace: str) -> None:
+    create(admin, contract.KIND_XLINE, "plain", namespace, tls={"provider": "disabled"})
+    sts = wait_for(lambda: statefulset(admin, namespace, "plain"), TIMEOUT, "the StatefulSet")
+    pod = sts["spec"]["template"]["spec"]
+    assert all(v["name"] != "tls" for v in pod["volumes"])
+    env = {e["name"]: e.get("value") for e in pod["initContainers"][0]["env"]}
+    assert env["RAFTSET_PEER_URL_TEMPLATE"].startswith("http://") and not env["RAFTSET_TLS_DIR"]
+
+    def warned() -> bool:
+        events = client.CoreV1Api(api(admin)).list_namespaced_event(
+            namespace, field_selector="involvedObject.name=plain").items
+        return any(e.reason == "TLSDisabled" and e.type == "Warning" and "plain HTTP" in e.message for e in events)
+    wait_for(warned, TIMEOUT, "a TLSDisabled warning Event")
+    assert secret(admin, namespace, "plain-server-tls") is None
+
+
+# --- cert-manager ------------------------------------------------------------------------------------
+# The first test runs before cert-manager's CRDs exist; the fixture below installs them.
+
+def test_cert_manager_missing_is_degraded(admin: str, operator: Operator, namespace: str) -> None:
+    served = kubectl(admin, "get", "crd", "certificates.cert-manager.io", check=False)
+    if served.returncode == 0:
+        pytest.fail("cert-manager's CRDs are already installed: this test must run first in the module")
+    create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "cert-manager"})
+    obj = wait_for(lambda: (o := cluster_object(admin, contract.KIND_ETCD, "kv", namespace))
+                   and degraded(o).get("reason") == "CertManagerMissing" and o, TIMEOUT, "Degraded=CertManagerMissing")
+    assert "install cert-manager" in degraded(obj)["message"]
+
+
+@pytest.fixture(scope="module")
+def cert_manager_crds(admin: str) -> None:
+    kubectl(admin, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(CERT_MANAGER_CRDS))
+    for crd in CERT_MANAGER_CRDS:
+        kubectl(admin, "wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+
+
+def certificate(admin: str, namespace: str, name: str) -> dict[str, Any]:
+    return client.CustomObjectsApi(api(admin)).get_namespaced_custom_object(
+        "cert-manager.io", "v1", namespace, "certificates", name)
+
+
+def fill_as_cert_manager_would(admin: str, namespace: str, name: str, ca: certificates.KeyPair,
+                               revision: int) -> None:
+    """Issue what the Certificate asks for into its Secret and record the revision."""
+    cert = certificate(admin, namespace, name)["spec"]
+    leaf = certificates.LeafSpec(
+        "x", cert["commonName"], tuple(cert.get("dnsNames", ())), tuple(cert.get("ipAddresses", ())),
+        server_auth="server auth" in cert["usages"], client_auth="client auth" in cert["usages"])
+    pair = certificates.issue(ca, leaf, datetime.now(timezone.utc))
+    body = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": cert["secretName"], "namespace": namespace,
+                         "annotations": {"cert-manager.io/certificate-name": name}},
+            "data": certificates.secret_data(pair, ca.cert_pem)}
+    kubectl(admin, "apply", "--server-side", "--field-manager=cert-manager", "--force-conflicts", "-f", "-",
+            stdin=json.dumps(body))
+    kubectl(admin, "patch", "certificates.cert-manager.io", name, "-n", namespace, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": {"revision": revision}}))
+
+
+def test_cert_manager_certificates_with_the_operators_ca_chain(admin: str, operator: Operator, namespace: str,
+                                                               cert_manager_crds: None) -> None:
+    create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "cert-manager"})
+    custom = client.CustomObjectsApi(api(admin))
+    names = [certificates.secret_name("kv", p) for p in certificates.PURPOSES]
+    wait_for(lambda: all(certificate(admin, namespace, n) for n in names), TIMEOUT, "three Certificates")
+    issuers = {i["metadata"]["name"]: i["spec"] for i in
+               custom.list_namespaced_custom_object("cert-manager.io", "v1", namespace, "issuers")["items"]}
+    assert issuers == {"kv-selfsigned": {"selfSigned": {}}, "kv-ca": {"ca": {"secretName": "kv-ca"}}}
+    ca_cert = certificate(admin, namespace, "kv-ca")["spec"]
+    assert ca_cert["isCA"] is True and ca_cert["issuerRef"]["name"] == "kv-selfsigned"
+    expected = certificates.leaf_specs("kv", namespace, 3)
+    for purpose in certificates.PURPOSES:
+        spec = certificate(admin, namespace, f"kv-{purpose}-tls")["spec"]
+        assert spec["secretName"] == f"kv-{purpose}-tls"
+        assert spec["issuerRef"] == {"name": "kv-ca", "kind": "Issuer", "group": "cert-manager.io"}
+        assert spec.get("dnsNames", []) == list(expected[purpose].dns_names)
+    assert f"kv-0.kv-peer.{namespace}.svc" in certificate(admin, namespace, "kv-peer-tls")["spec"]["dnsNames"]
+
+    # cert-manager fills the Secrets; the pods mount them; the first issue does not roll.
+    ca = certificates.build_ca("test-ca", datetime.now(timezone.utc))
+    for name in names:
+        fill_as_cert_manager_would(admin, namespace, name, ca, revision=1)
+    sts = wait_for(lambda: statefulset(admin, namespace, "kv"), TIMEOUT, "the StatefulSet")
+    assert_mounts_the_three_secrets(sts, "kv")
+    assert template_annotation(admin, namespace, "kv") == "1.1.1"
+    # A renewal (revision 2 of the peer certificate) rolls the pods.
+    fill_as_cert_manager_would(admin, namespace, "kv-peer-tls", ca, revision=2)
+    wait_for(lambda: template_annotation(admin, namespace, "kv") == "1.2.1", TIMEOUT, "the TLS revision 1.2.1")
+    # No sidecars run here, so no leader: Degraded may say so, but not that TLS or a write failed.
+    assert degraded(cluster_object(admin, contract.KIND_ETCD, "kv", namespace)).get("reason") not in (
+        "CertManagerMissing", "ApplyFailed")
+
+
+def test_cert_manager_with_the_users_cluster_issuer(admin: str, operator: Operator, namespace: str,
+                                                    cert_manager_crds: None) -> None:
+    create(admin, contract.KIND_XLINE, "kv", namespace,
+           tls={"provider": "cert-manager", "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}})
+    wait_for(lambda: certificate(admin, namespace, "kv-client-tls"), TIMEOUT, "the client Certificate")
+    for purpose in certificates.PURPOSES:
+        assert certificate(admin, namespace, f"kv-{purpose}-tls")["spec"]["issuerRef"] == {
+            "name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    issuers = client.CustomObjectsApi(api(admin)).list_namespaced_custom_object(
+        "cert-manager.io", "v1", namespace, "issuers")["items"]
+    assert issuers == []
+
+
+# --- storage -------------------------------------------------------------------------------------------
+
+def test_growing_storage_patches_the_claims_and_keeps_the_template(admin: str, operator: Operator,
+                                                                    namespace: str) -> None:
+    core = client.CoreV1Api(api(admin))
+    # The workload's claims, made ahead (the StatefulSet controller adopts them by name): no
+    # provisioner binds them here, so the apiserver refuses to resize them, as it would for
+    # a StorageClass without allowVolumeExpansion.
+    for ordinal in range(3):
+        core.create_namespaced_persistent_volume_claim(namespace, {
+            "metadata": {"name": f"data-kv-{ordinal}", "labels": contract.selector_labels("kv")},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "disabled"},
+           storage={"size": "1Gi"})
+    wait_for(lambda: statefulset(admin, namespace, "kv"), TIMEOUT, "the StatefulSet")
+    kubectl(admin, "patch", f"{contract.PLURAL_ETCD}/kv", "-n", namespace, "--type=merge",
+            "-p", json.dumps({"spec": {"storage": {"size": "2Gi"}}}))
+    obj = wait_for(lambda: (o := cluster_object(admin, contract.KIND_ETCD, "kv", namespace))
+                   and degraded(o).get("reason") == "StorageExpansionFailed" and o, TIMEOUT,
+                   "Degraded=StorageExpansionFailed")
+    assert "allowVolumeExpansion" in degraded(obj)["message"]
+    sts = statefulset(admin, namespace, "kv")
+    # The workload was still applied: its claim template kept the size it was created with.
+    assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "1Gi"
+    assert sts["metadata"]["annotations"][ANNOTATION_FAILED] == "2Gi"
+
+    kubectl(admin, "patch", f"{contract.PLURAL_ETCD}/kv", "-n", namespace, "--type=merge",
+            "-p", json.dumps({"spec": {"storage": {"size": "512Mi"}}}))
+    obj = wait_for(lambda: (o := cluster_object(admin, contract.KIND_ETCD, "kv", namespace))
+                   and degraded(o).get("reason") == "StorageShrinkRefused" and o, TIMEOUT,
+                   "Degraded=StorageShrinkRefused")
+    assert "cannot shrink" in degraded(obj)["message"]
+    assert [p.spec.resources.requests["storage"] for p in
+            core.list_namespaced_persistent_volume_claim(namespace).items] == ["1Gi"] * 3
+
+
+# --- the member's rights --------------------------------------------------------------------------------
+
+def _status(call: Any) -> int:
+    try:
+        call()
+    except ApiException as error:
+        return int(error.status)
+    return 200
+
+
+def _apply_lease(api_client: client.ApiClient, namespace: str, body: dict[str, Any]) -> None:
+    """Server-side apply, as the sidecar renews its Lease."""
+    leases = DynamicClient(api_client).resources.get(api_version="coordination.k8s.io/v1", kind="Lease")
+    leases.server_side_apply(body=body, name=body["metadata"]["name"], namespace=namespace,
+                             field_manager="raftset-sidecar", force_conflicts=True)
+
+
+def _ensure_pod(admin: str, namespace: str, name: str, cluster: str) -> client.V1Pod:
+    """The member pod (kwok runs it on the full plane; made by hand where no controller does)."""
+    core = client.CoreV1Api(api(admin))
+
+    def found() -> client.V1Pod | None:
+        try:
+            return core.read_namespaced_pod(name, namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        return None
+    pod = wait_for(lambda: found() or None, 20, f"pod {name}") if _has_controllers(admin) else None
+    if pod is None:
+        pod = core.create_namespaced_pod(namespace, {
+            "metadata": {"name": name, "labels": contract.selector_labels(cluster)},
+            "spec": {"serviceAccountName": f"{cluster}-member",
+                     "containers": [{"name": "c", "image": "example.invalid/none"}]}})
+    return pod
+
+
+def _has_controllers(admin: str) -> bool:
+    return bool(client.CoreV1Api(api(admin)).list_node().items)
+
+
+def test_member_role_lets_the_sidecar_work_and_refuses_everything_else(
+        control_plane: Any, admin: str, operator: Operator, namespace: str, tmp_path: Path) -> None:
+    create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "disabled"})
+    create(admin, contract.KIND_ETCD, "other", namespace, tls={"provider": "disabled"})
+    rbac = client.RbacAuthorizationV1Api(api(admin))
+    for name in ("kv-member", "other-member"):
+        wait_for(lambda n=name: rbac.read_namespaced_role_binding(n, namespace), TIMEOUT, f"RoleBinding {name}")
+    wait_for(lambda: statefulset(admin, namespace, "other"), TIMEOUT, "the other StatefulSet")
+    pod = _ensure_pod(admin, namespace, "kv-0", "kv")
+    _ensure_pod(admin, namespace, "other-0", "other")
+
+    member = api(str(control_plane.token_kubeconfig(namespace, "kv-member", tmp_path / "member.kubeconfig")))
+    core, apps, leases = client.CoreV1Api(member), client.AppsV1Api(member), client.CoordinationV1Api(member)
+    beat = {"member_id": "1", "name": "kv-0", "role": "leader", "healthy": True, "raft_term": 1,
+            "raft_index": 1, "time": "2026-01-01T00:00:00Z"}
+    lease = lease_manifest(namespace=namespace, cluster="kv", pod="kv-0", pod_uid=pod.metadata.uid,
+                           heartbeat=beat, lease_seconds=30)
+
+    # What the sidecar does: create and renew its Lease (server-side apply), read and list
+    # the cluster's Leases, delete its Lease, label its pod, read its pod and its workload.
+    allowed = {
+        "apply own lease (create)": lambda: _apply_lease(member, namespace, lease),
+        "apply own lease (renew)": lambda: _apply_lease(member, namespace, lease),
+        "get own lease": lambda: leases.read_namespaced_lease("kv-0-member", namespace),
+        "list leases": lambda: leases.list_namespaced_lease(namespace),
+        "label own pod": lambda: core.patch_namespaced_pod(
+            "kv-0", namespace, {"metadata": {"labels": {contract.LABEL_ROLE: "leader"}}}),
+        "get own pod": lambda: core.read_namespaced_pod("kv-0", namespace),
+        "get own workload": lambda: apps.read_namespaced_stateful_set("kv", namespace),
+        "delete own lease": lambda: leases.delete_namespaced_lease("kv-0-member", namespace),
+    }
+    for what, call in allowed.items():
+        assert _status(call) == 200, what
+
+    stranger = lease_manifest(namespace=namespace, cluster="kv", pod="intruder", pod_uid=None,
+                              heartbeat=beat, lease_seconds=30)
+    refused = {
+        "get secrets": lambda: core.list_namespaced_secret(namespace),
+        "read a secret": lambda: core.read_namespaced_secret("kv-member-token", namespace),
+        "patch own workload": lambda: apps.patch_namespaced_stateful_set("kv", namespace, {"spec": {"replicas": 9}}),
+        "delete own workload": lambda: apps.delete_namespaced_stateful_set("kv", namespace),
+        "delete a pod": lambda: core.delete_namespaced_pod("kv-0", namespace),
+        "create a pod": lambda: core.create_namespaced_pod(namespace, {
+            "metadata": {"name": "kv-9"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}),
+        "list pods": lambda: core.list_namespaced_pod(namespace),
+        "evict a pod": lambda: core.create_namespaced_pod_eviction("kv-0", namespace, {
+            "metadata": {"name": "kv-0", "namespace": namespace}}),
+        "get another cluster's workload": lambda: apps.read_namespaced_stateful_set("other", namespace),
+        "label another cluster's pod": lambda: core.patch_namespaced_pod(
+            "other-0", namespace, {"metadata": {"labels": {contract.LABEL_ROLE: "leader"}}}),
+        "apply a lease of another name": lambda: _apply_lease(member, namespace, stranger),
+        "create its lease with a POST (no name to check)": lambda: leases.create_namespaced_lease(
+            namespace, {"metadata": {"name": "kv-1-member"}, "spec": {"holderIdentity": "kv-1"}}),
+        "delete another cluster's lease": lambda: leases.delete_namespaced_lease("other-0-member", namespace),
+        "read another namespace's leases": lambda: leases.list_namespaced_lease(OPERATOR_NS),
+        "patch the cluster object": lambda: client.CustomObjectsApi(member).patch_namespaced_custom_object(
+            contract.GROUP, contract.VERSION, namespace, contract.PLURAL_ETCD, "kv", {"spec": {"replicas": 1}}),
+        "change its own Role": lambda: client.RbacAuthorizationV1Api(member).patch_namespaced_role(
+            "kv-member", namespace, {"rules": []}),
+    }
+    for what, call in refused.items():
+        assert _status(call) == 403, what
