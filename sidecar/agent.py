@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import random
 import time
@@ -249,7 +250,7 @@ class Agent:
             # Decide again under the lock: someone may have changed membership meanwhile.
             view, _, _ = await self._view()
             members = await client.member_list()
-            view = join.JoinView(**{**view.__dict__, "members": members})
+            view = dataclasses.replace(view, members=members)
             if join.decide(view).action is not join.Action.ADD_LEARNER:
                 return True
             try:
@@ -331,7 +332,8 @@ class Agent:
                 log.debug("local member not answering: %s", exc)
         self.status = status
         if status is not None:
-            if self.member_id != status.member_id or marker.read(self.s.marker_path) is None:
+            if self.member_id != status.member_id:
+                # Bootstrapped or rejoined without MemberList: the id is known only now.
                 old = marker.read(self.s.marker_path)
                 self._write_marker(status.member_id, old.initial_cluster if old else {})
             if self.last_error and self.ready:

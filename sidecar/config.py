@@ -39,7 +39,8 @@ _VARS: tuple[tuple[str, str, str, str | None], ...] = (
     ("RAFTSET_POLL_INTERVAL", "--poll-interval", "seconds between polls of the local member's status", "2"),
     ("RAFTSET_CLEAN_INTERVAL", "--clean-interval", "seconds between membership-clean rounds", "30"),
     ("RAFTSET_CLEAN_GRACE", "--clean-grace", "seconds a member must be absent before clean removes it", "300"),
-    ("RAFTSET_LEAVE_TIMEOUT", "--leave-timeout", "upper bound in seconds for one leave", "60"),
+    ("RAFTSET_LEAVE_TIMEOUT", "--leave-timeout",
+     "upper bound in seconds for one leave; below the pod's terminationGracePeriodSeconds", "45"),
     ("RAFTSET_OPTIONS", "--options", "JSON map of extra engine flags", "{}"),
     ("RAFTSET_LOG_LEVEL", "--log-level", "DEBUG | INFO | WARNING", "INFO"),
 )
