@@ -1,25 +1,28 @@
 """The sidecar's few Kubernetes API calls: its pod, its workload, its heartbeat Lease.
 
-Plain REST over aiohttp (the official client is synchronous); credentials come from the
-official loader, so kubeconfig files and in-cluster service accounts both work.
+Plain REST over aiohttp. In a pod the service-account files are read directly (the
+token on every request, so rotation just works) and the official client is never
+imported, which keeps the sidecar's memory small; with a kubeconfig (tests, `make run`)
+the official loader handles every kind of credential.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 
 from raftset import contract
 from raftset.workloads import Backend
 
 FIELD_MANAGER = "raftset-sidecar"
+SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 class KubeError(Exception):
@@ -28,38 +31,64 @@ class KubeError(Exception):
         self.status = status
 
 
+@dataclass(frozen=True)
+class Credentials:
+    host: str
+    ca_file: str | None
+    cert_file: str | None
+    key_file: str | None
+    verify: bool
+    token: Callable[[], str | None]  # the Authorization header value, read per request
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        if not self.host.startswith("https"):
+            return False
+        ctx = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else ssl.create_default_context()
+        if not self.verify:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if self.cert_file:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        return ctx
+
+
+def in_cluster(root: str = SERVICE_ACCOUNT) -> Credentials:
+    host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+    if ":" in host:
+        host = f"[{host}]"
+
+    def token() -> str:
+        with open(f"{root}/token", encoding="utf-8") as fh:
+            return f"Bearer {fh.read().strip()}"
+    return Credentials(f"https://{host}:{port}", f"{root}/ca.crt", None, None, True, token)
+
+
+def from_kubeconfig(path: str | None) -> Credentials:
+    from kubernetes import client as k8s_client  # noqa: PLC0415 - heavy; only off-cluster
+    from kubernetes import config as k8s_config  # noqa: PLC0415
+
+    cfg = k8s_client.Configuration()
+    k8s_config.load_kube_config(config_file=path, client_configuration=cfg)
+
+    def token() -> str | None:
+        return cfg.get_api_key_with_prefix("authorization") or cfg.get_api_key_with_prefix("BearerToken")
+    return Credentials(cfg.host, cfg.ssl_ca_cert, cfg.cert_file, cfg.key_file, bool(cfg.verify_ssl), token)
+
+
 class Kube:
     """One namespace's worth of API access with the pod's own credentials."""
 
-    def __init__(self, configuration: k8s_client.Configuration, namespace: str, *, timeout: float = 10.0) -> None:
-        self._cfg = configuration
+    def __init__(self, credentials: Credentials, namespace: str, *, timeout: float = 10.0) -> None:
+        self._creds = credentials
         self.namespace = namespace
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
     @classmethod
     def load(cls, namespace: str, kubeconfig: str | None = None) -> Kube:
-        cfg = k8s_client.Configuration()
-        if kubeconfig:
-            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        else:
-            try:
-                k8s_config.load_incluster_config(client_configuration=cfg)
-            except k8s_config.ConfigException:
-                k8s_config.load_kube_config(client_configuration=cfg)
-        return cls(cfg, namespace)
-
-    def _ssl(self) -> ssl.SSLContext | bool:
-        if not self._cfg.host.startswith("https"):
-            return False
-        ctx = ssl.create_default_context(cafile=self._cfg.ssl_ca_cert) if self._cfg.ssl_ca_cert else (
-            ssl.create_default_context())
-        if not self._cfg.verify_ssl:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        if self._cfg.cert_file:
-            ctx.load_cert_chain(self._cfg.cert_file, self._cfg.key_file)
-        return ctx
+        if kubeconfig or "KUBERNETES_SERVICE_HOST" not in os.environ:
+            return cls(from_kubeconfig(kubeconfig), namespace)
+        return cls(in_cluster(), namespace)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -73,19 +102,17 @@ class Kube:
         """One API call; None for 404 when `missing_ok`, KubeError for anything else not 2xx."""
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                timeout=self._timeout, connector=aiohttp.TCPConnector(ssl=self._ssl()),
+                timeout=self._timeout, connector=aiohttp.TCPConnector(ssl=self._creds.ssl_context()),
             )
         headers = {"Accept": "application/json"}
-        # Calling this re-reads a rotated service-account token through the loader's hook.
-        token = self._cfg.get_api_key_with_prefix("authorization") or self._cfg.get_api_key_with_prefix(
-            "BearerToken")
+        token = self._creds.token()
         if token:
             headers["Authorization"] = token
         data = None
         if body is not None:
             headers["Content-Type"] = content_type
             data = json.dumps(body)
-        url = self._cfg.host.rstrip("/") + path + (f"?{urlencode(query)}" if query else "")
+        url = self._creds.host.rstrip("/") + path + (f"?{urlencode(query)}" if query else "")
         async with self._session.request(method, url, data=data, headers=headers) as resp:
             text = await resp.text()
             if resp.status == 404 and missing_ok:

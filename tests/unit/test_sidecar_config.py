@@ -138,3 +138,19 @@ def test_xline_startup_arguments_for_a_new_cluster_with_tls() -> None:
         "/tls/server.crt", "/tls/peer.key", "/tls/ca.crt")
     # The store container's command evaluates exactly this file.
     assert engines.XLINE.command("/run")[-1] == 'eval "exec xline $(cat /run/xline.args)"'
+
+
+def test_in_cluster_credentials_read_the_rotated_token_on_every_request(tmp_path, monkeypatch) -> None:
+    from raftset.sidecar import kube
+
+    (tmp_path / "token").write_text("first\n")
+    (tmp_path / "ca.crt").write_text("")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    creds = kube.in_cluster(str(tmp_path))
+    assert creds.host == "https://10.96.0.1:443" and creds.ca_file == f"{tmp_path}/ca.crt"
+    assert creds.token() == "Bearer first"
+    (tmp_path / "token").write_text("second")
+    assert creds.token() == "Bearer second"
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    assert kube.in_cluster(str(tmp_path)).host == "https://[fd00::1]:443"
