@@ -34,40 +34,8 @@ def member_kubeconfig(plane: Any, lab: Lab) -> str:
     for obj in objects:
         obj["metadata"].pop("ownerReferences", None)
     plane.apply(objects)
-    role = next(o for o in objects if o["kind"] == "Role")
-    if not _grants_lease_create(role):
-        # Server-side apply that creates the Lease needs `create` (by name is enough);
-        # test_member_role_lets_the_sidecar_create_its_lease fails until the operator's
-        # Role grants it. Until then the other tests add just that verb.
-        sa = manifests.member_service_account(cluster)
-        names = [contract.lease_name(contract.pod_name(lab.cluster, o)) for o in range(8)]
-        plane.apply([
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-             "metadata": {"name": "test-lease-create", "namespace": lab.namespace},
-             "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": names,
-                        "verbs": ["create"]}]},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-             "metadata": {"name": "test-lease-create", "namespace": lab.namespace},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "test-lease-create"},
-             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": lab.namespace}]},
-        ])
     return plane.token_kubeconfig(lab.namespace, manifests.member_service_account(cluster),
                                   lab.workdir / "member.kubeconfig")
-
-
-def _grants_lease_create(role: dict[str, Any]) -> bool:
-    return any("leases" in r.get("resources", ()) and "create" in r.get("verbs", ()) for r in role["rules"])
-
-
-def test_member_role_lets_the_sidecar_create_its_lease() -> None:
-    """The operator's member Role must let server-side apply create the heartbeat Lease."""
-    body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND_ETCD,
-            "metadata": {"name": "demo", "namespace": "ns", "uid": "u"}, "spec": {}}
-    role = next(o for o in manifests.member_rbac(spec.parse(body, default_workload_kind="StatefulSet"))
-                if o["kind"] == "Role")
-    assert _grants_lease_create(role), (
-        "the sidecar's first server-side apply of its Lease is a create: the member Role needs "
-        "verb `create` on leases (restricting it by resourceNames works for server-side apply)")
 
 
 @pytest.fixture
