@@ -9,6 +9,7 @@ the last full apply) is a cache that a restart simply rebuilds.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -63,7 +64,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=prefix)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=prefix, key="last-handled-configuration")
-    settings.posting.level = 20  # INFO and above become Events
+    settings.posting.level = logging.WARNING  # handler failures become Events; progress is ours to announce
     settings.watching.server_timeout = 300
     memo.runtime = Runtime(settings=SETTINGS, kube=Kube(load_config()))
 

@@ -25,17 +25,24 @@ def _timestamp(now: datetime) -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# A cluster that is starting, or electing, is unavailable for a moment without being
+# degraded; unavailable for longer than this, it is.
+UNAVAILABLE_GRACE_SECONDS = 60
+
+
 def conditions(
     cluster: Cluster | None,
     plan: Plan | None,
     members: Sequence[Member],
     now: datetime,
     problem: tuple[str, str] | None,
+    unavailable_since: datetime | None = None,
 ) -> list[Condition]:
     """Available / Progressing / Degraded, each with a machine reason and a human message.
 
     `problem` is (reason, message) for something the user must fix; it makes the cluster
-    Degraded without touching what already runs.
+    Degraded without touching what already runs. `unavailable_since` is when Available
+    last turned False, if it is False.
     """
     degraded = Condition("Degraded", False, "AsExpected", "no problem found")
     if problem is not None:
@@ -73,7 +80,8 @@ def conditions(
 
     if problem is None and plan.refused:
         degraded = Condition("Degraded", True, "ScaleRefused", plan.message)
-    elif problem is None and state.settled is False and available.status is False:
+    elif problem is None and available.status is False and unavailable_since is not None \
+            and (now - unavailable_since).total_seconds() >= UNAVAILABLE_GRACE_SECONDS:
         degraded = Condition("Degraded", True, available.reason, available.message)
     return [available, progressing, degraded]
 
@@ -116,12 +124,16 @@ def status(
     """The whole `.status` of a cluster object."""
     fresh = [m for m in members if m.fresh(now)]
     current_leader = leader(members, now)
+    old_available = next((c for c in old_status.get("conditions") or [] if c.get("type") == "Available"), {})
+    unavailable_since = None
+    if old_available.get("status") == "False" and old_available.get("lastTransitionTime"):
+        unavailable_since = datetime.fromisoformat(old_available["lastTransitionTime"].replace("Z", "+00:00"))
     workload_status = (workload or {}).get("status") or {}
     out: dict[str, Any] = {
         "observedGeneration": generation,
         "conditions": merge_conditions(
             old_status.get("conditions") or [],
-            conditions(cluster, plan, members, now, problem),
+            conditions(cluster, plan, members, now, problem, unavailable_since),
             generation, now),
     }
     if cluster is not None:

@@ -167,11 +167,12 @@ class Sidecars:
 
     def _apply(self, body: dict[str, Any]) -> None:
         name = body["metadata"]["name"]
-        self.leases.api_client.call_api(
-            f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{name}", "PATCH",
-            query_params=[("fieldManager", "test-sidecar"), ("force", "true")],
-            header_params={"Content-Type": "application/apply-patch+yaml", "Accept": "application/json"},
-            body=json.dumps(body), auth_settings=["BearerToken"], _return_http_data_only=True)
+        try:
+            self.leases.replace_namespaced_lease(name, self.namespace, body)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            self.leases.create_namespaced_lease(self.namespace, body)
 
     def _delete(self, name: str) -> None:
         try:
