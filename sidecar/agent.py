@@ -29,7 +29,6 @@ from raftset.etcdclient import (
     Refusal,
     Status,
     TLSConfigError,
-    Unreachable,
 )
 
 from . import clean, heartbeat, join, leave, marker
@@ -199,7 +198,7 @@ class Agent:
             try:
                 client, members = await etcd.member_list(urls)
             except EtcdClientError as exc:
-                log.info("no member answered MemberList at %s: %s", ", ".join(urls), exc)
+                log.warning("no member answered MemberList at %s: %s", ", ".join(urls), exc)
         view = join.JoinView(
             name=self.s.pod_name, ordinal=self.s.ordinal, peer_url=self.s.peer_url, kept=kept,
             has_data=marker.has_data(self.s.data_dir), marker=marker.read(self.s.marker_path),
@@ -557,5 +556,3 @@ async def leave_then_stop(agent: Agent, trigger: str) -> None:
         await agent.leave(trigger)
     agent.stop()
 
-
-__all__ = ["Agent", "Backoff", "leave_then_stop", "Unreachable"]
