@@ -198,7 +198,9 @@ class Agent:
             try:
                 client, members = await etcd.member_list(urls)
             except EtcdClientError as exc:
-                log.warning("no member answered MemberList at %s: %s", ", ".join(urls), exc)
+                # Expected while a new cluster bootstraps; worth a warning once one exists.
+                log.log(logging.WARNING if evidence else logging.INFO,
+                        "no member answered MemberList at %s: %s", ", ".join(urls), exc)
         view = join.JoinView(
             name=self.s.pod_name, ordinal=self.s.ordinal, peer_url=self.s.peer_url, kept=kept,
             has_data=marker.has_data(self.s.data_dir), marker=marker.read(self.s.marker_path),
