@@ -14,8 +14,13 @@ STALL_BOUND_S = 5.0  # generous: a clean hand-off stalls well under a second
 
 
 async def scale_in_under_writer(lab: Lab, *, leader: int) -> tuple[dict, Writer]:
+    """3 -> 2 with the leader on `leader`; the writer talks to the members that stay.
+
+    The result carries `elections`: how far the raft term moved during the scale-in.
+    """
     await grow(lab, 3)
     await lab.move_leader_to(leader)
+    term = (await lab.status(0)).raft_term
     writer = Writer([lab.pod(0).client_url, lab.pod(1).client_url], lab.client_tls())
     writer.start()
     wait_for(lambda: writer.ok > 20, 10, "writer running")
@@ -25,6 +30,7 @@ async def scale_in_under_writer(lab: Lab, *, leader: int) -> tuple[dict, Writer]
     wait_for(lambda: writer.ok > 50, 10, "writer keeps writing")
     writer.stop()
     assert result is not None
+    result["elections"] = (await lab.status(0)).raft_term - term
     return result, writer
 
 
@@ -33,6 +39,7 @@ async def test_scale_in_of_a_follower(make_lab) -> None:
     result, writer = await scale_in_under_writer(lab, leader=0)
     assert result["removed"] and result["scaled_away"] and result["moved_leader_to"] is None, result
     assert writer.failed == 0, writer.errors[:5]
+    assert result["elections"] == 0
     assert contract.lease_name("demo-2") not in {lease.metadata.name for lease in lab.leases().values()}
     assert sorted(m.name for m in await lab.members(0, 1)) == ["demo-0", "demo-1"]
 
@@ -45,8 +52,10 @@ async def test_scale_in_of_the_leader_hands_off_first(make_lab) -> None:
     assert leader in (0, 1)
     assert writer.failed == 0, writer.errors[:5]
     assert writer.longest_stall < STALL_BOUND_S, f"writes stalled {writer.longest_stall:.2f}s"
+    assert result["elections"] == 1  # the hand-off itself, no election by timeout
     print(f"leader hand-off: {writer.ok} writes, {writer.failed} failed, {len(writer.errors)} retried, "
-          f"longest stall {writer.longest_stall * 1000:.0f} ms, leave took {result['seconds']} s")
+          f"longest stall {writer.longest_stall * 1000:.0f} ms, {result['elections']} election(s), "
+          f"leave took {result['seconds']} s")
 
 
 async def test_operator_mark_scales_a_pod_away_whatever_the_replicas(make_lab) -> None:
