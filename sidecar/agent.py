@@ -471,6 +471,9 @@ class Agent:
         except RETRYABLE as exc:
             self._error("leave", exc)
             result = {"final": False, "action": "error", "reason": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - the preStop hook must get an answer, not a hang
+            log.exception("leave failed")
+            result = {"final": False, "action": "error", "reason": f"{type(exc).__name__}: {exc}"}
         result["seconds"] = round(time.monotonic() - started, 3)
         result["trigger"] = trigger
         log.info("leave (%s): %s", trigger, result)
