@@ -18,7 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from raftset.devcluster import versions
@@ -28,16 +28,17 @@ STAMP = ".inputs"
 
 @dataclass(frozen=True)
 class Patch:
-    """A one-line source edit applied at build time through `go build -overlay`.
+    """A one-line edit to a dependency's `main` package, applied at build time.
 
-    Used instead of vendoring a modified copy: the file is read from the module cache.
+    Used instead of vendoring a modified copy: the package's files are read from the module
+    cache and built inside a temporary copy of the wrapper module (Go refuses -overlay
+    replacements of files under GOMODCACHE).
     """
 
-    module: str
-    path: str  # inside the module
+    package: str  # import path of a main package whose directory holds only that package
+    path: str  # file inside that package
     old: str
     new: str
-
 
 @dataclass(frozen=True)
 class Component:
@@ -47,7 +48,7 @@ class Component:
     packages: tuple[str, ...]
     binaries: tuple[str, ...]
     ldflags: tuple[str, ...] = ()
-    patches: tuple[Patch, ...] = field(default=())
+    patch: Patch | None = None
 
     @property
     def module_dir(self) -> Path:
@@ -97,15 +98,13 @@ KRUISE = Component(
     module="kruise",
     packages=("github.com/openkruise/kruise",),
     binaries=("kruise",),
-    patches=(
-        # The manager binds its webhook server to 0.0.0.0; we bind it to WEBHOOK_HOST
-        # (a loopback address) so that nothing listens beyond 127.0.0.0/8.
-        Patch(
-            module="github.com/openkruise/kruise",
-            path="main.go",
-            old='Host:    "0.0.0.0",',
-            new="Host:    webhookutil.GetHost(),",
-        ),
+    # The manager binds its webhook server to 0.0.0.0; we bind it to WEBHOOK_HOST
+    # (a loopback address) so that nothing listens beyond 127.0.0.0/8.
+    patch=Patch(
+        package="github.com/openkruise/kruise",
+        path="main.go",
+        old='Host:    "0.0.0.0",',
+        new="Host:    webhookutil.GetHost(),",
     ),
 )
 
@@ -151,7 +150,7 @@ def inputs_digest(component: Component, go_version: str) -> str:
     h = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         h.update((component.module_dir / name).read_bytes())
-    h.update(repr((component.packages, component.ldflags, component.patches, go_version)).encode())
+    h.update(repr((component.packages, component.ldflags, component.patch, go_version)).encode())
     return h.hexdigest()
 
 
@@ -171,21 +170,24 @@ def _locked(component: Component) -> Iterator[None]:
         yield
 
 
-def _write_overlay(component: Component, workdir: Path) -> Path | None:
-    if not component.patches:
-        return None
-    replace: dict[str, str] = {}
-    for i, patch in enumerate(component.patches):
-        source = module_source(component, patch.module) / patch.path
-        text = source.read_text()
-        if text.count(patch.old) != 1:
-            raise RuntimeError(f"patch for {source} no longer applies: {patch.old!r} not found once")
-        patched = workdir / f"patch{i}-{Path(patch.path).name}"
-        patched.write_text(text.replace(patch.old, patch.new))
-        replace[str(source)] = str(patched)
-    overlay = workdir / "overlay.json"
-    overlay.write_text(json.dumps({"Replace": replace}))
-    return overlay
+def _patched_module(component: Component, patch: Patch, workdir: Path) -> Path:
+    """A throw-away copy of the wrapper module whose root is the patched main package."""
+    listing = _go(["list", "-json", patch.package], cwd=component.module_dir, capture=True)
+    package = json.loads(listing)
+    if patch.path not in package["GoFiles"]:
+        raise RuntimeError(f"{patch.package} has no file {patch.path} to patch")
+    module = workdir / "module"
+    module.mkdir()
+    for name in ("go.mod", "go.sum"):
+        shutil.copyfile(component.module_dir / name, module / name)
+    for name in package["GoFiles"]:
+        text = (Path(package["Dir"]) / name).read_text()
+        if name == patch.path:
+            if text.count(patch.old) != 1:
+                raise RuntimeError(f"patch for {patch.package}/{name} no longer applies: {patch.old!r} not found once")
+            text = text.replace(patch.old, patch.new)
+        (module / name).write_text(text)
+    return module
 
 
 def _build(component: Component, digest: str, log: Callable[[str], None]) -> None:
@@ -194,13 +196,16 @@ def _build(component: Component, digest: str, log: Callable[[str], None]) -> Non
         tmpdir = Path(tmp)
         out = tmpdir / "out"
         out.mkdir()
-        overlay = _write_overlay(component, tmpdir)
-        args = ["build", "-p", "2", "-trimpath", "-ldflags", " ".join(("-s", "-w", *component.ldflags))]
-        if overlay:
-            args += ["-overlay", str(overlay)]
-        args += ["-o", str(out) + os.sep, *component.packages]
-        log(f"building {component.name} {component.version}: go {' '.join(args[:3])} ... {' '.join(component.packages)}")
-        _go(args, cwd=component.module_dir)
+        ldflags = " ".join(("-s", "-w", *component.ldflags))
+        args = ["build", "-p", "2", "-trimpath", "-ldflags", ldflags]
+        if component.patch:
+            cwd = _patched_module(component, component.patch, tmpdir)
+            args += ["-o", str(out / component.binaries[0]), "."]
+        else:
+            cwd = component.module_dir
+            args += ["-o", str(out) + os.sep, *component.packages]
+        log(f"building {component.name} {component.version} ({' '.join(component.packages)})")
+        _go(args, cwd=cwd)
         (out / STAMP).write_text(digest + "\n")
         if component.out_dir.exists():
             shutil.rmtree(component.out_dir)

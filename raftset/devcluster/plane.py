@@ -28,6 +28,7 @@ from raftset.devcluster import build, kubeconfig, net, pki, procs
 ETCD = "/usr/bin/etcd"
 KUBECTL = "kubectl"
 KRUISE_NAMESPACE = "kruise-system"
+KRUISE_WEBHOOK_HOST = "127.0.0.1"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
 START_TIMEOUT_S = 120.0
@@ -174,6 +175,11 @@ def _start_apiserver(sup: procs.Supervisor, workdir: Path, block: net.Block, cer
             f"--service-account-key-file={certs.sa_public}",
             f"--service-account-signing-key-file={certs.sa_private}",
             "--authorization-mode=RBAC",
+            # With WatchList on, a watch from resourceVersion 0 (kwok makes only those) is
+            # served as a watch-list stream, which needs etcd's progress requests (etcd >=
+            # 3.4.31); on Debian's 3.4.23 every such watch fails and kwok only sees changes
+            # at its next relist, seconds to a minute later.
+            "--feature-gates=WatchList=false",
             "--allow-privileged=true",
             "--profiling=false",
             f"--cert-dir={workdir / 'apiserver'}",
@@ -277,14 +283,17 @@ def _start_kruise(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
     plane.apply(crds)
     plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", *[c["metadata"]["name"] for c in crds])
     plane.apply(webhooks)
-    webhook_port, metrics_port, health_port = (net.free_port(plane.host) for _ in range(3))
+    metrics_port, health_port = net.free_port(plane.host), net.free_port(plane.host)
+    # Kruise's own readiness check dials https://localhost:<port>, so its webhook server
+    # must listen on 127.0.0.1 (the port is still picked freshly, so planes don't collide).
+    webhook_port = net.free_port(KRUISE_WEBHOOK_HOST)
     cert_dir = plane.workdir / "kruise-webhook-certs"
     env = {
         **_base_env(),
         "KUBECONFIG": plane.kubeconfig,
         "POD_NAMESPACE": KRUISE_NAMESPACE,
         # WEBHOOK_HOST mode: certificates on disk for this IP, webhooks called by URL.
-        "WEBHOOK_HOST": plane.host,
+        "WEBHOOK_HOST": KRUISE_WEBHOOK_HOST,
         "WEBHOOK_PORT": str(webhook_port),
         "WEBHOOK_CERT_DIR": str(cert_dir),
     }
@@ -300,7 +309,7 @@ def _start_kruise(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
         env=env,
     )
     procs.wait_for(lambda: _ok(f"http://{plane.host}:{health_port}/readyz"), "kruise-manager /readyz", START_TIMEOUT_S, [proc])
-    procs.wait_for(lambda: _webhooks_use_url(plane, f"https://{plane.host}:{webhook_port}/"),
+    procs.wait_for(lambda: _webhooks_use_url(plane, f"https://{KRUISE_WEBHOOK_HOST}:{webhook_port}/"),
                    "kruise webhook configurations pointing at the manager", START_TIMEOUT_S, [proc])
     return proc
 
