@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from raftset.devcluster import build, plane
+from raftset import contract
+from raftset.devcluster import build, net, plane
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,6 +36,10 @@ def _wait_forever(p: plane.Plane) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
+    known = {c.name for c in build.COMPONENTS}
+    unknown = set(args.components) - known
+    if unknown:
+        raise SystemExit(f"unknown component(s) {sorted(unknown)}; choose from {sorted(known)}")
     chosen = tuple(c for c in build.COMPONENTS if not args.components or c.name in args.components)
     took = build.ensure_all(chosen)
     print("timings: " + ", ".join(f"{name} {s:.1f}s" for name, s in took.items()) + f"; total {time.monotonic() - t0:.1f}s")
@@ -72,6 +77,16 @@ def _install(kubeconfig: str, overlay: str) -> None:
         _kubectl(kubeconfig, "apply", "--server-side", "-k", str(overlay_dir))
     elif (REPO / "crds").is_dir():
         _kubectl(kubeconfig, "apply", "--server-side", "-f", str(REPO / "crds"))
+    crds = [f"crd/{plural}.{contract.GROUP}" for plural in (contract.PLURAL_ETCD, contract.PLURAL_XLINE)]
+    _kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *crds)
+
+
+def _operator_command(configured: str | None, host: str) -> list[str]:
+    """The operator as a local process; its liveness endpoint stays on loopback."""
+    if configured:
+        return shlex.split(configured)
+    liveness = f"http://{host}:{net.free_port(host)}/healthz"
+    return [sys.executable, "-m", "raftset.operator", "--liveness", liveness]
 
 
 def _apply_samples(kubeconfig: str) -> None:
@@ -91,14 +106,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
             p = plane.start(full=True, log=print)
-            kubeconfig = str(p.kubeconfig)
+            kubeconfig = p.kubeconfig
         _install(kubeconfig, args.overlay)
-        operator = subprocess.Popen(shlex.split(args.operator), env={**os.environ, "KUBECONFIG": kubeconfig})
+        command = _operator_command(args.operator, p.host if p else "127.0.0.1")
+        operator = subprocess.Popen(command, env={**os.environ, "KUBECONFIG": kubeconfig})
         _apply_samples(kubeconfig)
         print(f"\nexport KUBECONFIG={kubeconfig}\nkubectl get etcdclusters,xlineclusters,pods -A\n", flush=True)
         while operator.poll() is None and (p is None or not p.dead()):
             time.sleep(1)
-        return operator.returncode or 1
+        # Either way it is unexpected: `run` lasts until Ctrl-C/SIGTERM.
+        print(f"operator exit code {operator.poll()}; dead plane components: {p.dead() if p else []}", flush=True)
+        return 1
     except KeyboardInterrupt:
         print("\nstopping", flush=True)
         return 0
@@ -117,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m raftset.devcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse from the cache) the control-plane binaries")
-    b.add_argument("components", nargs="*", choices=[c.name for c in build.COMPONENTS], help="default: all")
+    # No argparse `choices` here: with nargs="*" it rejects the empty default on Python < 3.12.
+    b.add_argument("components", nargs="*", help=f"any of {', '.join(c.name for c in build.COMPONENTS)}; default: all")
     b.set_defaults(func=cmd_build)
     up = sub.add_parser("up", help="start the control plane and keep it until Ctrl-C/SIGTERM")
     up.add_argument("--apiserver-only", action="store_true", help="etcd + kube-apiserver only")
@@ -125,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     up.set_defaults(func=cmd_up)
     run = sub.add_parser("run", help="control plane (unless $KUBECONFIG is set) + CRDs/RBAC + operator + samples")
     run.add_argument("--overlay", default="kruise", choices=("kruise", "statefulset"))
-    run.add_argument("--operator", default=f"{sys.executable} -m raftset.operator", help="command that runs the operator")
+    run.add_argument("--operator", help="command that runs the operator (default: python -m raftset.operator)")
     run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -83,7 +83,10 @@ class Plane:
     def token_kubeconfig(self, namespace: str, service_account: str, path: Path | None = None) -> str:
         """A kubeconfig that authenticates as system:serviceaccount:<namespace>:<service_account>."""
         path = path or self.workdir / f"sa-{namespace}-{service_account}.kubeconfig"
-        user = kubeconfig.token_user(self.token(namespace, service_account))
+        return self.kubeconfig_for_token(self.token(namespace, service_account), path)
+
+    def kubeconfig_for_token(self, token: str, path: Path) -> str:
+        user = kubeconfig.token_user(token)
         return str(kubeconfig.write(path, kubeconfig.render(self.url, self.certs.ca.cert, user)))
 
     def env(self) -> dict[str, str]:

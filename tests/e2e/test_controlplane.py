@@ -3,10 +3,12 @@ OpenKruise's Advanced StatefulSet and its webhooks, the garbage collector."""
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -144,3 +146,20 @@ def test_deleting_an_owner_garbage_collects_its_children(control_plane: Plane, n
 
     wait_for(children_gone, "garbage collection of the owner's children", TIMEOUT_S)
     assert control_plane.kubectl("get", "configmap/bystander", "-n", ns, check=False).returncode == 0
+
+
+def test_token_controller_fills_service_account_token_secrets(control_plane: Plane, ns: str, tmp_path: Path) -> None:
+    control_plane.kubectl("create", "serviceaccount", "robot", "-n", ns)
+    create(control_plane, ns, {
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "robot-token", "annotations": {"kubernetes.io/service-account.name": "robot"}},
+    })
+
+    def token() -> str:
+        secret = json.loads(control_plane.kubectl("get", "secret/robot-token", "-n", ns, "-o", "json").stdout)
+        return base64.b64decode(secret.get("data", {}).get("token", "")).decode()
+
+    as_robot = control_plane.kubeconfig_for_token(wait_for(token, "the token controller to fill the Secret", TIMEOUT_S),
+                                                  tmp_path / "robot.kubeconfig")
+    whoami = json.loads(control_plane.kubectl("auth", "whoami", "-o", "json", as_kubeconfig=as_robot).stdout)
+    assert whoami["status"]["userInfo"]["username"] == f"system:serviceaccount:{ns}:robot"
