@@ -58,3 +58,14 @@ def window_stats(samples: Sequence[Sample], window: tuple[float, float]) -> Wind
         p50_ms=percentile(latencies, 50),
         p99_ms=percentile(latencies, 99),
     )
+
+
+def leaders_in_window(observed: Sequence[tuple[float, str]], window: tuple[float, float]) -> list[str]:
+    """The leaders observed inside `window`, led by the last one known when it opened.
+
+    Without that first entry a change right at the start of the window would go uncounted.
+    """
+    start, end = window
+    before = [leader for t, leader in observed if t < start and leader]
+    inside = [leader for t, leader in observed if start <= t <= end]
+    return before[-1:] + inside

@@ -1,0 +1,116 @@
+"""Client load during a benchmark window: a writer, a reader and a leader watcher.
+
+All three run on one event loop in a background thread and record what they saw with
+`time.monotonic()` timestamps; the statistics over it are pure (`stats.py`).
+
+The writer behaves like a simple etcd client with several endpoints: one put at a time,
+each with a short timeout; it sticks to the endpoint that last worked and moves to the
+next one after a failure. Every request is one `Sample`, so a put refused by a member
+that is going away counts as a failed write even if the next one succeeds elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from raftset.etcdclient import ClientTLS, EtcdClientError, MemberClient
+from tests.bench.stats import Sample
+
+WRITE_PAUSE_S = 0.005  # keeps the loop from taking a whole core from the members it measures
+READ_PAUSE_S = 0.01
+LEADER_POLL_S = 0.05
+MAX_SECONDS = 600  # a load never outlives its benchmark by much, even if stop() is never called
+
+
+@dataclass
+class Observed:
+    writes: list[Sample] = field(default_factory=list)
+    reads: list[Sample] = field(default_factory=list)
+    leaders: list[tuple[float, str]] = field(default_factory=list)  # (time, leader id hex or "")
+    errors: list[str] = field(default_factory=list)
+
+
+class Load(threading.Thread):
+    """Writer + reader + leader watcher until `stop()`."""
+
+    def __init__(self, endpoints: Sequence[str], watch: Sequence[str], tls: ClientTLS | None = None,
+                 timeout: float = 1.0) -> None:
+        super().__init__(daemon=True, name="bench-load")
+        self.endpoints = list(endpoints)
+        self.watch = list(watch)
+        self.tls = tls
+        self.timeout = timeout
+        self.observed = Observed()
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        deadline = time.monotonic() + MAX_SECONDS
+        clients = {u: MemberClient(u, self.tls, timeout=self.timeout) for u in {*self.endpoints, *self.watch}}
+        try:
+            await asyncio.gather(
+                self._requests(clients, self.observed.writes, WRITE_PAUSE_S, deadline, write=True),
+                self._requests(clients, self.observed.reads, READ_PAUSE_S, deadline, write=False),
+                self._leaders(clients, deadline),
+            )
+        finally:
+            for client in clients.values():
+                await client.close()
+
+    def _running(self, deadline: float) -> bool:
+        return not self._done.is_set() and time.monotonic() < deadline
+
+    async def _requests(self, clients: dict[str, MemberClient], out: list[Sample], pause: float,
+                        deadline: float, *, write: bool) -> None:
+        current = 0  # endpoints[0] is a member every strategy keeps: all see the same client path
+        i = 0
+        while self._running(deadline):
+            i += 1
+            client = clients[self.endpoints[current]]
+            start = time.monotonic()
+            try:
+                if write:
+                    await client.put(f"/bench/{i % 1000}", str(i))
+                else:
+                    await client.get(f"/bench/{i % 1000}")  # linearizable: needs a leader
+                ok = True
+            except EtcdClientError as exc:
+                ok = False
+                self.observed.errors.append(f"{'put' if write else 'get'}: {exc}")
+                current = (current + 1) % len(self.endpoints)
+            out.append(Sample(start, time.monotonic(), ok))
+            await asyncio.sleep(pause)
+
+    async def _leaders(self, clients: dict[str, MemberClient], deadline: float) -> None:
+        while self._running(deadline):
+            seen = ""
+            now = time.monotonic()
+            for url in self.watch:
+                try:
+                    status = await clients[url].status(timeout=0.5)
+                except EtcdClientError:
+                    continue
+                seen = f"{status.leader:x}" if status.leader else ""
+                break
+            self.observed.leaders.append((now, seen))
+            await asyncio.sleep(LEADER_POLL_S)
+
+    def stop(self) -> Observed:
+        self._done.set()
+        self.join(30)
+        return self.observed
+
+    def wait_writes(self, count: int, timeout: float = 20.0) -> None:
+        """Block until `count` writes succeeded (the load is warm)."""
+        deadline = time.monotonic() + timeout
+        while sum(1 for s in self.observed.writes if s.ok) < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"load: fewer than {count} writes succeeded in {timeout:.0f}s: "
+                                     f"{self.observed.errors[-3:]}")
+            time.sleep(0.05)

@@ -1,0 +1,188 @@
+"""Operator cost on the local control plane: RSS and CPU at rest, spec-change latency.
+
+The real operator runs as a subprocess (`tests.operator_harness.Operator`) with its
+default intervals (a reconcile timer every 5 s per cluster, a full re-apply every 60 s)
+against the full local plane (controller-manager, scheduler, OpenKruise, kwok). Clusters
+are one-member EtcdClusters on the builtin StatefulSet, so their kwok pods fit the fake
+nodes; each has a heartbeat Lease renewed every 10 s (the sidecar's default) by a
+stand-in thread, so the operator sees what it would see in a live cluster at rest.
+
+At rest: after the clusters are created and settled, CPU over a quiet interval (psutil
+cpu_times of the operator process) and its RSS. Latency: one cluster at a time, a label
+is added to `spec.podTemplate.labels` and the StatefulSet's `metadata.generation` is
+polled until it moves.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from raftset import contract
+from tests.bench.stats import percentile
+from tests.operator_harness import ROOT, Operator, api, kubectl, wait_for
+
+COLUMNS = ("clusters", "create_s", "rss_mib", "cpu_rest_pct", "spec_changes", "spec_to_patch_p50_ms",
+           "spec_to_patch_p95_ms", "spec_to_patch_max_ms")
+HEARTBEAT_S = 10.0  # the sidecar's default RAFTSET_HEARTBEAT_INTERVAL; Lease duration 3x
+POLL_S = 0.02
+
+
+class Heartbeats(threading.Thread):
+    """One heartbeat Lease per cluster (its one pod, leading), renewed every HEARTBEAT_S."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
+        super().__init__(daemon=True, name="bench-heartbeats")
+        self.leases = client.CoordinationV1Api(api_client)
+        self.namespace = namespace
+        self.clusters: list[str] = []
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 3600
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            started = time.monotonic()
+            clusters = list(self.clusters)
+            for i, name in enumerate(clusters):
+                if self._stop.is_set():
+                    return
+                self._renew(name)
+                # Spread the renewals over the interval, as independent sidecars would.
+                self._stop.wait(max(0.0, started + (i + 1) * HEARTBEAT_S / len(clusters) - time.monotonic()))
+            if not clusters:
+                self._stop.wait(0.5)
+
+    def write_now(self, names: Sequence[str]) -> None:
+        for name in names:
+            self._renew(name)
+
+    def _renew(self, cluster: str) -> None:
+        pod = contract.pod_name(cluster, 0)
+        body = heartbeat_lease(self.namespace, cluster, pod, role=contract.ROLE_LEADER,
+                               member_id=f"{abs(hash(cluster)) & 0xFFFFFFFF:x}",
+                               lease_seconds=int(3 * HEARTBEAT_S))
+        name = body["metadata"]["name"]
+        try:
+            self.leases.replace_namespaced_lease(name, self.namespace, body)
+        except ApiException as exc:
+            if exc.status != 404:
+                return  # a conflict or a busy apiserver: the next round renews it
+            try:
+                self.leases.create_namespaced_lease(self.namespace, body)
+            except ApiException:
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.join(30)
+
+
+def _cluster(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": contract.API_VERSION, "kind": "EtcdCluster",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"replicas": 1, "workloadKind": "StatefulSet", "storage": {"ephemeral": True},
+                 "tls": {"provider": "disabled"}},
+    }
+
+
+def _create(kubeconfig: str, namespace: str, names: Sequence[str]) -> None:
+    for i in range(0, len(names), 50):
+        docs = [_cluster(n, namespace) for n in names[i:i + 50]]
+        kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(docs))
+
+
+def _settled(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: str, count: int) -> bool:
+    workloads = apps.list_namespaced_stateful_set(namespace).items
+    if len(workloads) < count:
+        return False
+    clusters = custom.list_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters")
+    return sum(1 for c in clusters["items"]
+               if (c.get("status") or {}).get("observedGeneration") == c["metadata"]["generation"]) >= count
+
+
+def _spec_change_latency(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: str,
+                         name: str, mark: str, timeout: float = 60) -> float:
+    before = apps.read_namespaced_stateful_set(name, namespace).metadata.generation
+    custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters", name,
+                                          {"spec": {"podTemplate": {"labels": {"bench-change": mark}}}})
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    while time.monotonic() < deadline:
+        if apps.read_namespaced_stateful_set(name, namespace).metadata.generation != before:
+            return time.monotonic() - t0
+        time.sleep(POLL_S)
+    raise AssertionError(f"{name}: StatefulSet not patched {timeout:.0f}s after the spec change")
+
+
+def _cpu_seconds(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return times.user + times.system
+
+
+def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: int, rest_s: float,
+          log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    workdir.mkdir(parents=True, exist_ok=True)
+    kubectl(kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"))
+    for plural in ("etcdclusters", "xlineclusters"):
+        kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{plural}.{contract.GROUP}",
+                "--timeout=60s")
+    namespace = f"bench-op-{uuid.uuid4().hex[:6]}"
+    kubectl(kubeconfig, "create", "namespace", namespace)
+    api_client = api(kubeconfig)
+    custom, apps = client.CustomObjectsApi(api_client), client.AppsV1Api(api_client)
+    operator = Operator(kubeconfig, workdir / "operator.log",
+                        RAFTSET_RECONCILE_INTERVAL="5", RAFTSET_RESYNC_SECONDS="60")
+    heartbeats = Heartbeats(api_client, namespace)
+    rows: list[dict[str, Any]] = []
+    rng = random.Random(7)
+    try:
+        operator.start()
+        assert operator.process is not None
+        proc = psutil.Process(operator.process.pid)
+        heartbeats.start()
+        names: list[str] = []
+        for count in sorted(counts):
+            new = [f"c{i:04d}" for i in range(len(names), count)]
+            heartbeats.write_now(new)
+            t0 = time.monotonic()
+            _create(kubeconfig, namespace, new)
+            names += new
+            heartbeats.clusters = list(names)
+            wait_for(lambda: _settled(custom, apps, namespace, count), 120 + count, f"{count} clusters settled",
+                     interval=1.0)
+            created = time.monotonic() - t0
+            time.sleep(min(10.0, rest_s))  # let the creation's tail (Events, status) pass
+            cpu0, t_rest = _cpu_seconds(proc), time.monotonic()
+            time.sleep(rest_s)
+            cpu = (_cpu_seconds(proc) - cpu0) / (time.monotonic() - t_rest) * 100
+            rss = proc.memory_info().rss / 2**20
+            latencies = [_spec_change_latency(custom, apps, namespace, name, f"{count}-{i}") * 1000
+                         for i, name in enumerate(rng.sample(names, min(spec_changes, len(names))))]
+            rows.append({
+                "clusters": count, "create_s": round(created, 1), "rss_mib": round(rss, 1),
+                "cpu_rest_pct": round(cpu, 1), "spec_changes": len(latencies),
+                "spec_to_patch_p50_ms": round(percentile(latencies, 50), 1),
+                "spec_to_patch_p95_ms": round(percentile(latencies, 95), 1),
+                "spec_to_patch_max_ms": round(max(latencies), 1),
+            })
+            log(f"  operator with {count} clusters: created+settled in {created:.0f}s, RSS {rss:.0f} MiB, "
+                f"CPU at rest {cpu:.1f}% of a core, spec->patch p50 {percentile(latencies, 50):.0f} ms "
+                f"p95 {percentile(latencies, 95):.0f} ms")
+            if not operator.alive():
+                raise AssertionError(f"the operator exited: see {operator.log}")
+    finally:
+        heartbeats.stop()
+        operator.stop()
+        kubectl(kubeconfig, "delete", "namespace", namespace, "--wait=false", check=False)
+    return rows

@@ -1,0 +1,157 @@
+"""Scale-out: how long a new member takes to be voting and caught up, per data size.
+
+A three-member cluster (real etcd, real sidecars) is filled to each data size in turn;
+then a fourth member joins twice:
+
+  sidecar:  the pod's sidecar starts (kubelet order: sidecar, startupProbe, store); it adds
+            a learner, starts etcd, promotes it once in sync. Timed from the sidecar's start.
+  baseline: by hand, as without the project: `etcdctl member add` (a voting member at once)
+            and `etcd --initial-cluster-state existing`. Timed from the member add.
+
+Both are "done" when the member is started, voting (not a learner) and has applied every
+entry the cluster had when the join began. Between the two joins the joined member is
+removed and its data deleted, so each join starts from an empty volume. The sidecars run
+with the settings the operator renders by default (they poll their member every 2 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from raftset.etcdclient import EtcdClientError, MemberClient
+from tests.bench.labs import PRODUCT_DEFAULTS, grow
+from tests.etcd.harness import Lab, _stop
+
+COLUMNS = ("data_mib", "db_size_mib", "sidecar_join_s", "baseline_join_s")
+VALUE_BYTES = 1024 * 1024 - 1024  # below etcd's 1.5 MiB request limit, a MiB per put with overhead
+BASELINE_HOST = "200"  # 127.a.b.200: outside the sidecars' peer URL template (127.a.b.1<ordinal>)
+POLL_S = 0.05
+# etcd refuses membership changes until every voter has been connected for 5 s: both joins
+# start from a cluster at rest, not from the refusal window of the change before.
+SETTLE_S = 6.0
+
+
+async def _fill(lab: Lab, upto_mib: int, have_mib: int) -> None:
+    async with MemberClient(lab.pod(0).client_url, timeout=30) as c:
+        for i in range(have_mib, upto_mib):
+            await c.put(f"/fill/{i:06d}", os.urandom(VALUE_BYTES))
+
+
+async def _cluster_index(lab: Lab) -> tuple[int, int]:
+    """(raft index of the leader, its db size) right now."""
+    for ordinal in range(3):
+        status = await lab.status(ordinal)
+        if status.is_leader:
+            return status.raft_index, status.db_size
+    raise AssertionError("no leader among ordinals 0-2")
+
+
+async def _caught_up(lab: Lab, peer_url: str, client_url: str, index: int) -> bool:
+    members = await lab.members(0, 1, 2)
+    joined = [m for m in members if peer_url in m.peer_urls]
+    if not joined or joined[0].is_learner or not joined[0].started:
+        return False
+    async with MemberClient(client_url, timeout=2) as c:
+        status = await c.status()
+    return status.raft_applied_index >= index
+
+
+async def _wait_caught_up(lab: Lab, peer_url: str, client_url: str, index: int, timeout: float = 300) -> float:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if await _caught_up(lab, peer_url, client_url, index):
+                return time.monotonic()
+        except EtcdClientError:
+            pass
+        await asyncio.sleep(POLL_S)
+    raise AssertionError(f"{client_url} not voting and caught up with index {index} after {timeout:.0f}s")
+
+
+async def sidecar_join(lab: Lab) -> float:
+    pod = lab.pod(3)
+    lab.scale(4)
+    index, _ = await _cluster_index(lab)
+    t0 = time.monotonic()
+    pod.start(timeout=120)
+    done = await _wait_caught_up(lab, f"http://{pod.ip}:2380", pod.client_url, index)
+    lab.scale(3)
+    result = pod.terminate()
+    assert result and result.get("removed"), f"the joined member did not leave: {result}"
+    shutil.rmtree(pod.root)
+    return done - t0
+
+
+def _member_add(lab: Lab, name: str, peer: str, timeout: float = 30) -> str:
+    """`etcdctl member add`, asked again while etcd refuses it as a person would."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = subprocess.run(
+            ["etcdctl", f"--endpoints={lab.pod(0).client_url}", "member", "add", name, f"--peer-urls={peer}"],
+            capture_output=True, text=True, timeout=30, env={**os.environ, "ETCDCTL_API": "3"})
+        if done.returncode == 0:
+            return done.stdout
+        if time.monotonic() > deadline:
+            raise AssertionError(f"etcdctl member add failed: {done.stderr}")
+        time.sleep(0.2)
+
+
+async def baseline_join(lab: Lab, name: str) -> float:
+    ip = f"{lab.prefix}.{BASELINE_HOST}"
+    peer, client = f"http://{ip}:2380", f"http://{ip}:2379"
+    data = lab.workdir / name
+    index, _ = await _cluster_index(lab)
+    t0 = time.monotonic()
+    added = _member_add(lab, name, peer)
+    initial = re.search(r'ETCD_INITIAL_CLUSTER="([^"]+)"', added)
+    assert initial, f"etcdctl member add said: {added}"
+    log = open(lab.workdir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+    etcd = subprocess.Popen(
+        ["etcd", f"--name={name}", f"--data-dir={data}", f"--listen-peer-urls={peer}",
+         f"--initial-advertise-peer-urls={peer}", f"--listen-client-urls={client}",
+         f"--advertise-client-urls={client}", f"--initial-cluster={initial.group(1)}",
+         "--initial-cluster-state=existing"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    try:
+        done = await _wait_caught_up(lab, peer, client, index)
+        member = next(m for m in await lab.members(0, 1, 2) if m.name == name)
+        async with MemberClient(lab.pod(0).client_url, timeout=10) as c:
+            await c.remove(member.id)
+    finally:
+        _stop(etcd)
+        shutil.rmtree(data, ignore_errors=True)
+    return done - t0
+
+
+async def bench(kubeconfig: str, workdir: Path, sizes_mib: Sequence[int],
+                log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    lab = Lab(kubeconfig, workdir, replicas=3, env_extra=PRODUCT_DEFAULTS)
+    rows: list[dict[str, Any]] = []
+    try:
+        await grow(lab, 3)
+        have = 0
+        for size in sorted(sizes_mib):
+            await _fill(lab, size, have)
+            have = size
+            await asyncio.sleep(SETTLE_S)
+            _, db_size = await _cluster_index(lab)  # after bbolt's batched commits
+            base = await baseline_join(lab, f"base-{size}")
+            await asyncio.sleep(SETTLE_S)
+            side = await sidecar_join(lab)
+            rows.append({"data_mib": size, "db_size_mib": round(db_size / 2**20, 1),
+                         "sidecar_join_s": round(side, 3), "baseline_join_s": round(base, 3)})
+            log(f"  scale-out {size} MiB (db {db_size / 2**20:.0f} MiB): sidecar {side:.2f}s, "
+                f"etcdctl by hand {base:.2f}s")
+    finally:
+        lab.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return rows
