@@ -26,10 +26,9 @@ from kubernetes.dynamic import DynamicClient
 
 from raftset import contract
 from raftset.engines import TLSFiles
-from raftset.heartbeat import lease_manifest
 from raftset.operator import certificates, manifests
 from raftset.operator.storage import ANNOTATION_FAILED
-from tests.operator_harness import Operator, api, kubectl, wait_for
+from tests.operator_harness import Operator, api, heartbeat_lease, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -388,10 +387,7 @@ def test_member_role_lets_the_sidecar_work_and_refuses_everything_else(
 
     member = api(str(control_plane.token_kubeconfig(namespace, "kv-member", tmp_path / "member.kubeconfig")))
     core, apps, leases = client.CoreV1Api(member), client.AppsV1Api(member), client.CoordinationV1Api(member)
-    beat = {"member_id": "1", "name": "kv-0", "role": "leader", "healthy": True, "raft_term": 1,
-            "raft_index": 1, "time": "2026-01-01T00:00:00Z"}
-    lease = lease_manifest(namespace=namespace, cluster="kv", pod="kv-0", pod_uid=pod.metadata.uid,
-                           heartbeat=beat, lease_seconds=30)
+    lease = heartbeat_lease(namespace, "kv", "kv-0", role="leader", member_id="1")
 
     # What the sidecar does: create and renew its Lease (server-side apply), read and list
     # the cluster's Leases, delete its Lease, label its pod, read its pod and its workload.
@@ -409,8 +405,7 @@ def test_member_role_lets_the_sidecar_work_and_refuses_everything_else(
     for what, call in allowed.items():
         assert _status(call) == 200, what
 
-    stranger = lease_manifest(namespace=namespace, cluster="kv", pod="intruder", pod_uid=None,
-                              heartbeat=beat, lease_seconds=30)
+    stranger = heartbeat_lease(namespace, "kv", "intruder", role="leader", member_id="1")
     refused = {
         "get secrets": lambda: core.list_namespaced_secret(namespace),
         "read a secret": lambda: core.read_namespaced_secret("kv-member-token", namespace),

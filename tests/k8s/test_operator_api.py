@@ -8,6 +8,7 @@ asking for Advanced StatefulSet where OpenKruise is absent is Degraded, not cras
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import yaml
 from kubernetes import client
 
 from raftset import contract
-from raftset.heartbeat import lease_manifest
+from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 from tests.operator_harness import Operator, api, kubectl, wait_for
 
 pytestmark = pytest.mark.k8s
@@ -77,10 +78,10 @@ def test_status_and_printer_columns_follow_the_heartbeats(kube_apiserver: Any, b
     leases = client.CoordinationV1Api(api(kube_apiserver.kubeconfig))
     for ordinal in range(3):
         pod = contract.pod_name("beats", ordinal)
-        beat = {"member_id": f"{ordinal + 10:x}", "name": pod, "healthy": True,
-                "role": contract.ROLE_LEADER if ordinal == 1 else contract.ROLE_FOLLOWER}
-        leases.create_namespaced_lease(namespace, lease_manifest(
-            namespace=namespace, cluster="beats", pod=pod, pod_uid=None, heartbeat=beat, lease_seconds=600))
+        beat = Heartbeat(member_id=f"{ordinal + 10:x}", name=pod, healthy=True,
+                         role=contract.ROLE_LEADER if ordinal == 1 else contract.ROLE_FOLLOWER,
+                         raft_term=3, raft_index=7, time=rfc3339(datetime.now(timezone.utc)), cluster_id="c")
+        leases.create_namespaced_lease(namespace, lease_body(pod, namespace, "beats", beat, duration=600, owner=None))
     custom = client.CustomObjectsApi(api(kube_apiserver.kubeconfig))
 
     def with_members() -> dict[str, Any] | None:
