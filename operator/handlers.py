@@ -169,9 +169,9 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
 
     if stepping:
         reason = {"create": "Creating", "scale-in": "ScalingIn", "scale-out": "ScalingOut"}[plan.action]
-        kopf.info(body, reason=reason, message=plan.message)
+        kopf.event(body, type="Normal", reason=reason, message=plan.message)
         if plan.hand_off_from:
-            kopf.info(body, reason="LeaderHandOff",
+            kopf.event(body, type="Normal", reason="LeaderHandOff",
                       message=f"{plan.hand_off_from} is the leader and is being scaled away: "
                               f"its sidecar moves leadership to a follower before leaving")
     publish(cluster, plan, workload, problem)
@@ -194,12 +194,12 @@ def _condition(st: dict[str, Any], kind: str) -> dict[str, Any]:
 def _announce_changes(body: kopf.Body, old: dict[str, Any], new: dict[str, Any]) -> None:
     """Events for what a user wants to hear about once, not on every reconcile."""
     if new.get("leader") and old.get("leader") and new["leader"] != old["leader"]:
-        kopf.info(body, reason="LeaderChanged", message=f"leader moved from {old['leader']} to {new['leader']}")
+        kopf.event(body, type="Normal", reason="LeaderChanged", message=f"leader moved from {old['leader']} to {new['leader']}")
     before, after = _condition(old, "Degraded"), _condition(new, "Degraded")
     if after.get("status") == "True" and (before.get("status"), before.get("message")) != ("True", after.get("message")):
         kopf.warn(body, reason=after.get("reason", "Degraded"), message=after.get("message", ""))
     elif after.get("status") == "False" and before.get("status") == "True":
-        kopf.info(body, reason="Recovered", message="the cluster is no longer degraded")
+        kopf.event(body, type="Normal", reason="Recovered", message="the cluster is no longer degraded")
 
 
 def _register(engine: engines.Engine) -> None:

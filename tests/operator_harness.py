@@ -125,6 +125,7 @@ class Sidecars:
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.leaders_seen: list[int] = []
         self.errors: list[str] = []
+        self._seen: set[int] = set()
 
     def __enter__(self) -> Sidecars:
         self._thread.start()
@@ -154,8 +155,9 @@ class Sidecars:
 
     def tick(self) -> None:
         running = self._running_ordinals()
-        if running and self.leader not in running:
-            self.leader = min(running)
+        if self.leader in self._seen and self.leader not in running and running:
+            self.leader = min(running)  # the hand-off: its pod went away
+        self._seen.update(running)
         if not self.leaders_seen or self.leaders_seen[-1] != self.leader:
             self.leaders_seen.append(self.leader)
         for ordinal, pod in running.items():
@@ -171,13 +173,10 @@ class Sidecars:
                 self._delete(lease.metadata.name)
 
     def _apply(self, body: dict[str, Any]) -> None:
-        name = body["metadata"]["name"]
-        try:
-            self.leases.replace_namespaced_lease(name, self.namespace, body)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            self.leases.create_namespaced_lease(self.namespace, body)
+        # Server-side apply, as the sidecar writes it (a Lease update needs a resourceVersion).
+        self.leases.patch_namespaced_lease(
+            body["metadata"]["name"], self.namespace, body, field_manager="raftset-sidecar", force=True,
+            _content_type="application/apply-patch+yaml")
 
     def _delete(self, name: str) -> None:
         try:
