@@ -89,10 +89,6 @@ class Plane:
         user = kubeconfig.token_user(token)
         return str(kubeconfig.write(path, kubeconfig.render(self.url, self.certs.ca.cert, user)))
 
-    def env(self) -> dict[str, str]:
-        """Environment for a client process (e.g. the operator) pointed at this plane."""
-        return {"KUBECONFIG": self.kubeconfig}
-
     def dead(self) -> list[str]:
         return [p.name for p in self.supervisor.dead()]
 
@@ -108,13 +104,20 @@ class Plane:
         self.stop()
 
 
-def _https_get(url: str, context: ssl.SSLContext, timeout: float = 3.0) -> tuple[int, str]:
-    with urllib.request.urlopen(url, context=context, timeout=timeout) as resp:  # noqa: S310 - loopback only
+# No proxy handler: urllib would send even loopback requests to an HTTP(S)_PROXY from the
+# environment (Go's clients never proxy loopback addresses; Python's do unless NO_PROXY says so).
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _get(url: str, context: ssl.SSLContext | None = None, timeout: float = 3.0) -> tuple[int, str]:
+    handlers = [urllib.request.HTTPSHandler(context=context)] if context else []
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), *handlers) if handlers else _DIRECT
+    with opener.open(url, timeout=timeout) as resp:
         return resp.status, resp.read().decode(errors="replace")
 
 
 def _ok(url: str, context: ssl.SSLContext | None = None) -> bool:
-    status, body = _https_get(url, context) if context else _https_get(url, None)  # type: ignore[arg-type]
+    status, body = _get(url, context)
     return status == 200 and body.strip().startswith(("ok", "{"))
 
 
@@ -151,8 +154,8 @@ def _start_etcd(sup: procs.Supervisor, workdir: Path, host: str) -> tuple[str, p
         ],
         env=_base_env(),
     )
-    procs.wait_for(lambda: json.loads(_https_get(f"{client_url}/health", None)[1]).get("health") == "true",  # type: ignore[arg-type]
-                   "etcd health", 30, [proc])
+    procs.wait_for(lambda: json.loads(_get(f"{client_url}/health")[1]).get("health") == "true",
+                   "etcd /health", 30, [proc])
     return client_url, proc
 
 
@@ -195,7 +198,7 @@ def _start_apiserver(sup: procs.Supervisor, workdir: Path, block: net.Block, cer
     return url, proc
 
 
-def _component_auth_flags(kubeconfig_path: Path) -> list[str]:
+def _component_auth_flags(kubeconfig_path: str) -> list[str]:
     return [
         f"--kubeconfig={kubeconfig_path}",
         f"--authentication-kubeconfig={kubeconfig_path}",

@@ -1,8 +1,9 @@
 """Start and stop the plane's processes: each in its own process group, killed by its own id.
 
-Teardown runs on an explicit stop, at interpreter exit (atexit) and on SIGTERM to the
-parent; each child also asks the kernel for SIGKILL when the thread that started it dies
-(PR_SET_PDEATHSIG), which covers a parent killed with SIGKILL.
+Teardown runs on an explicit stop and at interpreter exit (atexit; the CLI turns SIGTERM
+into an orderly exit). Each child also asks the kernel for SIGKILL when the thread that
+started it dies (PR_SET_PDEATHSIG), which covers a parent killed outright; so start a plane
+from a thread that lives as long as the plane should (the main thread, normally).
 """
 
 from __future__ import annotations

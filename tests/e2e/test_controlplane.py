@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -163,3 +164,14 @@ def test_token_controller_fills_service_account_token_secrets(control_plane: Pla
                                                   tmp_path / "robot.kubeconfig")
     whoami = json.loads(control_plane.kubectl("auth", "whoami", "-o", "json", as_kubeconfig=as_robot).stdout)
     assert whoami["status"]["userInfo"]["username"] == f"system:serviceaccount:{ns}:robot"
+
+
+def test_every_plane_process_listens_on_loopback_only(control_plane: Plane) -> None:
+    listeners = {
+        (proc.name, conn.laddr.ip, conn.laddr.port)
+        for proc in control_plane.supervisor.procs
+        for conn in psutil.Process(proc.pid).net_connections(kind="inet")
+        if conn.status == psutil.CONN_LISTEN
+    }
+    assert {name for name, _, _ in listeners} >= {"etcd", "kube-apiserver", "kruise-manager", "kwok"}
+    assert all(ipaddress.ip_address(ip).is_loopback for _, ip, _ in listeners), sorted(listeners)
