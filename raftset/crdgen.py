@@ -283,6 +283,9 @@ def _spec(engine: engines.Engine) -> Schema:
         rules=[
             _immutable_once_set("", "workloadKind"),
             _immutable_once_set(".storage", "storageClassName"),
+            # Switching providers changes the members' URLs (http/https) or their CA: the
+            # members would stop trusting each other halfway through the roll.
+            _immutable_once_set(".tls", "provider"),
             _rule("!has(oldSelf.storage) || !has(self.storage) || "
                   "(has(self.storage.ephemeral) && self.storage.ephemeral) == "
                   "(has(oldSelf.storage.ephemeral) && oldSelf.storage.ephemeral)",

@@ -511,7 +511,7 @@ UPDATES: list[tuple[str, dict[str, Any], dict[str, Any], str | None]] = [
      "spec.storage.ephemeral is immutable"),
     ("size grown", {"storage": {"size": "1Gi"}}, {"storage": {"size": "2Gi"}}, None),
     ("scaled", {"replicas": 3}, {"replicas": 5}, None),
-    ("TLS provider changed", {"tls": {"provider": "auto"}}, {"tls": {"provider": "disabled"}}, None),
+    ("TLS provider changed", {"tls": {"provider": "auto"}}, {"tls": {"provider": "disabled"}}, "spec.tls.provider is immutable"),
 ]
 
 
