@@ -1,8 +1,10 @@
 """Leaving: is this pod scaled away or only restarting, and what to do about it.
 
 Restart is not leave: SIGTERM also comes with rolling updates, drains and evictions.
-Only a pod whose ordinal the workload no longer keeps (or that the operator marked)
-removes its member; every terminating leader hands leadership away first.
+Only a pod whose ordinal the workload no longer keeps removes its member; every
+terminating leader hands leadership away first. The operator's scale-away mark on the
+pod is reported but never decides on its own: a plan can change its mind between the
+mark and the workload write, and a restart in that window must keep its member.
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ from .quorum import safe_to_remove
 _FALSE = ("", "false", "0", "no")
 
 
+def _marked(pod: Mapping[str, Any]) -> bool:
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    mark = annotations.get(contract.ANNOTATION_SCALE_AWAY)
+    return mark is not None and str(mark).strip().lower() not in _FALSE
+
+
 @dataclass(frozen=True)
 class Fate:
     scaled_away: bool
@@ -27,18 +35,17 @@ class Fate:
 
 
 def fate(ordinal: int, backend: Backend, workload: Mapping[str, Any] | None, pod: Mapping[str, Any]) -> Fate:
-    """Scaled away or restarting, from the workload object and our own pod."""
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    mark = annotations.get(contract.ANNOTATION_SCALE_AWAY)
+    """Scaled away or restarting: the workload object decides, our own pod's mark only explains."""
     if workload is None:
         return Fate(False, "the workload is gone (cluster deletion): keep the membership")
     if (workload.get("metadata") or {}).get("deletionTimestamp"):
         return Fate(False, "the workload is being deleted (cluster deletion): keep the membership")
-    if mark is not None and str(mark).strip().lower() not in _FALSE:
-        return Fate(True, f"the operator marked this pod with {contract.ANNOTATION_SCALE_AWAY}")
     kept = backend.kept(workload)
     if ordinal not in kept:
         return Fate(True, f"ordinal {ordinal} is not among the kept ordinals {kept}")
+    if _marked(pod):
+        return Fate(False, f"ordinal {ordinal} is kept {kept} although marked {contract.ANNOTATION_SCALE_AWAY} "
+                           f"(a stale mark): restarting, keep the membership")
     return Fate(False, f"ordinal {ordinal} is kept {kept}: restarting, keep the membership")
 
 

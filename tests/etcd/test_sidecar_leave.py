@@ -58,13 +58,13 @@ async def test_scale_in_of_the_leader_hands_off_first(make_lab) -> None:
           f"leave took {result['seconds']} s")
 
 
-async def test_operator_mark_scales_a_pod_away_whatever_the_replicas(make_lab) -> None:
+async def test_a_stale_scale_away_mark_never_removes_a_restarting_member(make_lab) -> None:
     lab = make_lab(replicas=3)
     await grow(lab, 3)
-    lab.annotate_pod(1, {contract.ANNOTATION_SCALE_AWAY: "true"})
+    lab.annotate_pod(1, {contract.ANNOTATION_SCALE_AWAY: "true"})  # the workload still keeps ordinal 1
     result = lab.pod(1).terminate()
-    assert result is not None and result["removed"], result
-    assert sorted(m.name for m in await lab.members(0, 2)) == ["demo-0", "demo-2"]
+    assert result is not None and not result["removed"] and "stale mark" in result["reason"], result
+    assert sorted(m.name for m in await lab.members(0, 2)) == ["demo-0", "demo-1", "demo-2"]
 
 
 async def test_scaled_away_member_stays_when_removal_would_lose_quorum(make_lab) -> None:

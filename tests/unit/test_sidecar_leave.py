@@ -51,10 +51,15 @@ def test_advanced_statefulset_respects_reserved_ordinals(ordinal, replicas, rese
     assert fate(ordinal, ADVANCED_STATEFULSET, sts(replicas, reserved), pod()).scaled_away is away
 
 
-@pytest.mark.parametrize(("value", "away"), [("true", True), ("True", True), ("1", True), ("false", False),
-                                             ("", False)])
-def test_operator_mark_is_authoritative(value: str, away: bool) -> None:
-    assert fate(1, STATEFULSET, sts(3), pod(value)).scaled_away is away
+@pytest.mark.parametrize("value", ["true", "True", "1", "false", ""])
+def test_operator_mark_alone_never_removes_a_kept_member(value: str) -> None:
+    got = fate(1, STATEFULSET, sts(3), pod(value))
+    assert not got.scaled_away
+    assert ("stale mark" in got.reason) is (value.lower() in ("true", "1"))
+
+
+def test_marked_and_not_kept_is_scaled_away() -> None:
+    assert fate(1, ADVANCED_STATEFULSET, sts(2, [1]), pod("true")).scaled_away
 
 
 def test_cluster_deletion_keeps_membership() -> None:
