@@ -141,7 +141,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
     plan = planner.plan(cluster.name, backend, cluster.replicas, current, members, now)
 
     problem = None
-    stepping = plan.action in ("create", "scale-in", "scale-out")
+    stepping = plan.action in planner.STEP_REASONS
     due = now.timestamp() - runtime.applied_at.get(key, 0.0) >= runtime.settings.resync_seconds
     write = stepping or forced or due
     try:
@@ -164,12 +164,11 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
                     workload = applied
             runtime.applied_at[key] = now.timestamp()
     except ApiException as error:
+        # Announced once through the Degraded condition, not on every reconcile.
         problem = ("ApplyFailed", api_error_message(error))
-        kopf.warn(body, reason="ApplyFailed", message=problem[1])
 
-    if stepping:
-        reason = {"create": "Creating", "scale-in": "ScalingIn", "scale-out": "ScalingOut"}[plan.action]
-        kopf.event(body, type="Normal", reason=reason, message=plan.message)
+    if stepping and problem is None:
+        kopf.event(body, type="Normal", reason=planner.STEP_REASONS[plan.action], message=plan.message)
         if plan.hand_off_from:
             kopf.event(body, type="Normal", reason="LeaderHandOff",
                       message=f"{plan.hand_off_from} is the leader and is being scaled away: "

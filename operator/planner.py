@@ -16,6 +16,10 @@ from raftset.operator.members import Member
 from raftset.workloads import Backend, kept_ordinals
 
 
+# The Event / condition reason of each step that changes the workload.
+STEP_REASONS = {"create": "Creating", "scale-in": "ScalingIn", "scale-out": "ScalingOut"}
+
+
 @dataclass(frozen=True)
 class Plan:
     """The workload scale to write now, and why."""

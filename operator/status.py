@@ -9,7 +9,7 @@ from typing import Any
 
 from raftset import contract
 from raftset.operator.members import Member
-from raftset.operator.planner import Plan, leader, membership, quorum
+from raftset.operator.planner import STEP_REASONS, Plan, leader, membership, quorum
 from raftset.operator.spec import Cluster
 
 
@@ -70,8 +70,8 @@ def conditions(
                               f"{state.healthy_voters} of {len(kept)} members healthy, "
                               f"{needed} needed")
 
-    if plan.action in ("create", "scale-in", "scale-out"):
-        progressing = Condition("Progressing", True, _reason(plan.action), plan.message)
+    if plan.action in STEP_REASONS:
+        progressing = Condition("Progressing", True, STEP_REASONS[plan.action], plan.message)
     elif plan.action == "wait" or not state.settled:
         message = plan.message if plan.action == "wait" else state.describe()
         progressing = Condition("Progressing", True, "Waiting", message)
@@ -84,10 +84,6 @@ def conditions(
             and (now - unavailable_since).total_seconds() >= UNAVAILABLE_GRACE_SECONDS:
         degraded = Condition("Degraded", True, available.reason, available.message)
     return [available, progressing, degraded]
-
-
-def _reason(action: str) -> str:
-    return {"create": "Creating", "scale-in": "ScalingIn", "scale-out": "ScalingOut"}[action]
 
 
 def merge_conditions(
