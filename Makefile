@@ -41,7 +41,7 @@ run: deps controlplane
 	$(PY) -m raftset.devcluster run --overlay $(OVERLAY)
 
 bench: deps controlplane
-	$(PY) -m bench
+	$(PY) -m tests.bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

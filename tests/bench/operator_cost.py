@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from tests.bench.stats import percentile
-from tests.operator_harness import ROOT, Operator, api, kubectl, wait_for
+from tests.operator_harness import ROOT, Operator, api, heartbeat_lease, kubectl, wait_for
 
 COLUMNS = ("clusters", "create_s", "rss_mib", "cpu_rest_pct", "spec_changes", "spec_to_patch_p50_ms",
            "spec_to_patch_p95_ms", "spec_to_patch_max_ms")
@@ -46,21 +46,21 @@ class Heartbeats(threading.Thread):
         self.leases = client.CoordinationV1Api(api_client)
         self.namespace = namespace
         self.clusters: list[str] = []
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     def run(self) -> None:
         deadline = time.monotonic() + 3600
-        while not self._stop.is_set() and time.monotonic() < deadline:
+        while not self._done.is_set() and time.monotonic() < deadline:
             started = time.monotonic()
             clusters = list(self.clusters)
             for i, name in enumerate(clusters):
-                if self._stop.is_set():
+                if self._done.is_set():
                     return
                 self._renew(name)
                 # Spread the renewals over the interval, as independent sidecars would.
-                self._stop.wait(max(0.0, started + (i + 1) * HEARTBEAT_S / len(clusters) - time.monotonic()))
+                self._done.wait(max(0.0, started + (i + 1) * HEARTBEAT_S / len(clusters) - time.monotonic()))
             if not clusters:
-                self._stop.wait(0.5)
+                self._done.wait(0.5)
 
     def write_now(self, names: Sequence[str]) -> None:
         for name in names:
@@ -83,7 +83,7 @@ class Heartbeats(threading.Thread):
                 return
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join(30)
 
 

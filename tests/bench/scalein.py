@@ -274,12 +274,13 @@ def timeline(run: Run, before_s: float = 1.0) -> list[Sample]:
 
 
 async def bench(kubeconfig: str, workdir: Path, sizes: Sequence[tuple[int, int]], repetitions: int,
-                baseline_s: float, log: Callable[[str], None] = print) -> list[Run]:
+                baseline_s: float, strategies: Sequence[str] = STRATEGIES,
+                log: Callable[[str], None] = print) -> list[Run]:
     """Every strategy x size x repetition; strategies interleave so machine noise hits all alike."""
     runs: list[Run] = []
     for start, target in sizes:
         for repetition in range(repetitions):
-            for strategy in STRATEGIES:
+            for strategy in strategies:
                 t = time.monotonic()
                 run = await run_once(kubeconfig, workdir / f"{strategy}-{start}to{target}-{repetition}",
                                      strategy, start, target, repetition, baseline_s)

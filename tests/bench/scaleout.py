@@ -23,14 +23,12 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from raftset.etcdclient import EtcdClientError, MemberClient
-from tests.bench.labs import PRODUCT_DEFAULTS, grow
 from tests.etcd.harness import Lab, _stop
 
-COLUMNS = ("data_mib", "db_size_mib", "sidecar_join_s", "baseline_join_s")
+COLUMNS = ("data_mib", "db_size_mib", "sidecar_join_s", "sidecar_store_started_s", "baseline_join_s")
 VALUE_BYTES = 1024 * 1024 - 1024  # below etcd's 1.5 MiB request limit, a MiB per put with overhead
 BASELINE_HOST = "200"  # 127.a.b.200: outside the sidecars' peer URL template (127.a.b.1<ordinal>)
 POLL_S = 0.05
@@ -76,18 +74,20 @@ async def _wait_caught_up(lab: Lab, peer_url: str, client_url: str, index: int, 
     raise AssertionError(f"{client_url} not voting and caught up with index {index} after {timeout:.0f}s")
 
 
-async def sidecar_join(lab: Lab) -> float:
+async def sidecar_join(lab: Lab) -> tuple[float, float]:
+    """(seconds to voting and caught up, seconds until the store could start: learner added)."""
     pod = lab.pod(3)
     lab.scale(4)
     index, _ = await _cluster_index(lab)
     t0 = time.monotonic()
     pod.start(timeout=120)
+    store_started = time.monotonic()
     done = await _wait_caught_up(lab, f"http://{pod.ip}:2380", pod.client_url, index)
     lab.scale(3)
     result = pod.terminate()
     assert result and result.get("removed"), f"the joined member did not leave: {result}"
     shutil.rmtree(pod.root)
-    return done - t0
+    return done - t0, store_started - t0
 
 
 def _member_add(lab: Lab, name: str, peer: str, timeout: float = 30) -> str:
@@ -132,26 +132,23 @@ async def baseline_join(lab: Lab, name: str) -> float:
     return done - t0
 
 
-async def bench(kubeconfig: str, workdir: Path, sizes_mib: Sequence[int],
-                log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    lab = Lab(kubeconfig, workdir, replicas=3, env_extra=PRODUCT_DEFAULTS)
+async def measure(lab: Lab, sizes_mib: Sequence[int], settle_s: float = SETTLE_S,
+                  log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Both joins at each size, on `lab`: three grown members, ordinals 0-2."""
     rows: list[dict[str, Any]] = []
-    try:
-        await grow(lab, 3)
-        have = 0
-        for size in sorted(sizes_mib):
-            await _fill(lab, size, have)
-            have = size
-            await asyncio.sleep(SETTLE_S)
-            _, db_size = await _cluster_index(lab)  # after bbolt's batched commits
-            base = await baseline_join(lab, f"base-{size}")
-            await asyncio.sleep(SETTLE_S)
-            side = await sidecar_join(lab)
-            rows.append({"data_mib": size, "db_size_mib": round(db_size / 2**20, 1),
-                         "sidecar_join_s": round(side, 3), "baseline_join_s": round(base, 3)})
-            log(f"  scale-out {size} MiB (db {db_size / 2**20:.0f} MiB): sidecar {side:.2f}s, "
-                f"etcdctl by hand {base:.2f}s")
-    finally:
-        lab.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+    have = 0
+    for size in sorted(sizes_mib):
+        await _fill(lab, size, have)
+        have = size
+        await asyncio.sleep(max(settle_s, 1.0))
+        _, db_size = await _cluster_index(lab)  # after bbolt's batched commits
+        base = await baseline_join(lab, f"base-{size}")
+        await asyncio.sleep(settle_s)
+        side, store_started = await sidecar_join(lab)
+        await asyncio.sleep(settle_s)
+        rows.append({"data_mib": size, "db_size_mib": round(db_size / 2**20, 1),
+                     "sidecar_join_s": round(side, 3), "sidecar_store_started_s": round(store_started, 3),
+                     "baseline_join_s": round(base, 3)})
+        log(f"  scale-out {size} MiB (db {db_size / 2**20:.0f} MiB): sidecar {side:.2f}s, "
+            f"etcdctl by hand {base:.2f}s")
     return rows

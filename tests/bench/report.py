@@ -1,0 +1,372 @@
+"""Results files, plots and docs/benchmarks.md from what the benchmarks measured."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
+import psutil  # noqa: E402
+
+from raftset.devcluster import versions  # noqa: E402
+from tests.bench import footprint, operator_cost, scalein, scaleout  # noqa: E402
+from tests.bench.scalein import STRATEGIES, Run  # noqa: E402
+
+TABLES: dict[str, tuple[str, ...]] = {
+    "scale_in": scalein.COLUMNS,
+    "scale_out": scaleout.COLUMNS,
+    "operator": operator_cost.COLUMNS,
+    "footprint": footprint.COLUMNS,
+}
+SUMMARY_COLUMNS = ("strategy", "from_members", "to_members", "repetitions", "failed_writes_total",
+                   "failed_writes_max", "longest_stall_median_s", "longest_stall_max_s", "write_p50_ms",
+                   "write_p99_ms", "failed_reads_total", "leader_changes_total", "scale_in_median_s")
+LABELS = {
+    "a-builtin-no-handoff": "(a) builtin, no hand-off",
+    "b-builtin-sidecar-handoff": "(b) builtin + sidecar",
+    "c-advanced-planner": "(c) Advanced + planner",
+    "r-builtin-sigkill": "(r) builtin, SIGKILL",
+}
+COLORS = {"a-builtin-no-handoff": "#8c8c8c", "b-builtin-sidecar-handoff": "#1f77b4",
+          "c-advanced-planner": "#2ca02c", "r-builtin-sigkill": "#d62728"}
+
+
+def _run(cmd: Sequence[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    root = Path(__file__).resolve().parents[2]
+    etcd = _run(["etcd", "--version"]).splitlines()
+    return {
+        "cpu_model": model or platform.processor(),
+        "logical_cpus": psutil.cpu_count(),
+        "physical_cpus": psutil.cpu_count(logical=False),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": sys.version.split()[0],
+        "etcd": etcd[0].split(":")[-1].strip() if etcd else "",
+        "kubernetes": versions.KUBERNETES,
+        "openkruise": versions.KRUISE,
+        "kwok": versions.KWOK,
+        "raftset_commit": _run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"]),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One line per strategy and size over the repetitions."""
+    out = []
+    keys = sorted({(r["from_members"], r["to_members"]) for r in rows}, key=lambda k: k[0])
+    for start, target in keys:
+        for strategy in STRATEGIES:
+            rs = [r for r in rows if r["strategy"] == strategy and r["from_members"] == start]
+            if not rs:
+                continue
+            stalls = [r["longest_stall_s"] for r in rs]
+            out.append({
+                "strategy": strategy, "from_members": start, "to_members": target, "repetitions": len(rs),
+                "failed_writes_total": sum(r["failed_writes"] for r in rs),
+                "failed_writes_max": max(r["failed_writes"] for r in rs),
+                "longest_stall_median_s": round(statistics.median(stalls), 3),
+                "longest_stall_max_s": round(max(stalls), 3),
+                "write_p50_ms": round(statistics.median(r["write_p50_ms"] for r in rs), 2),
+                "write_p99_ms": round(statistics.median(r["write_p99_ms"] for r in rs), 2),
+                "failed_reads_total": sum(r["failed_reads"] for r in rs),
+                "leader_changes_total": sum(r["leader_changes"] for r in rs),
+                "scale_in_median_s": round(statistics.median(r["scale_in_s"] for r in rs), 3),
+            })
+    return out
+
+
+def write_results(out: Path, results: Mapping[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    for name, columns in {**TABLES, "scale_in_summary": SUMMARY_COLUMNS}.items():
+        with open(out / f"{name}.csv", "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=columns)
+            writer.writeheader()
+            for row in results[name]:
+                writer.writerow({c: row[c] for c in columns})
+
+
+# --- plots ---
+
+def _present(strategies: Sequence[str]) -> list[str]:
+    return [s for s in STRATEGIES if s in set(strategies)]
+
+
+def plot_stalls(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    sizes = sorted({(r["from_members"], r["to_members"]) for r in rows})
+    strategies = _present([r["strategy"] for r in rows])
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    width = 0.8 / len(strategies)
+    for axis, metric, title in ((axes[0], "longest_stall_s", "Longest write stall (s, log scale)"),
+                                (axes[1], "failed_writes", "Failed writes")):
+        for i, strategy in enumerate(strategies):
+            for j, (start, _target) in enumerate(sizes):
+                values = [r[metric] for r in rows if r["strategy"] == strategy and r["from_members"] == start]
+                if not values:
+                    continue
+                x = j + (i - (len(strategies) - 1) / 2) * width
+                worst = max(values)
+                axis.bar(x, worst, width * 0.9, color=COLORS[strategy], label=LABELS[strategy] if j == 0 else None)
+                axis.scatter([x] * len(values), values, s=12, color="black", zorder=3)
+                axis.annotate(f"{worst:.2f}" if metric == "longest_stall_s" else str(worst), (x, worst),
+                              ha="center", va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
+        axis.set_xticks(range(len(sizes)), [f"{a}\u2192{b} members" for a, b in sizes])
+        axis.set_title(f"{title}\nbar = worst repetition, dots = each", fontsize=10)
+        axis.grid(axis="y", alpha=0.3)
+    axes[0].set_yscale("log")
+    axes[0].set_ylim(0.005, 10)
+    top = max([r["failed_writes"] for r in rows] + [1])
+    axes[1].set_ylim(0, top * 1.25 + 0.5)
+    axes[1].yaxis.get_major_locator().set_params(integer=True)
+    axes[0].legend(fontsize=8, loc="upper left")
+    fig.suptitle("Scale-in with the leader on the highest ordinal, under a writer")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_timelines(runs: Sequence[Run], path: Path) -> None:
+    firsts = [r for r in runs if r.row["repetition"] == 0]
+    sizes = sorted({(r.row["from_members"], r.row["to_members"]) for r in firsts})
+    strategies = _present([r.row["strategy"] for r in firsts])
+    fig, axes = plt.subplots(len(sizes), len(strategies), figsize=(4 * len(strategies), 2.9 * len(sizes)),
+                             sharey=True, squeeze=False)
+    for i, (start, _target) in enumerate(sizes):
+        for j, strategy in enumerate(strategies):
+            axis = axes[i][j]
+            run = next((r for r in firsts if r.row["strategy"] == strategy and r.row["from_members"] == start), None)
+            if run is None:
+                axis.set_visible(False)
+                continue
+            samples = scalein.timeline(run)
+            ok = [s for s in samples if s.ok]
+            bad = [s for s in samples if not s.ok]
+            axis.axvspan(0, run.row["scale_in_s"], color="#ffe9a8", label="scale-in in progress")
+            axis.scatter([s.start for s in ok], [max(0.1, (s.end - s.start) * 1000) for s in ok],
+                         s=3, color=COLORS[strategy], label="write ok")
+            axis.scatter([s.start for s in bad], [max(0.1, (s.end - s.start) * 1000) for s in bad],
+                         s=30, marker="x", color="red", label="write failed")
+            axis.set_yscale("log")
+            axis.set_ylim(0.3, 3000)
+            axis.set_title(f"{LABELS[strategy]}, {start}\u2192{run.row['to_members']}\n"
+                           f"stall {run.row['longest_stall_s']:.2f}s, failed {run.row['failed_writes']}",
+                           fontsize=9)
+            axis.grid(alpha=0.3)
+            if i == len(sizes) - 1:
+                axis.set_xlabel("seconds since the scale-in began")
+            if j == 0:
+                axis.set_ylabel("put latency (ms)")
+    axes[0][0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Every put around the scale-in (first repetition)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def plot_scale_out(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    fig, axis = plt.subplots(figsize=(7, 4))
+    xs = list(range(len(rows)))
+    bars = (
+        (-0.2, "sidecar_join_s", "sidecar: to voting and caught up", COLORS["b-builtin-sidecar-handoff"]),
+        (-0.2, "sidecar_store_started_s", "sidecar: until etcd starts (learner added)", "#9ecae1"),
+        (0.2, "baseline_join_s", "etcdctl member add + etcd by hand", "#8c8c8c"),
+    )
+    for offset, key, label, color in bars:
+        values = [r[key] for r in rows]
+        axis.bar([x + offset for x in xs], values, 0.38, label=label, color=color)
+        if key != "sidecar_store_started_s":
+            for x, v in zip(xs, values):
+                axis.annotate(f"{v:.2f}s", (x + offset, v), ha="center", va="bottom", fontsize=8,
+                              xytext=(0, 2), textcoords="offset points")
+    top = max([r["sidecar_join_s"] for r in rows] + [r["baseline_join_s"] for r in rows] + [0.1])
+    axis.set_ylim(0, top * 1.45)
+    axis.set_xticks(xs, [f"{r['data_mib']} MiB\n(db {r['db_size_mib']} MiB)" for r in rows])
+    axis.set_ylabel("seconds")
+    axis.set_title("Scale-out: a fourth member joins, from an empty volume")
+    axis.legend(fontsize=8, loc="upper left")
+    axis.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_operator(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
+    clusters = [r["clusters"] for r in rows]
+    left.plot(clusters, [r["rss_mib"] for r in rows], "o-", color="#1f77b4", label="RSS (MiB)")
+    left.set_xlabel("clusters")
+    left.set_ylabel("RSS (MiB)", color="#1f77b4")
+    twin = left.twinx()
+    twin.plot(clusters, [r["cpu_rest_pct"] for r in rows], "s--", color="#d62728", label="CPU at rest (%)")
+    twin.set_ylabel("CPU at rest (% of one core)", color="#d62728")
+    left.set_ylim(bottom=0)
+    twin.set_ylim(bottom=0)
+    left.set_title("Operator process at rest")
+    left.grid(alpha=0.3)
+    right.plot(clusters, [r["spec_to_patch_p50_ms"] for r in rows], "o-", label="p50")
+    right.plot(clusters, [r["spec_to_patch_p95_ms"] for r in rows], "s--", label="p95")
+    right.set_xlabel("clusters")
+    right.set_ylabel("ms")
+    right.set_ylim(bottom=0)
+    right.set_title("Spec change \u2192 StatefulSet patched")
+    right.legend(fontsize=8)
+    right.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+PLOTS = ("scale-in-stalls.png", "scale-in-timeline.png", "scale-out.png", "operator.png")
+
+
+def plots(out: Path, results: Mapping[str, Any], runs: Sequence[Run]) -> None:
+    plot_stalls(results["scale_in"], out / PLOTS[0])
+    plot_timelines(runs, out / PLOTS[1])
+    plot_scale_out(results["scale_out"], out / PLOTS[2])
+    plot_operator(results["operator"], out / PLOTS[3])
+
+
+# --- the page ---
+
+def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], labels: Mapping[str, str] | None = None) -> str:
+    def cell(column: str, value: Any) -> str:
+        return (labels or {}).get(value, str(value)) if column == "strategy" else str(value)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(c, r[c]) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def markdown(results: Mapping[str, Any], doc: Path, out: Path) -> str:
+    m = results["machine"]
+    rel = os.path.relpath(out, doc.parent)
+    img = {name: f"{rel}/{name}" for name in PLOTS}
+    summary = results["scale_in_summary"]
+    p = results["params"]
+    return f"""# Benchmarks
+
+Generated by `make bench` (`python -m tests.bench{' --smoke' if results['smoke'] else ''}`) on
+{results['finished']}; {results['duration_s']:.0f} s in all. Raw results:
+[`results.json`]({rel}/results.json) and one CSV per table in [`{rel}/`]({rel}/).
+These are single-machine numbers from a shared 2-core box: compare the strategies with
+each other (they ran interleaved, side by side in one run), not with other machines.
+
+## Machine
+
+| | |
+|---|---|
+| CPU | {m['cpu_model']} ({m['logical_cpus']} logical, {m['physical_cpus']} physical) |
+| Memory | {m['memory_gib']} GiB |
+| OS / Python | {m['os']} / {m['python']} |
+| etcd | {m['etcd']} (Debian) |
+| Control plane | Kubernetes {m['kubernetes']}, OpenKruise {m['openkruise']}, kwok {m['kwok']} |
+| raftset commit | {m['raftset_commit']} |
+| Load average when the run began | {' / '.join(map(str, m['load_average_at_start']))} |
+
+## Scale-in availability (the headline)
+
+Real etcd {m['etcd']} members and the real sidecars on loopback, a real kube-apiserver for
+the workload, pod and Lease objects. Before each scale-in the leader is moved (MoveLeader)
+to the highest ordinal, the one the builtin StatefulSet deletes first. A writer puts keys
+one at a time (1 s timeout per put, a 5 ms pause between puts) and a reader does
+linearizable gets; both start on ordinal 0, which every strategy keeps, and move to the
+next endpoint after a failure. The window runs from the first step of the scale-in until
+{scalein.TAIL_S:.0f} s after the last member is gone; leaders are polled from a surviving
+member every 50 ms. etcd runs with its default raft timings (heartbeat 100 ms, election
+1000 ms). {p['repetitions']} repetition(s) per strategy and size, strategies interleaved.
+
+- **(a) builtin, no hand-off**: a plain etcd StatefulSet (the sidecars are killed before
+  the window). Each victim gets SIGTERM, SIGKILL after {scalein.KUBELET_GRACE_S:.0f} s; then the
+  bench itself removes its member with MemberRemove through a survivor as soon as the
+  pod is gone (an administrator's best case). Note that etcd 3.4 hands leadership to a
+  peer by itself when it stops on SIGTERM, so (a) is not a leader crash.
+- **(b) builtin + sidecar**: replicas lowered on the StatefulSet, then each victim is
+  terminated the kubelet way: preStop `/leave` (the sidecar moves leadership to a kept
+  member, then removes its own member), SIGTERM to etcd, then to the sidecar.
+- **(c) Advanced + planner**: the operator's `planner.plan()` reads the heartbeat Leases the
+  sidecars wrote and picks a follower; the bench writes `replicas`/`reserveOrdinals` to the
+  Kruise StatefulSet object as the operator would and terminates that pod the same way.
+  The leader stays where it is.
+- **(r) builtin, SIGKILL** (reference): as (a), but the store is SIGKILLed: an expired grace
+  period, an OOM kill or a lost node, where nobody hands leadership off.
+
+![longest stall and failed writes per strategy]({img[PLOTS[0]]})
+
+{_table(summary, SUMMARY_COLUMNS, LABELS)}
+
+![every put around the scale-in]({img[PLOTS[1]]})
+
+Every repetition:
+
+{_table(results['scale_in'], scalein.COLUMNS, LABELS)}
+
+## Scale-out
+
+A three-member cluster (sidecar settings as the operator renders them by default: the
+sidecar polls its member every 2 s) is filled with incompressible 1 MiB values to each
+size; a fourth member then joins twice from an empty volume. **sidecar**: timed from the
+sidecar process starting (kubelet order: sidecar, startupProbe, store) until the member is
+promoted from learner, started, and has applied every entry the cluster had when the join
+began. **by hand**: `etcdctl member add` (a voting member at once, no learner step) and
+`etcd --initial-cluster-state existing`, timed from the member add to the same condition.
+The by-hand member counts towards quorum before it has any data; the learner does not.
+
+![scale-out times]({img[PLOTS[2]]})
+
+{_table(results['scale_out'], scaleout.COLUMNS)}
+
+## Operator cost
+
+The real operator as a subprocess, default intervals (a reconcile timer every 5 s per
+cluster, a full re-apply every 60 s), on the full local control plane (kube-apiserver,
+controller-manager, scheduler, OpenKruise, kwok). Each cluster is a one-member EtcdCluster
+on the builtin StatefulSet (kwok pods), with a heartbeat Lease renewed every 10 s by a
+stand-in thread (the sidecar's default interval). `create_s`: from applying the new
+clusters until every one has its StatefulSet and an observed status. At rest: CPU
+(user+system) of the operator process over {p['rest_s']:.0f} s and its RSS. Latency: one
+cluster at a time, a label added to `spec.podTemplate.labels`, until the StatefulSet's
+`metadata.generation` moved (polled every 20 ms); {p['spec_changes']} changes per size.
+
+![operator cost]({img[PLOTS[3]]})
+
+{_table(results['operator'], operator_cost.COLUMNS)}
+
+## Sidecar footprint
+
+A settled, idle three-member cluster with the operator's default sidecar settings
+(Lease refresh every 10 s, membership-clean every 30 s, member poll every 2 s); CPU over
+{p['idle_s']:.0f} s. USS is the memory unique to the process (RSS minus shared pages).
+
+{_table(results['footprint'], footprint.COLUMNS)}
+"""
+
+
+def write_doc(doc: Path, out: Path, results: Mapping[str, Any]) -> None:
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(markdown(results, doc, out))

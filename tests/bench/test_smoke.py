@@ -1,0 +1,53 @@
+"""`make bench` cannot rot: its smoke run produces every results file with every column.
+
+Runs `python -m tests.bench --smoke` as `make bench` runs it (its own bare kube-apiserver
+for the real etcd members and sidecars, then a full local control plane for the
+operator); asserts what it wrote, never how fast anything was.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bench import report
+
+pytestmark = pytest.mark.etcd
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    done = subprocess.run([sys.executable, "-m", "tests.bench", "--smoke", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"smoke run failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+    results = json.loads((out / "results.json").read_text())
+    assert results["smoke"] is True
+    assert results["machine"]["logical_cpus"] >= 1 and results["machine"]["etcd"]
+    tables = {**report.TABLES, "scale_in_summary": report.SUMMARY_COLUMNS}
+    for name, columns in tables.items():
+        rows = results[name]
+        assert rows, f"{name}: no rows"
+        for row in rows:
+            missing = [c for c in columns if row.get(c) is None]
+            assert not missing, f"{name}: {missing} missing in {row}"
+        with open(out / f"{name}.csv", newline="") as fh:
+            reader = csv.DictReader(fh)
+            assert tuple(reader.fieldnames or ()) == columns
+            assert len(list(reader)) == len(rows)
+    assert {r["strategy"] for r in results["scale_in"]} >= {
+        "a-builtin-no-handoff", "b-builtin-sidecar-handoff", "c-advanced-planner"}
+    for png in report.PLOTS:
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+    page = (out / "benchmarks.md").read_text()
+    for heading in ("## Machine", "## Scale-in availability", "## Scale-out", "## Operator cost",
+                    "## Sidecar footprint"):
+        assert heading in page
+    assert all(f"]({png}" in page or f"/{png})" in page for png in report.PLOTS)
