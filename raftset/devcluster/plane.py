@@ -345,13 +345,28 @@ def _nodes_ready(plane: Plane, names: list[str]) -> bool:
     return set(names) <= ready
 
 
+def kwok_pod_stages() -> list[dict]:
+    """kwok's default ("fast") pod stages, except that a terminating pod is deleted only once
+    its finalizers are gone: kwok's own stage strips them, which no kubelet does, and the pod
+    runner (raftset.devcluster.podrunner) holds a pod by a finalizer through its termination."""
+    fast = build.module_source(build.KWOK, "sigs.k8s.io/kwok") / "kustomize" / "stage" / "pod" / "fast"
+    stages = [yaml.safe_load((fast / f"pod-{name}.yaml").read_text()) for name in ("ready", "complete", "delete")]
+    delete = stages[-1]["spec"]
+    delete["selector"]["matchExpressions"].append({"key": ".metadata.finalizers", "operator": "DoesNotExist"})
+    delete["next"].pop("finalizers")
+    return stages
+
+
 def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int) -> procs.Proc:
     port = net.free_port(plane.host)
+    stages = plane.workdir / "kwok-stages.yaml"
+    stages.write_text(yaml.safe_dump_all(kwok_pod_stages(), sort_keys=False))
     proc = sup.start(
         "kwok",
         [
             str(build.KWOK.binary("kwok")),
             f"--kubeconfig={plane.kubeconfig}",
+            f"--config={stages}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
             f"--cidr={plane.block.pod_cidr}",
