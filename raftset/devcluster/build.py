@@ -229,7 +229,3 @@ def ensure(component: Component, log: Callable[[str], None] = print) -> float:
 def ensure_all(components: tuple[Component, ...] = COMPONENTS, log: Callable[[str], None] = print) -> dict[str, float]:
     return {c.name: ensure(c, log) for c in components}
 
-
-def missing(components: tuple[Component, ...] = COMPONENTS) -> list[str]:
-    """Binaries not in the cache; tests report these instead of skipping."""
-    return [str(c.binary(b)) for c in components for b in c.binaries if not os.access(c.binary(b), os.X_OK)]
