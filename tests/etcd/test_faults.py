@@ -1,0 +1,72 @@
+"""Faults with real etcd and real sidecars: a partitioned member, a rolling restart.
+
+Neither may cost a member: a partitioned member is still desired (the workload keeps
+its ordinal), and a restarting pod is not leaving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from tests.etcd.harness import Writer, wait_for
+from tests.etcd.test_sidecar_join import grow
+
+pytestmark = pytest.mark.etcd
+
+STALL_BOUND_S = 5.0
+
+
+def member_ids(members: list) -> set[str]:
+    return {f"{m.id:x}" for m in members}
+
+
+async def test_partitioned_member_is_kept_and_catches_up(make_lab) -> None:
+    lab = make_lab(replicas=3, clean_grace=2.0)
+    await grow(lab, 3)
+    await lab.move_leader_to(0)
+    before = member_ids(await lab.members(0))
+    store = lab.pod(2).store
+    assert store is not None
+    writer = Writer([lab.pod(0).client_url, lab.pod(1).client_url])
+    writer.start()
+    os.kill(store.pid, signal.SIGSTOP)  # unreachable: no answer to peers or clients
+    try:
+        wait_for(lambda: not lab.pod(2).ready(), 20, "the partitioned member to report not ready")
+        await asyncio.sleep(6)  # three clean grace periods, many clean rounds
+        assert member_ids(await lab.members(0)) == before, "clean removed a desired member"
+    finally:
+        os.kill(store.pid, signal.SIGCONT)
+    lab.pod(2).wait_ready()
+    writer.stop()
+    assert writer.failed == 0, writer.errors[:5]
+    assert writer.longest_stall < STALL_BOUND_S, f"writes stalled {writer.longest_stall:.2f}s"
+    await lab.wait_voting(3)
+    assert member_ids(await lab.members(2)) == before
+    assert not any("clean: removed member" in lab.pod(o).sidecar_log.read_text() for o in range(3))
+
+
+async def test_rolling_restart_keeps_every_member_and_writes_flow(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    await grow(lab, 3)
+    await lab.move_leader_to(1)
+    before = member_ids(await lab.members(0))
+    writer = Writer([lab.pod(o).client_url for o in range(3)])
+    writer.start()
+    # The StatefulSet's rolling update: highest ordinal first, one pod at a time, each
+    # back and ready before the next; replicas never change.
+    for ordinal in (2, 1, 0):
+        pod = lab.pod(ordinal)
+        result = pod.terminate()
+        assert result is not None and not result["removed"], result
+        pod.start()
+        pod.wait_ready()
+        await lab.wait_voting(3)
+    writer.stop()
+    assert member_ids(await lab.members(0)) == before
+    assert writer.failed == 0, writer.errors[:5]
+    assert writer.longest_stall < STALL_BOUND_S, f"writes stalled {writer.longest_stall:.2f}s"
+    assert writer.ok > 100
