@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from raftset import contract
 from raftset.devcluster import build, net, plane
+from raftset.devcluster.podrunner import PodRunner, pod_ip
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,19 +71,23 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _kubectl(kubeconfig: str, *args: str) -> None:
-    subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args], check=True)
+def _kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> None:
+    subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args], input=stdin, text=True, check=True)
 
 
-def _install(kubeconfig: str, overlay: str) -> None:
-    """CRDs and the overlay's RBAC/config; falls back to bare CRDs while kustomize/ is incomplete."""
-    overlay_dir = REPO / "kustomize" / "overlays" / overlay
-    if (overlay_dir / "kustomization.yaml").is_file():
-        _kubectl(kubeconfig, "apply", "--server-side", "-k", str(overlay_dir))
-    elif (REPO / "crds").is_dir():
-        _kubectl(kubeconfig, "apply", "--server-side", "-f", str(REPO / "crds"))
+def _install(kubeconfig: str, overlay: str) -> dict[str, str]:
+    """The overlay minus its operator Deployment (no image here: the operator runs as a local
+    process); returns the plain env the Deployment gives the operator (its default kind)."""
+    rendered = subprocess.run(["kubectl", "kustomize", str(REPO / "kustomize" / "overlays" / overlay)],
+                              capture_output=True, text=True, check=True).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    rest = [d for d in docs if d["kind"] != "Deployment"]
+    _kubectl(kubeconfig, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(rest))
     crds = [f"crd/{plural}.{contract.GROUP}" for plural in (contract.PLURAL_ETCD, contract.PLURAL_XLINE)]
     _kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *crds)
+    containers = [c for d in deployments for c in d["spec"]["template"]["spec"]["containers"]]
+    return {e["name"]: e["value"] for c in containers for e in c.get("env") or [] if "value" in e}
 
 
 def _operator_command(configured: str | None, host: str) -> list[str]:
@@ -89,29 +98,76 @@ def _operator_command(configured: str | None, host: str) -> list[str]:
     return [sys.executable, "-m", "raftset.operator", "--liveness", liveness]
 
 
-def _apply_samples(kubeconfig: str) -> None:
-    samples = REPO / "kustomize" / "samples"
-    if (samples / "kustomization.yaml").is_file():
-        _kubectl(kubeconfig, "apply", "-k", str(samples))
-    elif samples.is_dir():
-        _kubectl(kubeconfig, "apply", "-f", str(samples))
+DEMO = "demo"
+
+
+def _demo_cluster() -> dict:
+    return {
+        "apiVersion": contract.API_VERSION,
+        "kind": contract.KIND_ETCD,
+        "metadata": {"name": DEMO, "namespace": "default"},
+        "spec": {
+            "replicas": 3,
+            # The pod runner serves the members on 127.x loopback addresses, which the
+            # operator's certificates (issued for the pods' DNS names) do not name.
+            "tls": {"provider": "disabled"},
+            "storage": {"ephemeral": True},
+        },
+    }
+
+
+def _print_guide(kubeconfig: str, overlay: str, endpoints: str | None, workdir: Path) -> None:
+    kept = ("the leader pod stays: the operator reserves the followers' ordinals (RESERVED)"
+            if overlay == "kruise" else "demo-3 and demo-4 go; a leader among them hands leadership off first")
+    guide = f"""
+raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + etcd per pod)' if endpoints else ''}.
+
+  export KUBECONFIG={kubeconfig}
+  kubectl get etcdc                          # READY 3/3 and the LEADER, from the members' heartbeats
+  kubectl get pods -L raftset.dev/role       # one leader, two followers
+  kubectl scale etcdc {DEMO} --replicas=5
+"""
+    if endpoints:
+        guide += f"""
+  # put the leader on the highest ordinal, the one a plain StatefulSet deletes first:
+  export ETCDCTL_ENDPOINTS={endpoints}
+  etcdctl endpoint status -w table           # note the ID of {DEMO}-4 (127.x.y.14)
+  etcdctl move-leader <ID of {DEMO}-4>
+"""
+    guide += f"""
+  kubectl scale etcdc {DEMO} --replicas=3     # {kept}
+  kubectl get etcdc,pods -L raftset.dev/role
+
+logs: {workdir}   Ctrl-C stops everything.
+"""
+    print(guide, flush=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Thin wiring for `make run`; the operator command is configurable with --operator."""
+    """`make run`: a plane (unless $KUBECONFIG), the overlay, the operator, the pod runner, a demo."""
     _raise_on_sigterm()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     p: plane.Plane | None = None
     operator: subprocess.Popen | None = None
+    runner: PodRunner | None = None
     try:
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
             p = plane.start(full=True, log=print)
             kubeconfig = p.kubeconfig
-        _install(kubeconfig, args.overlay)
+        workdir = p.workdir if p else Path(tempfile.mkdtemp(prefix="raftset-run-"))
+        operator_env = _install(kubeconfig, args.overlay)
         command = _operator_command(args.operator, p.host if p else "127.0.0.1")
-        operator = subprocess.Popen(command, env={**os.environ, "KUBECONFIG": kubeconfig})
-        _apply_samples(kubeconfig)
-        print(f"\nexport KUBECONFIG={kubeconfig}\nkubectl get etcdclusters,xlineclusters,pods -A\n", flush=True)
+        with open(workdir / "operator.log", "ab") as out:
+            operator = subprocess.Popen(command, env={**os.environ, **operator_env, "KUBECONFIG": kubeconfig},
+                                        stdout=out, stderr=subprocess.STDOUT)
+        endpoints = None
+        if p is not None:  # kwok pods run nothing: the pod runner plays kubelet for them
+            runner = PodRunner(kubeconfig, workdir / "podrunner").__enter__()
+            prefix = runner.addresses.prefix("default", DEMO)
+            endpoints = ",".join(f"http://{pod_ip(prefix, o)}:{contract.CLIENT_PORT}" for o in range(5))
+        _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(_demo_cluster()))
+        _print_guide(kubeconfig, args.overlay, endpoints, workdir)
         while operator.poll() is None and (p is None or not p.dead()):
             time.sleep(1)
         # Either way it is unexpected: `run` lasts until Ctrl-C/SIGTERM.
@@ -121,6 +177,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("\nstopping", flush=True)
         return 0
     finally:
+        if runner is not None:
+            runner.close()
         if operator is not None and operator.poll() is None:
             operator.terminate()
             try:
@@ -142,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--apiserver-only", action="store_true", help="etcd + kube-apiserver only")
     up.add_argument("--workdir", help="keep certificates, kubeconfig and logs here instead of a temp dir")
     up.set_defaults(func=cmd_up)
-    run = sub.add_parser("run", help="control plane (unless $KUBECONFIG is set) + CRDs/RBAC + operator + samples")
+    run = sub.add_parser("run", help="control plane and pod runner (unless $KUBECONFIG is set) + overlay + operator + demo")
     run.add_argument("--overlay", default="kruise", choices=("kruise", "statefulset"))
     run.add_argument("--operator", help="command that runs the operator (default: python -m raftset.operator)")
     run.set_defaults(func=cmd_run)
