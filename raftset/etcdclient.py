@@ -51,6 +51,10 @@ _CHANNEL_OPTIONS: list[tuple[str, int | str]] = [
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.min_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 2_000),
+    # grpc shares subchannels between channels of one process by default, so a fresh
+    # client to a member that just came back inherited another client's reconnect backoff
+    # and failed at once; each client keeps its own connection state instead.
+    ("grpc.use_local_subchannel_pool", 1),
     ("grpc.enable_retries", 0),
 ]
 
