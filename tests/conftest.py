@@ -25,3 +25,13 @@ def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     with start(workdir=tmp_path_factory.mktemp("control-plane"), full=True) as plane:
         yield plane
+
+
+TIERS = ("unit", "etcd", "k8s", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`make test` selects by tier: a test without one would never run, so refuse it."""
+    untiered = [item.nodeid for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
+    if untiered:
+        raise pytest.UsageError(f"tests without a tier marker {TIERS}: {untiered[:5]}")
