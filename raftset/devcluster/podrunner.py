@@ -220,8 +220,9 @@ class _Worker(threading.Thread):
     def __init__(self, runner: PodRunner, pod: _Pod, env: dict[str, str], engine: engines.Engine) -> None:
         super().__init__(name=f"podrunner {pod.key}", daemon=True)
         self.runner, self.pod, self.env, self.engine = runner, pod, env, engine
-        self.terminating = threading.Event()  # deletionTimestamp seen
-        self.closing = threading.Event()  # the runner stops: stop the processes, keep the member
+        self.terminating = False  # deletionTimestamp seen: the termination path
+        self.closing = False  # the runner stops or the pod vanished: stop the processes, nothing else
+        self._wake = threading.Event()
         self.sidecar: procs.Proc | None = None
         self.store: procs.Proc | None = None
 
@@ -235,8 +236,20 @@ class _Worker(threading.Thread):
         log.info("%s: %s started (pid %d, log %s)", self.pod.key, what, proc.pid, proc.log)
         return proc
 
+    def terminate(self) -> None:
+        self.terminating = True
+        self._wake.set()
+
+    def close(self) -> None:
+        self.closing = True
+        self._wake.set()
+
     def _stopped(self) -> bool:
-        return self.terminating.is_set() or self.closing.is_set()
+        return self._wake.is_set()
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep unless told to stop; True if told."""
+        return self._wake.wait(seconds)
 
     def run(self) -> None:
         try:
@@ -244,7 +257,7 @@ class _Worker(threading.Thread):
             if self._wait_startup():
                 self.store = self._start("store")
                 self._supervise()
-            if self.terminating.is_set() and not self.closing.is_set():
+            if self.terminating and not self.closing:
                 self._terminate()
             else:
                 self._stop_all(grace=10.0)
@@ -261,7 +274,8 @@ class _Worker(threading.Thread):
             if not self.sidecar.alive():
                 log.warning("%s: sidecar exited (%s) before startup:\n%s", self.pod.key,
                             self.sidecar.popen.returncode, self.sidecar.tail(10))
-                self.closing.wait(backoff)
+                if self._sleep(backoff):
+                    break
                 backoff = min(backoff * 2, RESTART_BACKOFF_S[1])
                 self.sidecar = self._start("sidecar")
                 continue
@@ -270,7 +284,7 @@ class _Worker(threading.Thread):
                     return True
             except OSError:
                 pass
-            self.terminating.wait(POLL_S)
+            self._sleep(POLL_S)
         return False
 
     def _supervise(self) -> None:
@@ -279,14 +293,14 @@ class _Worker(threading.Thread):
         while not self._stopped():
             for what in ("sidecar", "store"):
                 proc: procs.Proc = getattr(self, what)
-                if not proc.alive() and not self._stopped():
+                if not proc.alive():
                     log.warning("%s: %s exited (%s); restarting in %.0fs:\n%s", self.pod.key, what,
                                 proc.popen.returncode, backoff[what], proc.tail(5))
-                    if self.terminating.wait(backoff[what]):
-                        break
+                    if self._sleep(backoff[what]):
+                        return
                     backoff[what] = min(backoff[what] * 2, RESTART_BACKOFF_S[1])
                     setattr(self, what, self._start(what))
-            self.terminating.wait(POLL_S)
+            self._sleep(POLL_S)
 
     def _terminate(self) -> None:
         """kubelet's path: preStop GET /leave, SIGTERM the store, then the sidecar, in the grace."""
@@ -309,7 +323,10 @@ class _Worker(threading.Thread):
 
 
 class PodRunner:
-    """Runs the members of raftset's kwok pods until `stop` is set or `close()` is called.
+    """Runs the members of raftset's kwok pods (all namespaces, or one).
+
+    Setting `stop` ends the polling; `close()` (or leaving the `with`) also stops every
+    process the runner started and removes its finalizers, leaving the members as they are.
 
         with PodRunner(plane.kubeconfig, workdir, namespace="demo"):
             ...   # pods of EtcdClusters in "demo" now have real members
@@ -363,7 +380,7 @@ class PodRunner:
             worker = self.workers.get(uid)
             if meta.get("deletionTimestamp"):
                 if worker is not None:
-                    worker.terminating.set()
+                    worker.terminate()
                 elif FINALIZER in (meta.get("finalizers") or []):
                     self._remove_finalizer(meta)  # held by a runner that is gone
             elif worker is None and uid not in self._skipped and (pod.get("spec") or {}).get("nodeName"):
@@ -373,7 +390,7 @@ class PodRunner:
                     log.warning("%s/%s: not started yet: %s", meta["namespace"], meta["name"], exc)
         for uid, worker in list(self.workers.items()):
             if uid not in seen:  # gone without us (finalizer removed by someone else)
-                worker.closing.set()
+                worker.close()
 
     def _begin(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -449,7 +466,7 @@ class PodRunner:
             self._thread.join(timeout=10)
         workers = list(self.workers.values())
         for worker in workers:
-            worker.closing.set()
+            worker.close()
         for worker in workers:
             worker.join(timeout=30)
         self.supervisor.stop_all()
