@@ -1,53 +1,33 @@
-"""A throw-away CA and the certificate files a TLS member mounts (engines.TLSFiles.under)."""
+"""Certificate files for a TLS member, issued by the operator's `auto` provider code.
+
+The CA and the three leaves come from `raftset.operator.certificates` exactly as the
+operator issues them; the only addition is the members' loopback addresses as IP SANs,
+because here members are dialled by address rather than by their pods' DNS names.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
+import dataclasses
+from datetime import datetime, timezone
 from pathlib import Path
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from raftset.operator import certificates
 
-
-def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
-
-
-def _save(out: Path, stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> None:
-    (out / f"{stem}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (out / f"{stem}.key").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+CLUSTER, NAMESPACE = "demo", "default"
+# The mounted file stem of each leaf, as the operator's projected volume names them.
+STEMS = {certificates.SERVER: "server", certificates.PEER: "peer", certificates.CLIENT: "client"}
 
 
 def write_tls_dir(out: Path, ips: list[str]) -> Path:
-    """ca.crt plus server/peer/client pairs valid for `ips`; every leaf serves and dials."""
+    """ca.crt and server/peer/client pairs (engines.TLSFiles names) for members on `ips`."""
     out.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (
-        x509.CertificateBuilder().subject_name(_name("raftset-test-ca")).issuer_name(_name("raftset-test-ca"))
-        .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    (out / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    sans = x509.SubjectAlternativeName(
-        [x509.DNSName("localhost")] + [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips])
-    for stem in ("server", "peer", "client"):
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (
-            x509.CertificateBuilder().subject_name(_name(f"raftset-{stem}")).issuer_name(ca.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .add_extension(sans, critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        _save(out, stem, cert, key)
+    now = datetime.now(timezone.utc)
+    ca = certificates.build_ca(f"{CLUSTER}-ca", now)
+    (out / "ca.crt").write_bytes(ca.cert_pem)
+    for purpose, spec in certificates.leaf_specs(CLUSTER, NAMESPACE, len(ips)).items():
+        if spec.server_auth:
+            spec = dataclasses.replace(spec, ip_addresses=(*spec.ip_addresses, *ips))
+        pair = certificates.issue(ca, spec, now)
+        (out / f"{STEMS[purpose]}.crt").write_bytes(pair.cert_pem)
+        (out / f"{STEMS[purpose]}.key").write_bytes(pair.key_pem)
     return out

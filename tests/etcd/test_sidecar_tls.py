@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from raftset.etcdclient import EtcdClientError, MemberClient
 from tests.etcd.certs import write_tls_dir
 from tests.etcd.harness import Lab
+from tests.etcd.test_sidecar_join import grow
 from tests.etcd.test_sidecar_leave import STALL_BOUND_S, scale_in_under_writer
 
 pytestmark = pytest.mark.etcd
@@ -23,3 +26,19 @@ async def test_tls_cluster_grows_and_scales_in_its_leader(make_lab, tmp_path: Pa
     assert result["removed"] and result["moved_leader_to"] is not None, result
     assert writer.failed == 0, writer.errors[:5]
     assert writer.longest_stall < STALL_BOUND_S
+
+
+async def test_a_client_without_a_certificate_is_refused(make_lab, tmp_path: Path) -> None:
+    lab: Lab = make_lab(replicas=1, tls_dir=str(tmp_path / "tls"))
+    write_tls_dir(tmp_path / "tls", [lab.ip(0)])
+    await grow(lab, 1)
+    url = lab.pod(0).client_url
+    async with MemberClient(url, lab.client_tls(), timeout=3) as with_cert:
+        assert len(await with_cert.member_list()) == 1
+    ca_only = dataclasses.replace(lab.client_tls(), cert=None, key=None)  # trusts the CA, shows no certificate
+    with pytest.raises(EtcdClientError):
+        async with MemberClient(url, ca_only, timeout=3) as anonymous:
+            await anonymous.member_list()
+    with pytest.raises(EtcdClientError):
+        async with MemberClient(url.replace("https://", "http://"), None, timeout=3) as plain:
+            await plain.member_list()
