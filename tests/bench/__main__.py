@@ -15,10 +15,12 @@ import asyncio
 import shutil
 import tempfile
 import time
+import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from raftset.devcluster import start
 from raftset.devcluster.plane import kruise_source
@@ -26,6 +28,7 @@ from tests.bench import footprint, operator_cost, report, scalein, scaleout
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
 from tests.etcd.harness import Lab
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "docs" / "benchmarks"
 
@@ -54,16 +57,31 @@ def log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
-async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params) -> dict[str, Any]:
+class Sections:
+    """Runs each benchmark on its own: one that fails is reported, the others still count."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    async def run(self, name: str, step: Callable[[], Awaitable[T]], default: T) -> T:
+        try:
+            return await step()
+        except Exception as exc:  # noqa: BLE001 - recorded in the results and the exit status
+            log(f"{name} FAILED:\n{traceback.format_exc()}")
+            self.errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            return default
+
+
+async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sections) -> dict[str, Any]:
     log("scale-in availability")
-    runs = await scalein.bench(kubeconfig, work / "scale-in", p.scale_in_sizes, p.repetitions, p.baseline_s,
-                               p.strategies, log)
+    runs = await sections.run("scale-in", lambda: scalein.bench(
+        kubeconfig, work / "scale-in", p.scale_in_sizes, p.repetitions, p.baseline_s, p.strategies, log), [])
     log("sidecar footprint and scale-out")
     lab = Lab(kubeconfig, work / "scale-out", replicas=3, env_extra=PRODUCT_DEFAULTS)
     try:
-        await grow(lab, 3)
-        idle = await footprint.measure(lab, p.idle_s, log)
-        joins = await scaleout.measure(lab, p.data_mib, p.join_settle_s, log)
+        await sections.run("grow", lambda: grow(lab, 3), None)
+        idle = await sections.run("footprint", lambda: footprint.measure(lab, p.idle_s, log), [])
+        joins = await sections.run("scale-out", lambda: scaleout.measure(lab, p.data_mib, p.join_settle_s, log), [])
     finally:
         lab.close()
         shutil.rmtree(work / "scale-out", ignore_errors=True)
@@ -83,16 +101,19 @@ def main(argv: list[str] | None = None) -> None:
     machine = report.machine()
     began = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="raftset-bench-"))
+    logs = Path(tempfile.mkdtemp(prefix="raftset-bench-logs-"))  # the operator's log, kept for a look
+    sections = Sections()
     try:
         log(f"benchmarks ({'smoke' if args.smoke else 'full'}) in {work}")
         with start(workdir=work / "apiserver", full=False) as plane:
             scalein.install_kruise_crd(plane.kubeconfig,
                                        kruise_source() / "config" / "crd" / "bases" / "apps.kruise.io_statefulsets.yaml")
-            etcd = asyncio.run(_etcd_benchmarks(plane.kubeconfig, work, params))
+            etcd = asyncio.run(_etcd_benchmarks(plane.kubeconfig, work, params, sections))
         log("operator cost (full control plane)")
         with start(workdir=work / "control-plane", full=True, nodes=4) as plane:
-            operator = operator_cost.bench(plane.kubeconfig, work / "operator", params.cluster_counts,
-                                           params.spec_changes, params.rest_s, log)
+            operator = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
+                operator_cost.bench, plane.kubeconfig, logs / "operator", params.cluster_counts,
+                params.spec_changes, params.rest_s, log), []))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = [run.row for run in etcd["runs"]]
@@ -107,15 +128,19 @@ def main(argv: list[str] | None = None) -> None:
         "scale_out": etcd["scale_out"],
         "operator": operator,
         "footprint": etcd["footprint"],
+        "errors": sections.errors,
     }
     report.write_results(out, results)
     report.plots(out, results, etcd["runs"])
     report.write_doc(doc, out, results)
     log(f"results in {out}, page {doc} ({results['duration_s']:.0f}s)")
+    log(f"the operator's log: {logs / 'operator' / 'operator.log'}")
     for r in results["scale_in_summary"]:
         log(f"  {r['strategy']:<26} {r['from_members']}->{r['to_members']}: failed writes {r['failed_writes_total']}"
             f" (max {r['failed_writes_max']}/run), longest stall median {r['longest_stall_median_s']}s"
             f" max {r['longest_stall_max_s']}s, leader changes {r['leader_changes_total']}")
+    if sections.errors:
+        raise SystemExit("failed: " + "; ".join(sections.errors))
 
 
 if __name__ == "__main__":
