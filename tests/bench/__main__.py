@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, its results files, plots and docs/benchmarks.md.
 
-    python -m tests.bench [--smoke] [--out DIR] [--doc FILE]
+    python -m tests.bench [--smoke] [--out DIR] [--doc FILE] [--page-only]
 
 The etcd benchmarks run against a bare kube-apiserver of their own (with OpenKruise's
 StatefulSet CRD, so the sidecars can read an Advanced StatefulSet); the operator's cost
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import shutil
 import tempfile
 import time
@@ -94,10 +95,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results files and plots")
     parser.add_argument("--doc", type=Path, help="the page (default docs/benchmarks.md, or OUT/benchmarks.md "
                                                  "when --out is given)")
+    parser.add_argument("--page-only", action="store_true",
+                        help="measure nothing: write the page again from OUT/results.json")
     args = parser.parse_args(argv)
     params = SMOKE if args.smoke else FULL
     out: Path = args.out.resolve()
     doc: Path = (args.doc or (ROOT / "docs" / "benchmarks.md" if out == DEFAULT_OUT else out / "benchmarks.md"))
+    if args.page_only:
+        report.write_doc(doc, out, json.loads((out / "results.json").read_text()))
+        return
     machine = report.machine()
     began = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="raftset-bench-"))
