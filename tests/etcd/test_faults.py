@@ -70,3 +70,24 @@ async def test_rolling_restart_keeps_every_member_and_writes_flow(make_lab) -> N
     assert writer.failed == 0, writer.errors[:5]
     assert writer.longest_stall < STALL_BOUND_S, f"writes stalled {writer.longest_stall:.2f}s"
     assert writer.ok > 100
+
+
+async def test_leader_lost_during_scale_in_keeps_quorum_then_converges(make_lab) -> None:
+    lab = make_lab(replicas=3, clean_grace=3.0)
+    await grow(lab, 3)
+    await lab.move_leader_to(0)
+    before = member_ids(await lab.members(0))
+    lab.scale(2)
+    lab.pod(0).kill()  # the leader's node dies just as ordinal 2 is scaled away
+    result = lab.pod(2).terminate()
+    # Two of three members left: removing ordinal 2 now would leave one of two voters.
+    assert result is not None and not result["removed"] and "quorum" in result["reason"], result
+    assert member_ids(await lab.members(1)) == before
+    # kubelet brings the lost pod back; it rejoins with its data, and membership-clean
+    # (the leader's sidecar) removes the member of ordinal 2, absent past the grace period.
+    lab.pod(0).start()
+    lab.pod(0).wait_ready()
+    members = await lab.wait_voting(2, 60, 0, 1)
+    assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
+    assert member_ids(members) < before
+    assert any("clean: removed member" in lab.pod(o).sidecar_log.read_text() for o in (0, 1))
