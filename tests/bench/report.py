@@ -325,7 +325,9 @@ member every 50 ms. etcd runs with its default raft timings (heartbeat 100 ms, e
   Kruise StatefulSet object as the operator would and terminates that pod the same way.
   The leader stays where it is.
 - **(r) builtin, SIGKILL** (reference): as (a), but the store is SIGKILLed: an expired grace
-  period, an OOM kill or a lost node, where nobody hands leadership off.
+  period, an OOM kill or a lost node, where nobody hands leadership off. Its stall is
+  counted in the writer's 1 s timeouts: puts hang until the survivors notice the lost
+  leader and elect another (etcd's election timeout is 1 s).
 
 ![longest stall and failed writes per strategy]({img[PLOTS[0]]})
 
@@ -347,6 +349,11 @@ promoted from learner, started, and has applied every entry the cluster had when
 began. **by hand**: `etcdctl member add` (a voting member at once, no learner step) and
 `etcd --initial-cluster-state existing`, timed from the member add to the same condition.
 The by-hand member counts towards quorum before it has any data; the learner does not.
+`sidecar_store_started_s` is the part until etcd could start (the sidecar process starting,
+its learner added, the startupProbe passing). After that the sidecar promotes its learner
+from its own status poll (every 2 s by default) and backs off while etcd still calls the
+learner not in sync, which is most likely where the rest of its time goes, with or
+without data.
 
 ![scale-out times]({img[PLOTS[2]]})
 
@@ -359,10 +366,17 @@ cluster, a full re-apply every 60 s), on the full local control plane (kube-apis
 controller-manager, scheduler, OpenKruise, kwok). Each cluster is a one-member EtcdCluster
 on the builtin StatefulSet (kwok pods), with a heartbeat Lease renewed every 10 s by a
 stand-in thread (the sidecar's default interval). `create_s`: from applying the new
-clusters until every one has its StatefulSet and an observed status. At rest: CPU
+clusters until every one has its StatefulSet and an observed status (or, when some never
+get there, until the last one that did). At rest: CPU
 (user+system) of the operator process over {p['rest_s']:.0f} s and its RSS. Latency: one
 cluster at a time, a label added to `spec.podTemplate.labels`, until the StatefulSet's
-`metadata.generation` moved (polled every 20 ms); {p['spec_changes']} changes per size.
+`metadata.generation` moved (polled every 20 ms); {p['spec_changes']} changes per size,
+on settled clusters only. `settled` is how many clusters got their StatefulSet and an
+observed status. The local control plane serves ClusterIP Services from a /24
+(`raftset/devcluster/net.py`), so only about 250 client Services fit: beyond that the
+operator's apply is refused ("failed to allocate a serviceIP: range is full") and those
+clusters stay Degraded, retried by their reconcile timers, which still count in the CPU
+figure. That is a limit of the test plane, not of the operator.
 
 ![operator cost]({img[PLOTS[3]]})
 
