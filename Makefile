@@ -5,6 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OVERLAY ?= kruise
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: help deps venv system-deps controlplane test unit run bench clean
 
