@@ -126,7 +126,7 @@ def plan(
         return Plan(desired, (), "create", f"creating {desired} members")
 
     replicas, raw_reserved = current
-    reserved = _normalise(replicas, raw_reserved if backend.supports_reserved_ordinals else ())
+    reserved = _normalise(replicas, backend.holes(raw_reserved))
     if desired == replicas:
         return Plan(replicas, reserved, "steady", f"{replicas} members as desired")
 
@@ -154,15 +154,12 @@ def plan(
         return Plan(replicas, reserved, "wait", "waiting for a leader before removing a member")
     step = replicas - 1
     by_ordinal = {m.ordinal: m for m in members}
-    if backend.supports_reserved_ordinals:
-        followers = [o for o in kept if o != current_leader.ordinal]
-        victim = _victim_order(followers, by_ordinal, now)[0]
-        new_reserved = _normalise(step, (*reserved, victim))
-    else:
-        # The builtin StatefulSet always deletes the highest ordinal; when that is the
-        # leader, its sidecar hands leadership away on the preStop path first.
-        victim = kept[-1]
-        new_reserved = ()
+    # Where the backend lets us choose, the leader stays; where it does not (the builtin
+    # StatefulSet's highest ordinal), its sidecar hands leadership away on preStop first.
+    removable = backend.removable(kept)
+    followers = [o for o in removable if o != current_leader.ordinal] or removable
+    victim = _victim_order(followers, by_ordinal, now)[0]
+    new_reserved = _normalise(step, backend.holes((*reserved, victim)))
     victim_pod = contract.pod_name(cluster, victim)
     # A joining learner may itself be scaled away, but no other member leaves meanwhile:
     # one membership change at a time.
@@ -181,7 +178,7 @@ def plan(
     message = f"removing {victim_pod} ({replicas} -> {step} members)"
     if hand_off:
         message += "; it is the leader and hands leadership away first"
-    elif backend.supports_reserved_ordinals:
+    else:
         message += f", keeping leader {current_leader.pod}"
     return Plan(step, new_reserved, "scale-in", message, scale_away=(victim_pod,),
                 hand_off_from=hand_off)

@@ -60,6 +60,18 @@ class Backend:
                 out.append(int(item))
         return sorted(set(out))
 
+    def holes(self, reserved: Iterable[int]) -> tuple[int, ...]:
+        """The reservations this API honours: none on the builtin StatefulSet."""
+        return tuple(sorted(set(reserved))) if self.supports_reserved_ordinals else ()
+
+    def removable(self, kept: list[int]) -> list[int]:
+        """The running ordinals a scale-in step may delete.
+
+        The builtin StatefulSet always deletes its highest ordinal; Advanced StatefulSet
+        deletes whichever ordinal is reserved.
+        """
+        return list(kept) if self.supports_reserved_ordinals else kept[-1:]
+
     def kept(self, workload: Mapping[str, Any]) -> list[int]:
         """The ordinals the workload object currently wants to run."""
         replicas = int((workload.get("spec") or {}).get("replicas", 1))

@@ -88,3 +88,14 @@ def test_scale_spec_round_trips_through_kept() -> None:
             spec = ADVANCED_STATEFULSET.scale_spec(replicas, reserved)
             assert ADVANCED_STATEFULSET.kept({"spec": spec}) == kept_ordinals(replicas, reserved)
             assert STATEFULSET.kept({"spec": STATEFULSET.scale_spec(replicas, reserved)}) == list(range(replicas))
+
+
+@pytest.mark.parametrize("kept", [[0], [0, 1, 2], [0, 2, 5]])
+def test_removable_ordinals_per_backend(kept: list[int]) -> None:
+    assert STATEFULSET.removable(kept) == kept[-1:]
+    assert ADVANCED_STATEFULSET.removable(kept) == kept
+
+
+def test_holes_only_where_the_api_honours_them() -> None:
+    assert STATEFULSET.holes([3, 1]) == ()
+    assert ADVANCED_STATEFULSET.holes([3, 1, 3]) == (1, 3)
