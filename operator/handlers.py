@@ -115,7 +115,8 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
     def publish(cluster: spec.Cluster | None, plan: planner.Plan | None,
                 workload: dict[str, Any] | None, problem: tuple[str, str] | None) -> None:
         new = status.status(cluster, plan, workload, members, old_status, generation, now, problem)
-        _announce_changes(body, old_status, new)
+        for kind, reason, message in status.announcements(old_status, new):
+            kopf.event(body, type=kind, reason=reason, message=message)
         if {k: old_status.get(k) for k in new} != new:
             patch.status.update(new)
 
@@ -151,7 +152,9 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
         problem = tls_state.problem or problem
         if forced and tls_state.warning:
             kopf.warn(body, reason="TLSDisabled", message=tls_state.warning)
-        await _clear_stale_marks(runtime.kube, cluster, plan, marked_pods)
+        for pod in planner.stale_marks(plan, marked_pods):
+            await runtime.kube.merge_patch("v1", "Pod", cluster.namespace, pod, {
+                "metadata": {"annotations": {contract.ANNOTATION_SCALE_AWAY: None}}})
         for pod in plan.scale_away:
             # Informational for humans and the sidecar; the workload object is what decides.
             await runtime.kube.merge_patch("v1", "Pod", cluster.namespace, pod, {
@@ -174,31 +177,6 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
                       message=f"{plan.hand_off_from} is the leader and is being scaled away: "
                               f"its sidecar moves leadership to a follower before leaving")
     publish(cluster, plan, workload, problem)
-
-
-async def _clear_stale_marks(kube: Kube, cluster: spec.Cluster, plan: planner.Plan,
-                             marked_pods: list[str]) -> None:
-    """A pod that stays (a plan changed its mind) must not keep a scale-away mark."""
-    kept = set(plan.kept)
-    for pod in marked_pods:
-        if contract.ordinal_of(pod) in kept and pod not in plan.scale_away:
-            await kube.merge_patch("v1", "Pod", cluster.namespace, pod, {
-                "metadata": {"annotations": {contract.ANNOTATION_SCALE_AWAY: None}}})
-
-
-def _condition(st: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in st.get("conditions") or [] if c.get("type") == kind), {})
-
-
-def _announce_changes(body: kopf.Body, old: dict[str, Any], new: dict[str, Any]) -> None:
-    """Events for what a user wants to hear about once, not on every reconcile."""
-    if new.get("leader") and old.get("leader") and new["leader"] != old["leader"]:
-        kopf.event(body, type="Normal", reason="LeaderChanged", message=f"leader moved from {old['leader']} to {new['leader']}")
-    before, after = _condition(old, "Degraded"), _condition(new, "Degraded")
-    if after.get("status") == "True" and (before.get("status"), before.get("message")) != ("True", after.get("message")):
-        kopf.warn(body, reason=after.get("reason", "Degraded"), message=after.get("message", ""))
-    elif after.get("status") == "False" and before.get("status") == "True":
-        kopf.event(body, type="Normal", reason="Recovered", message="the cluster is no longer degraded")
 
 
 def _register(engine: engines.Engine) -> None:

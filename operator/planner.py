@@ -184,6 +184,12 @@ def plan(
                 hand_off_from=hand_off)
 
 
+def stale_marks(plan: Plan, marked_pods: Iterable[str]) -> list[str]:
+    """Marked pods the plan keeps after all (it changed its mind): their mark must go."""
+    kept = set(plan.kept)
+    return sorted(p for p in marked_pods if contract.ordinal_of(p) in kept and p not in plan.scale_away)
+
+
 def quorum(voters: int) -> int:
     """The smallest majority of `voters`."""
     return voters // 2 + 1

@@ -156,3 +156,20 @@ def status(
         for m in fresh
     ]
     return out
+
+
+def _condition(st: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    return next((c for c in st.get("conditions") or [] if c.get("type") == kind), {})
+
+
+def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(event type, reason, message) for what a user wants to hear once, not every reconcile."""
+    out: list[tuple[str, str, str]] = []
+    if new.get("leader") and old.get("leader") and new["leader"] != old["leader"]:
+        out.append(("Normal", "LeaderChanged", f"leader moved from {old['leader']} to {new['leader']}"))
+    before, after = _condition(old, "Degraded"), _condition(new, "Degraded")
+    if after.get("status") == "True" and (before.get("status"), before.get("message")) != ("True", after.get("message")):
+        out.append(("Warning", after.get("reason", "Degraded"), after.get("message", "")))
+    elif after.get("status") == "False" and before.get("status") == "True":
+        out.append(("Normal", "Recovered", "the cluster is no longer degraded"))
+    return out
