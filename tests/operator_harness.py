@@ -8,15 +8,12 @@ real cluster: a Lease per running pod, the leader marked, Leases gone with their
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
 from datetime import datetime, timezone
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,22 +24,9 @@ from raftset import contract
 from raftset.devcluster.net import free_port
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 
+from tests.waiting import wait_for  # noqa: F401 - the tests of this harness import it from here
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.3) -> Any:
-    """Poll until `predicate` returns something truthy; fail with `what` after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except (ApiException, KeyError) as error:  # an object not there yet
-            last_error = error
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
 
 
 def heartbeat_lease(namespace: str, cluster: str, pod: str, *, role: str, member_id: str,

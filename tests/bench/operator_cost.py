@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from tests.bench.stats import percentile
-from tests.operator_harness import ROOT, Operator, api, heartbeat_lease, kubectl, wait_for
+from tests.operator_harness import ROOT, Operator, api, heartbeat_lease, kubectl
 
 COLUMNS = ("clusters", "settled", "create_s", "rss_mib", "cpu_rest_pct", "spec_changes", "spec_to_patch_p50_ms",
            "spec_to_patch_p95_ms", "spec_to_patch_max_ms")

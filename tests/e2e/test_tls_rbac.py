@@ -382,7 +382,7 @@ def test_member_role_lets_the_sidecar_work_and_refuses_everything_else(
     for name in ("kv-member", "other-member"):
         wait_for(lambda n=name: rbac.read_namespaced_role_binding(n, namespace), TIMEOUT, f"RoleBinding {name}")
     wait_for(lambda: statefulset(admin, namespace, "other"), TIMEOUT, "the other StatefulSet")
-    pod = _ensure_pod(admin, namespace, "kv-0", "kv")
+    _ensure_pod(admin, namespace, "kv-0", "kv")
     _ensure_pod(admin, namespace, "other-0", "other")
 
     member = api(str(control_plane.token_kubeconfig(namespace, "kv-member", tmp_path / "member.kubeconfig")))

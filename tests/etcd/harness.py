@@ -21,10 +21,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -32,40 +31,10 @@ from kubernetes.client.rest import ApiException
 
 from raftset import contract, engines
 from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
+from tests.waiting import await_for, wait_for
 
-T = TypeVar("T")
 FINALIZER = "raftset.dev/test-hold"
 PYTHON = sys.executable
-
-
-def wait_for(predicate: Callable[[], T], timeout: float, what: str, interval: float = 0.2) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except Exception as exc:  # noqa: BLE001 - reported below if it never succeeds
-            last = exc
-            value = None
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
-
-
-async def await_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            value = await predicate()
-        except Exception as exc:  # noqa: BLE001
-            last = exc
-            value = None
-        if value:
-            return value
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last!r})")
 
 
 def http_get(url: str, timeout: float = 3.0) -> tuple[int, str]:
