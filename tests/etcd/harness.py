@@ -217,8 +217,10 @@ class Pod:
         _stop(self.sidecar, signal.SIGKILL)
 
     def log_tail(self, lines: int = 40) -> str:
-        text = self.sidecar_log.read_text() if self.sidecar_log.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def log_text(self) -> str:
+        return self.sidecar_log.read_text() if self.sidecar_log.exists() else ""
 
     def marker(self) -> dict[str, Any]:
         return json.loads((self.data_dir.parent / "data.member.json").read_text())
@@ -422,6 +424,20 @@ class Lab:
                     await c.move_leader(target)
             return False
         await await_for(moved, timeout, f"leadership on ordinal {ordinal}")
+
+    async def logged(self, text: str, *ordinals: int, timeout: float = 10.0) -> int:
+        """The first of these pods (default: all) whose sidecar logged `text`.
+
+        A sidecar logs an RPC's outcome after the RPC: a test that saw the effect
+        through etcd waits for the line instead of racing the sidecar's log write.
+        """
+        candidates = ordinals or tuple(sorted(self.pods))
+
+        async def find() -> Pod | None:  # a Pod, not an ordinal: ordinal 0 is falsy
+            return next((self.pod(o) for o in candidates if text in self.pod(o).log_text()), None)
+
+        found = await await_for(find, timeout, f"{text!r} in the sidecar log of ordinal(s) {candidates}")
+        return found.ordinal
 
     async def put(self, key: str, value: str, *ordinals: int) -> None:
         async with MemberClient(self.pod(ordinals[0] if ordinals else 0).client_url, self.client_tls()) as c:

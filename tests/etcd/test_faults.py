@@ -90,4 +90,4 @@ async def test_leader_lost_during_scale_in_keeps_quorum_then_converges(make_lab)
     members = await lab.wait_voting(2, 60, 0, 1)
     assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
     assert member_ids(members) < before
-    assert any("clean: removed member" in lab.pod(o).sidecar_log.read_text() for o in (0, 1))
+    await lab.logged("clean: removed member", 0, 1)

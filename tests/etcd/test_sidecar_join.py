@@ -37,8 +37,8 @@ async def test_new_cluster_grows_one_member_at_a_time(make_lab) -> None:
         pod.start()
         pod.wait_ready()
         members = await lab.wait_voting(size)
-        log = pod.sidecar_log.read_text()
-        assert "join: add-learner" in log and "promoted member" in log
+        await lab.logged("promoted member", size - 1)
+        assert "join: add-learner" in pod.log_text()
     roles = sorted(lab.pod(o).heartbeat()["role"] for o in range(3))
     assert roles == ["follower", "follower", "leader"]
     assert {m.name for m in members} == {"demo-0", "demo-1", "demo-2"}
@@ -163,6 +163,6 @@ async def test_sidecar_killed_right_after_member_add_is_cleaned_after_the_grace(
     took = time.monotonic() - start
     leader = await lab.leader_ordinal(0, 1, 2)
     assert leader is not None
-    assert "clean: removed member" in lab.pod(leader).sidecar_log.read_text()
+    await lab.logged("clean: removed member", leader)
     assert took < 30
     wait_for(lambda: lab.pod(0).ready(), 10, "demo-0 still ready")
