@@ -29,6 +29,19 @@ def _timestamp(now: datetime) -> str:
 # degraded; unavailable for longer than this, it is.
 UNAVAILABLE_GRACE_SECONDS = 60
 
+PLAINTEXT_WARNING = (
+    "spec.tls.provider is disabled: peer and client traffic is plain HTTP, neither encrypted "
+    "nor authenticated; anyone who can reach the pods can read and write every key. "
+    "Use provider auto or cert-manager for anything but a throwaway cluster.")
+
+
+def encryption(cluster: Cluster) -> Condition:
+    """Encrypted: a standing warning on a plaintext cluster, not a fault (nothing to fix at runtime)."""
+    if cluster.tls:
+        return Condition("Encrypted", True, "TLS",
+                         f"peer and client traffic use TLS (provider {cluster.tls_provider})")
+    return Condition("Encrypted", False, "TLSDisabled", PLAINTEXT_WARNING)
+
 
 def conditions(
     cluster: Cluster | None,
@@ -38,7 +51,7 @@ def conditions(
     problem: tuple[str, str] | None,
     unavailable_since: datetime | None = None,
 ) -> list[Condition]:
-    """Available / Progressing / Degraded, each with a machine reason and a human message.
+    """Available / Progressing / Degraded (and Encrypted), each with a reason and a message.
 
     `problem` is (reason, message) for something the user must fix; it makes the cluster
     Degraded without touching what already runs. `unavailable_since` is when Available
@@ -52,6 +65,7 @@ def conditions(
             Condition("Available", False, "NotReconciled", "the spec could not be rendered"),
             Condition("Progressing", False, "Blocked", "fix the spec to continue"),
             degraded,
+            *([encryption(cluster)] if cluster is not None else []),
         ]
 
     kept = plan.kept
@@ -83,7 +97,7 @@ def conditions(
     elif problem is None and available.status is False and unavailable_since is not None \
             and (now - unavailable_since).total_seconds() >= UNAVAILABLE_GRACE_SECONDS:
         degraded = Condition("Degraded", True, available.reason, available.message)
-    return [available, progressing, degraded]
+    return [available, progressing, degraded, encryption(cluster)]
 
 
 def merge_conditions(
@@ -172,4 +186,7 @@ def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[
         out.append(("Warning", after.get("reason", "Degraded"), after.get("message", "")))
     elif after.get("status") == "False" and before.get("status") == "True":
         out.append(("Normal", "Recovered", "the cluster is no longer degraded"))
+    plain = _condition(new, "Encrypted")
+    if plain.get("status") == "False" and _condition(old, "Encrypted").get("status") != "False":
+        out.append(("Warning", plain.get("reason", "TLSDisabled"), plain.get("message", "")))
     return out

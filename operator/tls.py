@@ -19,12 +19,6 @@ from raftset.operator.spec import Cluster
 
 Problem = tuple[str, str]
 
-DISABLED_WARNING = (
-    "spec.tls.provider is disabled: peer and client traffic is plain HTTP, neither encrypted "
-    "nor authenticated; anyone who can reach the pods can read and write every key. "
-    "Use provider auto or cert-manager for anything but a throwaway cluster.")
-
-
 class KubeAPI(Protocol):
     async def has_api(self, api_version: str, kind: str) -> bool: ...
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
@@ -37,7 +31,6 @@ class TLSState:
 
     revision: str | None = None  # for the pod template; None when nothing was written
     problem: Problem | None = None  # a Degraded reason and message
-    warning: str | None = None  # worth an Event when the spec is (re)read
 
 
 def running_revision(workload: Mapping[str, Any] | None) -> str | None:
@@ -55,7 +48,7 @@ async def ensure_tls(kube: KubeAPI, cluster: Cluster, now: datetime, *,
     provider cannot work, the pods keep the revision they run (`workload`): no roll.
     """
     if not cluster.tls:
-        return TLSState(warning=DISABLED_WARNING)
+        return TLSState()  # the Encrypted condition carries the warning (status.encryption)
     if cluster.tls_provider == "cert-manager":
         if not await kube.has_api(certmanager.API_VERSION, "Certificate"):
             return TLSState(revision=running_revision(workload), problem=(

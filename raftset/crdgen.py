@@ -302,7 +302,7 @@ def _status() -> Schema:
     condition = _obj(
         "One observation of the cluster's state (metav1.Condition).",
         {
-            "type": _str("Available, Progressing or Degraded.", maxLength=316),
+            "type": _str("Available, Progressing, Degraded or Encrypted.", maxLength=316),
             "status": _enum("True, False or Unknown.", ["True", "False", "Unknown"]),
             "reason": _str("One CamelCase word saying why.", maxLength=1024),
             "message": _str("What happened, for a person.", maxLength=32768),
@@ -344,7 +344,7 @@ def _status() -> Schema:
                 "items": _int("One reserved ordinal.", minimum=0),
             },
             "conditions": {
-                "type": "array", "description": "Available, Progressing and Degraded.", "items": condition,
+                "type": "array", "description": "Available, Progressing and Degraded, and Encrypted (False when spec.tls.provider is disabled).", "items": condition,
                 "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
             },
             "kopf": _opaque("Bookkeeping of the kopf framework the operator runs on."),

@@ -199,12 +199,25 @@ def test_disabled_speaks_http_and_warns(admin: str, operator: Operator, namespac
     env = {e["name"]: e.get("value") for e in pod["initContainers"][0]["env"]}
     assert env["RAFTSET_PEER_URL_TEMPLATE"].startswith("http://") and not env["RAFTSET_TLS_DIR"]
 
-    def warned() -> bool:
+    def warnings() -> list[Any]:
         events = client.CoreV1Api(api(admin)).list_namespaced_event(
             namespace, field_selector="involvedObject.name=plain").items
-        return any(e.reason == "TLSDisabled" and e.type == "Warning" and "plain HTTP" in e.message for e in events)
-    wait_for(warned, TIMEOUT, "a TLSDisabled warning Event")
+        return [e for e in events if e.reason == "TLSDisabled" and e.type == "Warning" and "plain HTTP" in e.message]
+    def encrypted() -> dict[str, Any] | None:
+        found = cluster_object(admin, contract.KIND_XLINE, "plain", namespace).get("status") or {}
+        return next((c for c in found.get("conditions") or [] if c["type"] == "Encrypted"), None)
+    condition = wait_for(encrypted, TIMEOUT, "the Encrypted condition")
+    assert (condition["status"], condition["reason"]) == ("False", "TLSDisabled") and "plain HTTP" in condition["message"]
+    wait_for(warnings, TIMEOUT, "a TLSDisabled warning Event")
     assert secret(admin, namespace, "plain-server-tls") is None
+
+    # A spec change is reconciled (observedGeneration follows) without a second warning.
+    kubectl(admin, "-n", namespace, "patch", "xlinecluster", "plain", "--type=merge",
+            "-p", json.dumps({"spec": {"podTemplate": {"annotations": {"touched": "yes"}}}}))
+    generation = cluster_object(admin, contract.KIND_XLINE, "plain", namespace)["metadata"]["generation"]
+    wait_for(lambda: cluster_object(admin, contract.KIND_XLINE, "plain", namespace)["status"]
+             .get("observedGeneration") == generation, TIMEOUT, "the spec change reconciled")
+    assert sum((e.count or 1) for e in warnings()) == 1
 
 
 # --- cert-manager ------------------------------------------------------------------------------------

@@ -1,0 +1,263 @@
+"""The cluster's status: conditions, their transitions and the published fields, from plain data."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from raftset import contract
+from raftset.operator import planner
+from raftset.operator.planner import Plan
+from raftset.operator.status import (
+    PLAINTEXT_WARNING,
+    UNAVAILABLE_GRACE_SECONDS,
+    Condition,
+    announcements,
+    conditions,
+    merge_conditions,
+    status,
+)
+from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
+from tests.unit.builders import NOW, cluster, member, members
+
+pytestmark = pytest.mark.unit
+
+LEADER, FOLLOWER, LEARNER = contract.ROLE_LEADER, contract.ROLE_FOLLOWER, contract.ROLE_LEARNER
+STEADY3 = Plan(3, (), "steady", "3 members as desired")
+
+
+def by_type(found: list[Condition]) -> dict[str, Condition]:
+    return {c.type: c for c in found}
+
+
+def brief(found: list[Condition]) -> dict[str, tuple[bool, str]]:
+    return {c.type: (c.status, c.reason) for c in found}
+
+
+# --- conditions ---------------------------------------------------------------------
+
+def test_a_healthy_settled_cluster() -> None:
+    found = conditions(cluster(), STEADY3, members(range(3), leader=1), NOW, None)
+    assert brief(found) == {
+        "Available": (True, "QuorumHealthy"), "Progressing": (False, "Settled"),
+        "Degraded": (False, "AsExpected"), "Encrypted": (True, "TLS")}
+    assert by_type(found)["Available"].message == "3 of 3 members healthy, leader demo-1"
+
+
+def test_an_invalid_spec_blocks_everything_and_names_the_problem() -> None:
+    found = conditions(None, None, [], NOW, ("InvalidSpec", "spec.replicas: must be at least 1"))
+    assert brief(found) == {
+        "Available": (False, "NotReconciled"), "Progressing": (False, "Blocked"),
+        "Degraded": (True, "InvalidSpec")}
+    assert by_type(found)["Degraded"].message == "spec.replicas: must be at least 1"
+
+
+def test_a_missing_workload_api_keeps_the_encryption_condition() -> None:
+    problem = ("WorkloadAPIMissing", "install OpenKruise")
+    found = conditions(cluster(tls={"provider": "disabled"}), None, [], NOW, problem)
+    assert brief(found)["Degraded"] == (True, "WorkloadAPIMissing")
+    assert brief(found)["Encrypted"] == (False, "TLSDisabled")
+
+
+@pytest.mark.parametrize("provider", ["auto", "cert-manager"])
+def test_encrypted_names_the_provider(provider: str) -> None:
+    found = by_type(conditions(cluster(tls={"provider": provider}), STEADY3, members(range(3), 0), NOW, None))
+    assert found["Encrypted"] == Condition("Encrypted", True, "TLS",
+                                           f"peer and client traffic use TLS (provider {provider})")
+
+
+def test_plaintext_is_a_warning_condition_not_a_fault() -> None:
+    found = by_type(conditions(cluster(tls={"provider": "disabled"}), STEADY3, members(range(3), 0), NOW, None))
+    assert found["Encrypted"] == Condition("Encrypted", False, "TLSDisabled", PLAINTEXT_WARNING)
+    assert "plain HTTP" in PLAINTEXT_WARNING
+    assert found["Degraded"].status is False and found["Available"].status is True
+
+
+def test_no_leader_is_unavailable() -> None:
+    found = by_type(conditions(cluster(), STEADY3, members(range(3), leader=None), NOW, None))
+    assert (found["Available"].status, found["Available"].reason) == (False, "NoLeader")
+
+
+def test_a_stale_leader_record_is_no_leader() -> None:
+    records = members(range(3), leader=0, overrides={0: {"age": 31}})
+    found = by_type(conditions(cluster(), STEADY3, records, NOW, None))
+    assert found["Available"].reason == "NoLeader"
+
+
+@pytest.mark.parametrize(("healthy", "available"), [(3, True), (2, True), (1, False)])
+def test_available_needs_a_quorum_of_healthy_voters(healthy: int, available: bool) -> None:
+    sick = {o: {"healthy": False} for o in range(healthy, 3)}
+    found = by_type(conditions(cluster(), STEADY3, members(range(3), 0, sick), NOW, None))
+    assert found["Available"].status is available
+    if not available:
+        assert found["Available"].reason == "QuorumLost"
+        assert found["Available"].message == "1 of 3 members healthy, 2 needed"
+
+
+def test_learners_do_not_count_towards_quorum() -> None:
+    records = members(range(3), 0, {1: {"role": LEARNER}, 2: {"role": LEARNER}})
+    assert by_type(conditions(cluster(), STEADY3, records, NOW, None))["Available"].reason == "QuorumLost"
+
+
+def test_members_outside_the_kept_ordinals_do_not_count() -> None:
+    plan = Plan(2, (1,), "steady", "2 members as desired")  # kept: 0, 2
+    records = members([0, 1], leader=0)
+    found = by_type(conditions(cluster(), plan, records, NOW, None))
+    assert (found["Available"].status, found["Available"].reason) == (False, "QuorumLost")
+
+
+@pytest.mark.parametrize("action", sorted(planner.STEP_REASONS))
+def test_a_step_is_progressing_with_its_reason(action: str) -> None:
+    plan = Plan(3, (), action, f"doing {action}")
+    found = by_type(conditions(cluster(), plan, members(range(3), 0), NOW, None))
+    assert found["Progressing"] == Condition("Progressing", True, planner.STEP_REASONS[action], f"doing {action}")
+
+
+def test_a_waiting_plan_is_progressing_with_its_message() -> None:
+    plan = Plan(3, (), "wait", "waiting for a leader before removing a member")
+    found = by_type(conditions(cluster(), plan, members(range(3), 0), NOW, None))
+    assert found["Progressing"] == Condition("Progressing", True, "Waiting", plan.message)
+
+
+def test_a_steady_plan_with_unsettled_membership_is_still_progressing() -> None:
+    records = members(range(3), 0, {2: {"role": LEARNER}})
+    found = by_type(conditions(cluster(), STEADY3, records, NOW, None))
+    assert found["Progressing"] == Condition("Progressing", True, "Waiting",
+                                             "waiting for learner demo-2 to be promoted")
+
+
+def test_a_refused_step_is_degraded_with_the_plans_message() -> None:
+    plan = Plan(3, (), "wait", "removing ordinal 2 now would leave fewer than 2 healthy voters",
+                refused=True)
+    found = by_type(conditions(cluster(), plan, members(range(3), 0), NOW, None))
+    assert found["Degraded"] == Condition("Degraded", True, "ScaleRefused", plan.message)
+
+
+def test_a_problem_wins_over_a_refusal() -> None:
+    plan = Plan(3, (), "wait", "refused", refused=True)
+    found = by_type(conditions(cluster(), plan, members(range(3), 0), NOW, ("ApplyFailed", "denied")))
+    assert found["Degraded"] == Condition("Degraded", True, "ApplyFailed", "denied")
+
+
+@pytest.mark.parametrize(("down_for", "degraded"), [
+    (0, False), (UNAVAILABLE_GRACE_SECONDS - 1, False),
+    (UNAVAILABLE_GRACE_SECONDS, True), (10 * UNAVAILABLE_GRACE_SECONDS, True),
+])
+def test_unavailable_becomes_degraded_only_after_the_grace(down_for: int, degraded: bool) -> None:
+    since = NOW - timedelta(seconds=down_for)
+    found = by_type(conditions(cluster(), STEADY3, members(range(3), None), NOW, None, since))
+    assert found["Degraded"].status is degraded
+    if degraded:
+        assert (found["Degraded"].reason, found["Degraded"].message) == ("NoLeader", "no member reports itself leader")
+
+
+def test_a_starting_cluster_is_not_degraded_without_a_recorded_outage() -> None:
+    found = by_type(conditions(cluster(), Plan(3, (), "create", "creating 3 members"), [], NOW, None))
+    assert found["Available"].status is False and found["Degraded"].status is False
+
+
+# --- merge_conditions ---------------------------------------------------------------
+
+def test_merged_conditions_are_metav1_conditions() -> None:
+    merged = merge_conditions([], [Condition("Available", True, "QuorumHealthy", "ok")], 7, NOW)
+    assert merged == [{"type": "Available", "status": "True", "reason": "QuorumHealthy", "message": "ok",
+                       "observedGeneration": 7, "lastTransitionTime": "2026-01-01T12:00:00Z"}]
+
+
+def test_the_transition_time_moves_only_when_the_status_flips() -> None:
+    old = [{"type": "Available", "status": "True", "reason": "QuorumHealthy", "message": "a",
+            "lastTransitionTime": "2025-12-31T00:00:00Z"}]
+    same = merge_conditions(old, [Condition("Available", True, "QuorumHealthy", "b")], 5, NOW)
+    assert same[0]["lastTransitionTime"] == "2025-12-31T00:00:00Z" and same[0]["message"] == "b"
+    flipped = merge_conditions(old, [Condition("Available", False, "NoLeader", "c")], 5, NOW)
+    assert flipped[0]["lastTransitionTime"] == "2026-01-01T12:00:00Z"
+
+
+def test_a_condition_no_longer_computed_is_dropped() -> None:
+    old = [{"type": "Encrypted", "status": "True", "lastTransitionTime": "2025-12-31T00:00:00Z"}]
+    assert merge_conditions(old, [Condition("Degraded", True, "InvalidSpec", "x")], 1, NOW)[0]["type"] == "Degraded"
+    assert len(merge_conditions(old, [Condition("Degraded", True, "InvalidSpec", "x")], 1, NOW)) == 1
+
+
+# --- status -------------------------------------------------------------------------
+
+def advanced_workload(replicas: int, reserved: list[int], ready: int) -> dict[str, Any]:
+    return {"apiVersion": ADVANCED_STATEFULSET.api_version, "kind": ADVANCED_STATEFULSET.kind,
+            "spec": {"replicas": replicas, "reserveOrdinals": reserved},
+            "status": {"replicas": replicas, "readyReplicas": ready}}
+
+
+def test_the_published_status_of_a_running_cluster() -> None:
+    c = cluster(workload_kind="AdvancedStatefulSet")
+    plan = Plan(3, (2,), "steady", "3 members as desired")
+    records = members([0, 1, 3], leader=3)
+    out = status(c, plan, advanced_workload(3, [2], 2), records, {}, 4, NOW)
+    assert out["observedGeneration"] == 4
+    assert set(out["selector"].split(",")) == {f"{k}={v}" for k, v in contract.selector_labels("demo").items()}
+    assert (out["workloadKind"], out["replicas"], out["readyReplicas"]) == ("AdvancedStatefulSet", 3, 2)
+    assert out["reservedOrdinals"] == [2]
+    assert out["leader"] == "demo-3"
+    assert [m["name"] for m in out["members"]] == ["demo-0", "demo-1", "demo-3"]
+    assert out["members"][2] == {"name": "demo-3", "id": f"{4:016x}", "role": LEADER, "healthy": True,
+                                 "lastHeartbeat": "2026-01-01T12:00:00Z"}
+    assert [c["type"] for c in out["conditions"]] == ["Available", "Progressing", "Degraded", "Encrypted"]
+
+
+def test_stale_records_are_not_published_as_members() -> None:
+    records = [member(0, LEADER), member(1, FOLLOWER), member(2, FOLLOWER, age=45)]
+    out = status(cluster(), STEADY3, None, records, {}, 1, NOW)
+    assert [m["name"] for m in out["members"]] == ["demo-0", "demo-1"]
+
+
+def test_before_the_workload_reports_the_plan_sizes_the_status() -> None:
+    out = status(cluster(), Plan(3, (), "create", "creating 3 members"), None, [], {}, 1, NOW)
+    assert (out["replicas"], out["readyReplicas"], out["leader"], out["members"]) == (3, 0, "", [])
+
+
+def test_an_invalid_spec_publishes_conditions_only() -> None:
+    out = status(None, None, None, [], {}, 2, NOW, ("InvalidSpec", "bad"))
+    assert set(out) == {"observedGeneration", "conditions", "leader", "members"}
+    assert out["leader"] == "" and out["members"] == []
+
+
+def test_an_outage_recorded_in_the_old_status_turns_degraded_after_the_grace() -> None:
+    down_since = NOW - timedelta(seconds=UNAVAILABLE_GRACE_SECONDS + 5)
+    old = {"conditions": [{"type": "Available", "status": "False", "reason": "NoLeader",
+                           "lastTransitionTime": down_since.strftime("%Y-%m-%dT%H:%M:%SZ")}]}
+    out = status(cluster(), STEADY3, None, members(range(3), None), old, 1, NOW)
+    degraded = next(c for c in out["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "NoLeader")
+    available = next(c for c in out["conditions"] if c["type"] == "Available")
+    assert available["lastTransitionTime"] == old["conditions"][0]["lastTransitionTime"]
+
+
+def test_the_builtin_backend_publishes_no_reserved_ordinals() -> None:
+    plan = planner.plan("demo", STATEFULSET, 3, (3, []), members(range(3), 0), NOW)
+    out = status(cluster(), plan, None, members(range(3), 0), {}, 1, NOW)
+    assert out["reservedOrdinals"] == [] and out["workloadKind"] == "StatefulSet"
+
+
+def test_the_same_inputs_give_the_same_status() -> None:
+    args = (cluster(), STEADY3, None, members(range(3), 0), {}, 1, NOW)
+    assert status(*args) == status(*args)
+
+
+# --- the plaintext warning is announced once ----------------------------------------
+
+def encrypted(value: str | None) -> dict[str, Any]:
+    if value is None:
+        return {"conditions": []}
+    return {"conditions": [{"type": "Encrypted", "status": value, "reason": "TLSDisabled", "message": "m"}]}
+
+
+def test_plaintext_is_warned_when_the_condition_first_turns_false() -> None:
+    assert announcements(encrypted(None), encrypted("False")) == [("Warning", "TLSDisabled", "m")]
+    assert announcements(encrypted("True"), encrypted("False")) == [("Warning", "TLSDisabled", "m")]
+
+
+def test_plaintext_is_not_warned_again_on_every_reconcile_or_restart() -> None:
+    assert announcements(encrypted("False"), encrypted("False")) == []
+    assert announcements(encrypted("True"), encrypted("True")) == []
+    assert announcements(encrypted(None), encrypted("True")) == []
