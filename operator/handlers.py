@@ -9,6 +9,7 @@ the last full apply) is a cache that a restart simply rebuilds.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from raftset import contract, engines
 from raftset.operator import manifests, planner, spec, status, storage, tls
 from raftset.operator.kube import Kube, api_error_message, load_config
 from raftset.operator.members import from_leases
+from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
 Key = tuple[str, str]  # (namespace, cluster name)
 
@@ -88,29 +90,70 @@ def scale_away_marks(namespace: str, name: str, labels: dict[str, str], **_: Any
     return {(namespace, cluster): name} if cluster else {}
 
 
+def _owner_key(body: kopf.Body) -> Key | None:
+    for ref in body.metadata.get("ownerReferences") or []:
+        if ref.get("apiVersion") == contract.API_VERSION and ref.get("controller"):
+            return body.metadata.namespace, ref["name"]
+    return None
+
+
+def _by_owner(body: kopf.Body) -> dict[Key, dict[str, Any]]:
+    key = _owner_key(body)
+    return {key: copy.deepcopy(dict(body))} if key else {}
+
+
+# The workloads, so that a tick with nothing to do reads nothing from the apiserver.
+_MANAGED = {contract.LABEL_MANAGED_BY: contract.MANAGER}
+
+
+@kopf.index(STATEFULSET.group, STATEFULSET.version, STATEFULSET.plural, labels=_MANAGED)
+def statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return _by_owner(body)
+
+
+@kopf.index(ADVANCED_STATEFULSET.group, ADVANCED_STATEFULSET.version, ADVANCED_STATEFULSET.plural,
+            labels=_MANAGED)
+def advanced_statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+    return _by_owner(body)
+
+
+@dataclass(frozen=True)
+class Indices:
+    """kopf's indices a reconcile reads, by what they hold."""
+
+    heartbeats: kopf.Index
+    scale_away_marks: kopf.Index
+    statefulsets: kopf.Index
+    advanced_statefulsets: kopf.Index
+
+    def workload(self, backend: Backend, key: Key) -> dict[str, Any] | None:
+        index = self.advanced_statefulsets if backend is ADVANCED_STATEFULSET else self.statefulsets
+        return next(iter(index.get(key, [])), None)
+
+
 # --- the cluster kinds ---
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-async def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
-                    heartbeats: kopf.Index, scale_away_marks: kopf.Index, *, forced: bool) -> None:
+async def reconcile(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, indices: Indices, *,
+                    forced: bool) -> None:
     runtime: Runtime = memo.runtime
     key = (body.metadata.namespace, body.metadata.name)
     lock = runtime.locks.setdefault(key, asyncio.Lock())
     async with lock:
-        await _reconcile(runtime, body, patch, heartbeats.get(key, []),
-                         list(scale_away_marks.get(key, [])), forced=forced)
+        await _reconcile(runtime, body, patch, indices, forced=forced)
 
 
-async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
-                     leases: Any, marked_pods: list[str], *, forced: bool) -> None:
+async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indices: Indices, *,
+                     forced: bool) -> None:
     now = _now()
     key = (body.metadata.namespace, body.metadata.name)
     old_status = dict(body.get("status") or {})
     generation = int(body.metadata.get("generation") or 0)
-    members = from_leases(leases)
+    members = from_leases(indices.heartbeats.get(key, []))
+    marked_pods = list(indices.scale_away_marks.get(key, []))
 
     def publish(cluster: spec.Cluster | None, plan: planner.Plan | None,
                 workload: dict[str, Any] | None, problem: tuple[str, str] | None) -> None:
@@ -128,18 +171,30 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
         return
 
     backend = cluster.backend
-    if not await runtime.kube.has_api(backend.api_version, backend.kind):
+    cached = indices.workload(backend, key)
+    if cached is None and not await runtime.kube.has_api(backend.api_version, backend.kind):
         publish(cluster, None, None, (
             "WorkloadAPIMissing",
             f"workloadKind {backend.name} needs {backend.kind}.{backend.group}/{backend.version}, "
             f"which this cluster does not serve: install OpenKruise or use workloadKind StatefulSet"))
         return
 
-    workload = await runtime.kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
-    current = None
-    if workload is not None:
-        current = (int(workload["spec"].get("replicas", 0)), backend.reserved(workload))
-    plan = planner.plan(cluster.name, backend, cluster.replicas, current, members, now)
+    async def read_workload() -> dict[str, Any] | None:
+        return await runtime.kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
+
+    def next_step(workload: dict[str, Any] | None) -> planner.Plan:
+        current = None
+        if workload is not None:
+            current = (int(workload["spec"].get("replicas", 0)), backend.reserved(workload))
+        return planner.plan(cluster.name, backend, cluster.replicas, current, members, now)
+
+    workload = cached if cached is not None else await read_workload()
+    plan = next_step(workload)
+    if cached is not None and plan.action in planner.STEP_REASONS:
+        # The index may trail our own last write by a watch event; a step is planned on
+        # what the apiserver says now, so that no step is taken twice.
+        workload = await read_workload()
+        plan = next_step(workload)
 
     problem = None
     stepping = plan.action in planner.STEP_REASONS
@@ -150,8 +205,6 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch,
         tls_state = await tls.ensure_tls(runtime.kube, cluster, now, workload=workload, write=write)
         claims, problem = await storage.ensure_claims(runtime.kube, cluster, workload, write=write)
         problem = tls_state.problem or problem
-        if forced and tls_state.warning:
-            kopf.warn(body, reason="TLSDisabled", message=tls_state.warning)
         for pod in planner.stale_marks(plan, marked_pods):
             await runtime.kube.merge_patch("v1", "Pod", cluster.namespace, pod, {
                 "metadata": {"annotations": {contract.ANNOTATION_SCALE_AWAY: None}}})
@@ -186,13 +239,17 @@ def _register(engine: engines.Engine) -> None:
     @kopf.on.create(*resource, id=f"{engine.name}-create")
     @kopf.on.update(*resource, id=f"{engine.name}-update", field="spec")
     async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
-                      heartbeats: kopf.Index, scale_away_marks: kopf.Index, **_: Any) -> None:
-        await reconcile(body, patch, memo, heartbeats, scale_away_marks, forced=True)
+                      heartbeats: kopf.Index, scale_away_marks: kopf.Index,
+                      statefulsets: kopf.Index, advanced_statefulsets: kopf.Index, **_: Any) -> None:
+        indices = Indices(heartbeats, scale_away_marks, statefulsets, advanced_statefulsets)
+        await reconcile(body, patch, memo, indices, forced=True)
 
     @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
     async def step(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
-                   heartbeats: kopf.Index, scale_away_marks: kopf.Index, **_: Any) -> None:
-        await reconcile(body, patch, memo, heartbeats, scale_away_marks, forced=False)
+                   heartbeats: kopf.Index, scale_away_marks: kopf.Index,
+                   statefulsets: kopf.Index, advanced_statefulsets: kopf.Index, **_: Any) -> None:
+        indices = Indices(heartbeats, scale_away_marks, statefulsets, advanced_statefulsets)
+        await reconcile(body, patch, memo, indices, forced=False)
 
     @kopf.on.delete(*resource, id=f"{engine.name}-delete", optional=True)
     async def deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
@@ -214,23 +271,15 @@ for _engine in engines.ENGINES.values():
 
 # --- drift: an owned object deleted or edited behind our back is re-applied promptly ---
 
-def _owner_key(body: kopf.Body) -> Key | None:
-    for ref in body.metadata.get("ownerReferences") or []:
-        if ref.get("apiVersion") == contract.API_VERSION and ref.get("controller"):
-            return body.metadata.namespace, ref["name"]
-    return None
-
-
 def _mark_drift(body: kopf.Body, memo: kopf.Memo) -> None:
     key = _owner_key(body)
     if key is not None and hasattr(memo, "runtime"):
         memo.runtime.applied_at.pop(key, None)  # the next step re-applies everything
 
 
-_MANAGED = {contract.LABEL_MANAGED_BY: contract.MANAGER}
 for _owned in (
-    ("apps", "v1", "statefulsets"),
-    ("apps.kruise.io", "v1beta1", "statefulsets"),
+    (STATEFULSET.group, STATEFULSET.version, STATEFULSET.plural),
+    (ADVANCED_STATEFULSET.group, ADVANCED_STATEFULSET.version, ADVANCED_STATEFULSET.plural),
     ("v1", "services"),
     ("policy", "v1", "poddisruptionbudgets"),
 ):
