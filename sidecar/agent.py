@@ -43,6 +43,7 @@ log = logging.getLogger("raftset.sidecar")
 LOCK_NAME = "raftset/membership"
 # Everything a step may raise that means "try again later", not "crash".
 RETRYABLE = (EtcdClientError, KubeError, aiohttp.ClientError, TLSConfigError, OSError, TimeoutError)
+PROMOTE_POLL_S = 0.25  # how often a starting or learning member checks whether it may be promoted
 
 
 class Backoff:
@@ -375,10 +376,23 @@ class Agent:
     # ---- promote
 
     async def promote_loop(self) -> None:
-        backoff = Backoff(0.5, 5.0)
+        """Promote this member as soon as etcd accepts it.
+
+        Until the store answers as a voter, its status is polled here, faster than the
+        heartbeat does: a learner adds load to the leader without counting for quorum,
+        and the operator's next scale step waits for it.
+        """
+        backoff = Backoff(PROMOTE_POLL_S, 2.0)
         while not self.stopping.is_set() and self.phase == "started":
             status = self.status
-            if status is not None and status.is_learner:
+            if status is None or status.is_learner:
+                try:
+                    status = await self.local.status(timeout=1.0)
+                except EtcdClientError:
+                    status = None  # the store is still starting
+            if status is None:
+                delay = PROMOTE_POLL_S
+            elif status.is_learner:
                 try:
                     if await self.promote_once(status):
                         backoff.reset()
