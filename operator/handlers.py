@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -23,27 +22,10 @@ from raftset import contract, engines
 from raftset.operator import manifests, planner, spec, status, storage, tls
 from raftset.operator.kube import Kube, api_error_message, load_config
 from raftset.operator.members import from_leases
+from raftset.operator.settings import Settings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
 Key = tuple[str, str]  # (namespace, cluster name)
-
-
-@dataclass
-class Settings:
-    default_workload_kind: str = "StatefulSet"
-    sidecar_image: str = spec.DEFAULT_SIDECAR_IMAGE
-    reconcile_interval: float = 5.0
-    resync_seconds: float = 60.0
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        env = os.environ
-        return cls(
-            default_workload_kind=env.get("RAFTSET_DEFAULT_WORKLOAD_KIND", cls.default_workload_kind),
-            sidecar_image=env.get("RAFTSET_SIDECAR_IMAGE", cls.sidecar_image),
-            reconcile_interval=float(env.get("RAFTSET_RECONCILE_INTERVAL", cls.reconcile_interval)),
-            resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", cls.resync_seconds)),
-        )
 
 
 @dataclass
@@ -198,7 +180,10 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
 
     problem = None
     stepping = plan.action in planner.STEP_REASONS
-    due = now.timestamp() - runtime.applied_at.get(key, 0.0) >= runtime.settings.resync_seconds
+    degraded = any(c.get("type") == "Degraded" and c.get("status") == "True"
+                   for c in old_status.get("conditions") or [])
+    period = runtime.settings.retry_seconds if degraded else runtime.settings.resync_seconds
+    due = now.timestamp() - runtime.applied_at.get(key, 0.0) >= period
     write = stepping or forced or due
     try:
         # TLS material and PVC expansion first: pods must find their Secrets and sizes.
@@ -286,8 +271,10 @@ for _owned in (
     @kopf.on.event(*_owned, labels=_MANAGED, id=f"drift-{'-'.join(_owned)}")
     def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
         # A spec edit bumps generation ahead of the controller's observedGeneration; status
-        # churn does not, so it does not trigger a re-apply.
+        # churn does not, so it does not trigger a re-apply. A Service has no generation and
+        # no controller writing it: any change to it is someone's edit.
         generation = body.metadata.get("generation")
         observed = (body.get("status") or {}).get("observedGeneration")
-        if type == "DELETED" or (type == "MODIFIED" and generation is not None and generation != observed):
+        edited = generation is None or generation != observed
+        if type == "DELETED" or (type == "MODIFIED" and edited):
             _mark_drift(body, memo)

@@ -59,6 +59,7 @@ class Operator:
             "RAFTSET_DEFAULT_WORKLOAD_KIND": default_kind,
             "RAFTSET_RECONCILE_INTERVAL": "1",
             "RAFTSET_RESYNC_SECONDS": "5",
+            "RAFTSET_RETRY_SECONDS": "5",
             **env,
         }
         self.process: subprocess.Popen[bytes] | None = None

@@ -29,6 +29,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
+from raftset.operator.settings import Settings
 from tests.bench.stats import percentile
 from tests.operator_harness import ROOT, Operator, api, heartbeat_lease, kubectl
 
@@ -171,8 +172,12 @@ def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: i
     kubectl(kubeconfig, "create", "namespace", namespace)
     api_client = api(kubeconfig)
     custom, apps = client.CustomObjectsApi(api_client), client.AppsV1Api(api_client)
+    # The product's own intervals: the harness's test defaults are faster.
+    defaults = Settings()
     operator = Operator(kubeconfig, workdir / "operator.log",
-                        RAFTSET_RECONCILE_INTERVAL="5", RAFTSET_RESYNC_SECONDS="60")
+                        RAFTSET_RECONCILE_INTERVAL=str(defaults.reconcile_interval),
+                        RAFTSET_RESYNC_SECONDS=str(defaults.resync_seconds),
+                        RAFTSET_RETRY_SECONDS=str(defaults.retry_seconds))
     heartbeats = Heartbeats(api_client, namespace)
     rows: list[dict[str, Any]] = []
     rng = random.Random(7)

@@ -197,6 +197,9 @@ def test_drift_is_repaired(control_plane: Any, operator: Operator, namespace: st
         c.core.delete_namespaced_service("drift-client", namespace)
         wait_for(lambda: c.core.read_namespaced_service("drift-client", namespace).metadata.uid != old_uid,
                  30, "the client Service to come back")
+        c.core.patch_namespaced_service("drift-peer", namespace, {"spec": {"publishNotReadyAddresses": False}})
+        wait_for(lambda: c.core.read_namespaced_service("drift-peer", namespace).spec.publish_not_ready_addresses,
+                 30, "the peer Service to publish not-ready addresses again")
         apps = client.AppsV1Api(c.api)
         apps.patch_namespaced_stateful_set("drift", namespace, {"spec": {"replicas": 1}})
         wait_for(lambda: apps.read_namespaced_stateful_set("drift", namespace).spec.replicas == 3,

@@ -1,0 +1,30 @@
+"""The operator's configuration: environment variables set by the kustomize overlay."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from raftset.operator import spec
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Per-operator defaults; everything per cluster is in its spec."""
+
+    default_workload_kind: str = "StatefulSet"
+    sidecar_image: str = spec.DEFAULT_SIDECAR_IMAGE
+    reconcile_interval: float = 5.0
+    resync_seconds: float = 600.0  # drift is seen by watches; this is the safety net
+    retry_seconds: float = 60.0  # the resync of a Degraded cluster: a fixed cause is noticed soon
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        env = os.environ
+        return cls(
+            default_workload_kind=env.get("RAFTSET_DEFAULT_WORKLOAD_KIND", cls.default_workload_kind),
+            sidecar_image=env.get("RAFTSET_SIDECAR_IMAGE", cls.sidecar_image),
+            reconcile_interval=float(env.get("RAFTSET_RECONCILE_INTERVAL", cls.reconcile_interval)),
+            resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", cls.resync_seconds)),
+            retry_seconds=float(env.get("RAFTSET_RETRY_SECONDS", cls.retry_seconds)),
+        )
