@@ -244,7 +244,7 @@ class Agent:
             return await self._add_learner(client)
         if plan.action is A.REMOVE_ENTRY:
             assert plan.member_id is not None
-            return await self._remove_entry(client, view.members, plan.member_id)
+            return await self._remove_entry(client, plan.member_id)
         raise AssertionError(plan.action)
 
     async def _add_learner(self, client: MemberClient) -> bool:
@@ -271,23 +271,30 @@ class Agent:
         self._write_startup("existing", cluster)
         return True
 
-    async def _remove_entry(self, client: MemberClient, members: Sequence[Member], member_id: int) -> bool:
-        statuses = await self._statuses(members)
-        voters = frozenset(m.id for m in members if not m.is_learner)
-        if not safe_to_remove(voters, frozenset(i for i, s in statuses.items() if s), member_id):
-            self.last_error = f"waiting: removing our old entry {member_id:x} would lose quorum"
-            return False
+    async def _remove_entry(self, client: MemberClient, member_id: int) -> bool:
+        """Remove the entry our empty data dir left behind, decided again under the lock."""
         async with client.lock(LOCK_NAME, timeout=10):
-            try:
-                await client.remove(member_id)
-            except EtcdClientError as exc:
-                self.metrics.count("remove", False)
-                if exc.refusal is Refusal.MEMBER_NOT_FOUND:
-                    return True
-                raise
-        self.metrics.count("remove", True)
+            members = await client.member_list()
+            statuses = await self._statuses(members)
+            voters = frozenset(m.id for m in members if not m.is_learner)
+            if not safe_to_remove(voters, frozenset(i for i, s in statuses.items() if s), member_id):
+                self.last_error = f"waiting: removing our old entry {member_id:x} would lose quorum"
+                return False
+            error = await self._member_remove(client, member_id)
+        if error is not None and error.refusal is not Refusal.MEMBER_NOT_FOUND:
+            raise error
         log.warning("removed our old member entry %x: our data dir was empty", member_id)
         return True
+
+    async def _member_remove(self, client: MemberClient, member_id: int) -> EtcdClientError | None:
+        """One MemberRemove, never retried here; etcd's refusal is returned for the caller to judge."""
+        try:
+            await client.remove(member_id)
+        except EtcdClientError as exc:
+            self.metrics.count("remove", False)
+            return exc
+        self.metrics.count("remove", True)
+        return None
 
     def _cluster_map(self, members: Sequence[Member] | None, own_id: int | None) -> dict[str, str]:
         return join.initial_cluster(self.s.pod_name, self.s.peer_url, members or (), self.s.naming, own_id)
@@ -551,18 +558,12 @@ class Agent:
                 decision = leave.plan(fate, own_id, members, statuses, ordinals, kept)
                 if not decision.remove:
                     return decision
-                try:
-                    await client.remove(own_id)
-                except EtcdClientError as exc:
-                    self.metrics.count("remove", False)
-                    if exc.refusal is Refusal.MEMBER_NOT_FOUND:
-                        return decision
-                    if exc.refusal not in (Refusal.UNHEALTHY, Refusal.NOT_ENOUGH_STARTED):
-                        raise
-                    log.info("leave: %s; asking again", exc.message)
-                else:
-                    self.metrics.count("remove", True)
-                    return decision
+                error = await self._member_remove(client, own_id)
+            if error is None or error.refusal is Refusal.MEMBER_NOT_FOUND:
+                return decision
+            if error.refusal not in (Refusal.UNHEALTHY, Refusal.NOT_ENOUGH_STARTED):
+                raise error
+            log.info("leave: %s; asking again", error.message)
             await asyncio.sleep(backoff.next())
 
     def stop(self) -> None:

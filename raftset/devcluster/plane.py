@@ -198,55 +198,42 @@ def _start_apiserver(sup: procs.Supervisor, workdir: Path, block: net.Block, cer
     return url, proc
 
 
-def _component_auth_flags(kubeconfig_path: str) -> list[str]:
-    return [
-        f"--kubeconfig={kubeconfig_path}",
-        f"--authentication-kubeconfig={kubeconfig_path}",
-        f"--authorization-kubeconfig={kubeconfig_path}",
-        "--leader-elect=false",
-    ]
+def _start_kube_component(sup: procs.Supervisor, plane: Plane, name: str, *flags: str) -> procs.Proc:
+    """controller-manager or scheduler: authenticated by the admin kubeconfig, healthy on /healthz."""
+    port = net.free_port(plane.host)
+    proc = sup.start(
+        name,
+        [
+            str(build.KUBE.binary(name)),
+            f"--kubeconfig={plane.kubeconfig}",
+            f"--authentication-kubeconfig={plane.kubeconfig}",
+            f"--authorization-kubeconfig={plane.kubeconfig}",
+            "--leader-elect=false",
+            f"--bind-address={plane.host}",
+            f"--secure-port={port}",
+            f"--cert-dir={plane.workdir / name}",
+            "--profiling=false",
+            *flags,
+        ],
+        env=_base_env(),
+    )
+    procs.wait_for(lambda: _ok(f"https://{plane.host}:{port}/healthz", _self_signed_context()),
+                   f"{name} /healthz", START_TIMEOUT_S, [proc])
+    return proc
 
 
 def _start_controller_manager(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
-    port = net.free_port(plane.host)
-    proc = sup.start(
-        "kube-controller-manager",
-        [
-            str(build.KUBE.binary("kube-controller-manager")),
-            *_component_auth_flags(plane.kubeconfig),
-            f"--bind-address={plane.host}",
-            f"--secure-port={port}",
-            f"--cert-dir={plane.workdir / 'kube-controller-manager'}",
-            f"--service-account-private-key-file={plane.certs.sa_private}",
-            f"--root-ca-file={plane.certs.ca.cert}",
-            f"--cluster-signing-cert-file={plane.certs.ca.cert}",
-            f"--cluster-signing-key-file={plane.certs.ca.key}",
-            "--profiling=false",
-        ],
-        env=_base_env(),
+    return _start_kube_component(
+        sup, plane, "kube-controller-manager",
+        f"--service-account-private-key-file={plane.certs.sa_private}",
+        f"--root-ca-file={plane.certs.ca.cert}",
+        f"--cluster-signing-cert-file={plane.certs.ca.cert}",
+        f"--cluster-signing-key-file={plane.certs.ca.key}",
     )
-    procs.wait_for(lambda: _ok(f"https://{plane.host}:{port}/healthz", _self_signed_context()),
-                   "kube-controller-manager /healthz", START_TIMEOUT_S, [proc])
-    return proc
 
 
 def _start_scheduler(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
-    port = net.free_port(plane.host)
-    proc = sup.start(
-        "kube-scheduler",
-        [
-            str(build.KUBE.binary("kube-scheduler")),
-            *_component_auth_flags(plane.kubeconfig),
-            f"--bind-address={plane.host}",
-            f"--secure-port={port}",
-            f"--cert-dir={plane.workdir / 'kube-scheduler'}",
-            "--profiling=false",
-        ],
-        env=_base_env(),
-    )
-    procs.wait_for(lambda: _ok(f"https://{plane.host}:{port}/healthz", _self_signed_context()),
-                   "kube-scheduler /healthz", START_TIMEOUT_S, [proc])
-    return proc
+    return _start_kube_component(sup, plane, "kube-scheduler")
 
 
 def kruise_source() -> Path:
