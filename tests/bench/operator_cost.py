@@ -1,7 +1,7 @@
 """Operator cost on the local control plane: RSS and CPU at rest, spec-change latency.
 
 The real operator runs as a subprocess (`tests.operator_harness.Operator`) with its
-default intervals (a reconcile timer every 5 s per cluster, a full re-apply every 60 s)
+default intervals (a reconcile timer every 5 s per cluster, a full re-apply every 600 s)
 against the full local plane (controller-manager, scheduler, OpenKruise, kwok). Clusters
 are one-member EtcdClusters on the builtin StatefulSet, so their kwok pods fit the fake
 nodes; each has a heartbeat Lease renewed every 10 s (the sidecar's default) by a

@@ -341,8 +341,7 @@ Every repetition:
 
 ## Scale-out
 
-A three-member cluster (sidecar settings as the operator renders them by default: the
-sidecar polls its member every 2 s) is filled with incompressible 1 MiB values to each
+A three-member cluster (sidecar settings as the operator renders them by default) is filled with incompressible 1 MiB values to each
 size; a fourth member then joins twice from an empty volume. **sidecar**: timed from the
 sidecar process starting (kubelet order: sidecar, startupProbe, store) until the member is
 promoted from learner, started, and has applied every entry the cluster had when the join
@@ -350,10 +349,9 @@ began. **by hand**: `etcdctl member add` (a voting member at once, no learner st
 `etcd --initial-cluster-state existing`, timed from the member add to the same condition.
 The by-hand member counts towards quorum before it has any data; the learner does not.
 `sidecar_store_started_s` is the part until etcd could start (the sidecar process starting,
-its learner added, the startupProbe passing). After that the sidecar promotes its learner
-from its own status poll (every 2 s by default) and backs off while etcd still calls the
-learner not in sync, which is most likely where the rest of its time goes, with or
-without data.
+its learner added, the startupProbe passing). After that the sidecar polls its member
+every 0.25 s until it answers, asks for the promotion, and backs off (0.25 s doubling to
+2 s) while etcd still calls the learner not in sync.
 
 ![scale-out times]({img[PLOTS[2]]})
 
@@ -362,7 +360,7 @@ without data.
 ## Operator cost
 
 The real operator as a subprocess, default intervals (a reconcile timer every 5 s per
-cluster, a full re-apply every 60 s), on the full local control plane (kube-apiserver,
+cluster that reads kopf's indices only, a full re-apply every 600 s), on the full local control plane (kube-apiserver,
 controller-manager, scheduler, OpenKruise, kwok). Each cluster is a one-member EtcdCluster
 on the builtin StatefulSet (kwok pods), with a heartbeat Lease renewed every 10 s by a
 stand-in thread (the sidecar's default interval). `create_s`: from applying the new
@@ -372,11 +370,8 @@ get there, until the last one that did). At rest: CPU
 cluster at a time, a label added to `spec.podTemplate.labels`, until the StatefulSet's
 `metadata.generation` moved (polled every 20 ms); {p['spec_changes']} changes per size,
 on settled clusters only. `settled` is how many clusters got their StatefulSet and an
-observed status. The local control plane serves ClusterIP Services from a /24
-(`raftset/devcluster/net.py`), so only about 250 client Services fit: beyond that the
-operator's apply is refused ("failed to allocate a serviceIP: range is full") and those
-clusters stay Degraded, retried by their reconcile timers, which still count in the CPU
-figure. That is a limit of the test plane, not of the operator.
+observed status. The local control plane serves ClusterIP Services from a /21
+(`raftset/devcluster/net.py`), room for about 2000 client Services.
 
 ![operator cost]({img[PLOTS[3]]})
 

@@ -11,7 +11,8 @@ then a fourth member joins twice:
 Both are "done" when the member is started, voting (not a learner) and has applied every
 entry the cluster had when the join began. Between the two joins the joined member is
 removed and its data deleted, so each join starts from an empty volume. The sidecars run
-with the settings the operator renders by default (they poll their member every 2 s).
+with the settings the operator renders by default (heartbeat poll every 2 s; a joining
+member polls its own status every 0.25 s until it is promoted).
 """
 
 from __future__ import annotations
