@@ -261,7 +261,8 @@ def plots(out: Path, results: Mapping[str, Any], runs: Sequence[Run]) -> None:
 
 def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], labels: Mapping[str, str] | None = None) -> str:
     def cell(column: str, value: Any) -> str:
-        return (labels or {}).get(value, str(value)) if column == "strategy" else str(value)
+        text = (labels or {}).get(value, str(value)) if column == "strategy" else str(value)
+        return text.replace("|", "\\|").replace("\n", " ")  # error messages stay in their cell
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(cell(c, r[c]) for c in columns) + " |" for r in rows]
     return "\n".join(lines)

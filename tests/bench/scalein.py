@@ -57,7 +57,7 @@ KRUISE = ("apps.kruise.io", "v1beta1", "statefulsets")
 COLUMNS = (
     "strategy", "from_members", "to_members", "repetition", "writes", "failed_writes", "longest_stall_s",
     "write_p50_ms", "write_p99_ms", "reads", "failed_reads", "longest_read_stall_s", "leader_changes",
-    "scale_in_s", "victims", "leader_before", "leader_after",
+    "scale_in_s", "victims", "leader_before", "leader_after", "first_error",
 )
 
 
@@ -260,6 +260,8 @@ async def run_once(kubeconfig: str, workdir: Path, strategy: str, start: int, ta
             "victims": " ".join(f"demo-{v}" for v in victims),
             "leader_before": f"demo-{leader_before}" if leader_before is not None else "",
             "leader_after": f"demo-{leader_after}" if leader_after is not None else "",
+            # What a failed request was told: the reason behind a stall, in the results.
+            "first_error": observed.errors[0][:160] if observed.errors else "",
         }
         return Run(row=row, t0=t0, observed=observed)
     finally:
