@@ -36,6 +36,9 @@ class Runtime:
     kube: Kube
     locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
     applied_at: dict[Key, float] = field(default_factory=dict)
+    # The last status computed per cluster: a reconcile may run on a body that does not
+    # show our previous status patch yet, and must not announce the same change twice.
+    published: dict[Key, dict[str, Any]] = field(default_factory=dict)
 
 
 SETTINGS = Settings.from_env()
@@ -140,8 +143,9 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     def publish(cluster: spec.Cluster | None, plan: planner.Plan | None,
                 workload: dict[str, Any] | None, problem: tuple[str, str] | None) -> None:
         new = status.status(cluster, plan, workload, members, old_status, generation, now, problem)
-        for kind, reason, message in status.announcements(old_status, new):
+        for kind, reason, message in status.announcements(runtime.published.get(key, old_status), new):
             kopf.event(body, type=kind, reason=reason, message=message)
+        runtime.published[key] = new
         if {k: old_status.get(k) for k in new} != new:
             patch.status.update(new)
 
@@ -248,6 +252,7 @@ def _register(engine: engines.Engine) -> None:
                                       lease["metadata"]["name"])
         runtime.locks.pop((namespace, name), None)
         runtime.applied_at.pop((namespace, name), None)
+        runtime.published.pop((namespace, name), None)
 
 
 for _engine in engines.ENGINES.values():

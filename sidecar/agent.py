@@ -82,6 +82,7 @@ class Agent:
         self._label_written: str | None = None
         self._lease_retry_at = 0.0
         self._lease_backoff = Backoff(1.0, max(1.0, settings.heartbeat_interval))
+        self._beat_lock = asyncio.Lock()
         self._workload_owner: dict[str, Any] | None = None
 
     # ---- plumbing
@@ -333,22 +334,24 @@ class Agent:
     # ---- heartbeat
 
     async def beat_once(self) -> None:
-        try:
-            status = await self.local.status(timeout=min(self.s.poll_interval, 3.0))
-        except EtcdClientError as exc:
-            status = None
-            if self.phase == "started":
-                log.debug("local member not answering: %s", exc)
-        self.status = status
-        if status is not None:
-            if self.member_id != status.member_id:
-                # Bootstrapped or rejoined without MemberList: the id is known only now.
-                old = marker.read(self.s.marker_path)
-                self._write_marker(status.member_id, old.initial_cluster if old else {})
-            if self.last_error and self.ready:
-                self.last_error = ""
-        self.heartbeat = heartbeat.beat(self.s.pod_name, status, datetime.now(timezone.utc), self.member_id)
-        await self.publish()
+        """Poll the member and publish; serialised, so an older poll never overwrites a newer one."""
+        async with self._beat_lock:
+            try:
+                status = await self.local.status(timeout=min(self.s.poll_interval, 3.0))
+            except EtcdClientError as exc:
+                status = None
+                if self.phase == "started":
+                    log.debug("local member not answering: %s", exc)
+            self.status = status
+            if status is not None:
+                if self.member_id != status.member_id:
+                    # Bootstrapped or rejoined without MemberList: the id is known only now.
+                    old = marker.read(self.s.marker_path)
+                    self._write_marker(status.member_id, old.initial_cluster if old else {})
+                if self.last_error and self.ready:
+                    self.last_error = ""
+            self.heartbeat = heartbeat.beat(self.s.pod_name, status, datetime.now(timezone.utc), self.member_id)
+            await self.publish()
 
     async def publish(self) -> None:
         """The Lease and the pod's role label, on change plus a slow refresh."""
@@ -431,7 +434,7 @@ class Agent:
             raise
         self.metrics.count("promote", True)
         log.info("promoted member %s to voting member", own.hex_id)
-        self.status = await self.local.status()
+        await self.beat_once()  # the operator waits for this voter: tell it now, not at the next poll
         return True
 
     # ---- clean

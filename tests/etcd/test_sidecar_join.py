@@ -39,8 +39,9 @@ async def test_new_cluster_grows_one_member_at_a_time(make_lab) -> None:
         members = await lab.wait_voting(size)
         await lab.logged("promoted member", size - 1)
         assert "join: add-learner" in pod.log_text()
-    roles = sorted(lab.pod(o).heartbeat()["role"] for o in range(3))
-    assert roles == ["follower", "follower", "leader"]
+    def roles() -> list[str]:
+        return sorted(lab.pod(o).heartbeat()["role"] for o in range(3))
+    wait_for(lambda: roles() == ["follower", "follower", "leader"], 10, "one leader and two followers in the heartbeats")
     assert {m.name for m in members} == {"demo-0", "demo-1", "demo-2"}
     for ordinal in range(3):
         assert await lab.get("/grow/before", ordinal) == b"1"
