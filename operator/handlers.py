@@ -108,12 +108,16 @@ class Indices:
 
     heartbeats: kopf.Index
     scale_away_marks: kopf.Index
-    statefulsets: kopf.Index
-    advanced_statefulsets: kopf.Index
+    workloads: dict[str, kopf.Index]  # by Backend.name
 
     def workload(self, backend: Backend, key: Key) -> dict[str, Any] | None:
-        index = self.advanced_statefulsets if backend is ADVANCED_STATEFULSET else self.statefulsets
-        return next(iter(index.get(key, [])), None)
+        return next(iter(self.workloads[backend.name].get(key, [])), None)
+
+    @classmethod
+    def of(cls, heartbeats: kopf.Index, scale_away_marks: kopf.Index, statefulsets: kopf.Index,
+           advanced_statefulsets: kopf.Index) -> Indices:
+        return cls(heartbeats, scale_away_marks, {STATEFULSET.name: statefulsets,
+                                                  ADVANCED_STATEFULSET.name: advanced_statefulsets})
 
 
 # --- the cluster kinds ---
@@ -169,9 +173,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         return await runtime.kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
 
     def next_step(workload: dict[str, Any] | None) -> planner.Plan:
-        current = None
-        if workload is not None:
-            current = (int(workload["spec"].get("replicas", 0)), backend.reserved(workload))
+        current = backend.scale(workload) if workload is not None else None
         return planner.plan(cluster.name, backend, cluster.replicas, current, members, now)
 
     workload = cached if cached is not None else await read_workload()
@@ -184,9 +186,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
 
     problem = None
     stepping = plan.action in planner.STEP_REASONS
-    degraded = any(c.get("type") == "Degraded" and c.get("status") == "True"
-                   for c in old_status.get("conditions") or [])
-    period = runtime.settings.retry_seconds if degraded else runtime.settings.resync_seconds
+    period = runtime.settings.resync_period(status.degraded(old_status))
     due = now.timestamp() - runtime.applied_at.get(key, 0.0) >= period
     write = stepping or forced or due
     try:
@@ -230,14 +230,14 @@ def _register(engine: engines.Engine) -> None:
     async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
                       heartbeats: kopf.Index, scale_away_marks: kopf.Index,
                       statefulsets: kopf.Index, advanced_statefulsets: kopf.Index, **_: Any) -> None:
-        indices = Indices(heartbeats, scale_away_marks, statefulsets, advanced_statefulsets)
+        indices = Indices.of(heartbeats, scale_away_marks, statefulsets, advanced_statefulsets)
         await reconcile(body, patch, memo, indices, forced=True)
 
     @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
     async def step(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
                    heartbeats: kopf.Index, scale_away_marks: kopf.Index,
                    statefulsets: kopf.Index, advanced_statefulsets: kopf.Index, **_: Any) -> None:
-        indices = Indices(heartbeats, scale_away_marks, statefulsets, advanced_statefulsets)
+        indices = Indices.of(heartbeats, scale_away_marks, statefulsets, advanced_statefulsets)
         await reconcile(body, patch, memo, indices, forced=False)
 
     @kopf.on.delete(*resource, id=f"{engine.name}-delete", optional=True)
@@ -275,11 +275,5 @@ for _owned in (
 ):
     @kopf.on.event(*_owned, labels=_MANAGED, id=f"drift-{'-'.join(_owned)}")
     def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-        # A spec edit bumps generation ahead of the controller's observedGeneration; status
-        # churn does not, so it does not trigger a re-apply. A Service has no generation and
-        # no controller writing it: any change to it is someone's edit.
-        generation = body.metadata.get("generation")
-        observed = (body.get("status") or {}).get("observedGeneration")
-        edited = generation is None or generation != observed
-        if type == "DELETED" or (type == "MODIFIED" and edited):
+        if manifests.edited_behind_our_back(type, body):
             _mark_drift(body, memo)

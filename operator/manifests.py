@@ -8,7 +8,7 @@ scale fields: `replicas`, plus `reserveOrdinals` on OpenKruise).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from raftset import contract
@@ -378,3 +378,18 @@ def owned_objects(cluster: Cluster, replicas: int, reserved: Iterable[int] = (),
         objects.append(pdb)
     objects.append(workload(cluster, replicas, reserved, tls_revision=tls_revision, claims=claims))
     return objects
+
+
+def edited_behind_our_back(event_type: str | None, obj: Mapping[str, Any]) -> bool:
+    """Does this watch event of an owned object mean someone else changed it?
+
+    A spec edit bumps generation ahead of the controller's observedGeneration; status
+    churn does not. A Service has no generation and no controller writing it: any
+    change to it is someone's edit.
+    """
+    if event_type == "DELETED":
+        return True
+    if event_type != "MODIFIED":
+        return False
+    generation = (obj.get("metadata") or {}).get("generation")
+    return generation is None or generation != (obj.get("status") or {}).get("observedGeneration")

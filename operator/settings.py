@@ -18,6 +18,10 @@ class Settings:
     resync_seconds: float = 600.0  # drift is seen by watches; this is the safety net
     retry_seconds: float = 60.0  # the resync of a Degraded cluster: a fixed cause is noticed soon
 
+    def resync_period(self, degraded: bool) -> float:
+        """How long a full re-apply may wait: shorter while the cluster is Degraded."""
+        return self.retry_seconds if degraded else self.resync_seconds
+
     @classmethod
     def from_env(cls) -> Settings:
         env = os.environ

@@ -176,6 +176,11 @@ def _condition(st: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return next((c for c in st.get("conditions") or [] if c.get("type") == kind), {})
 
 
+def degraded(st: Mapping[str, Any]) -> bool:
+    """Does this status say Degraded=True?"""
+    return _condition(st, "Degraded").get("status") == "True"
+
+
 def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(event type, reason, message) for what a user wants to hear once, not every reconcile."""
     out: list[tuple[str, str, str]] = []

@@ -72,10 +72,13 @@ class Backend:
         """
         return list(kept) if self.supports_reserved_ordinals else kept[-1:]
 
+    def scale(self, workload: Mapping[str, Any]) -> tuple[int, list[int]]:
+        """The workload object's current (replicas, reserved ordinals); replicas default to 1 as in the API."""
+        return int((workload.get("spec") or {}).get("replicas", 1)), self.reserved(workload)
+
     def kept(self, workload: Mapping[str, Any]) -> list[int]:
         """The ordinals the workload object currently wants to run."""
-        replicas = int((workload.get("spec") or {}).get("replicas", 1))
-        return kept_ordinals(replicas, self.reserved(workload))
+        return kept_ordinals(*self.scale(workload))
 
     def scale_spec(self, replicas: int, reserved: Iterable[int]) -> dict[str, Any]:
         """The part of `spec` that a scale step writes."""

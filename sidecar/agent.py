@@ -394,12 +394,9 @@ class Agent:
         """
         backoff = Backoff(PROMOTE_POLL_S, 2.0)
         while not self.stopping.is_set() and self.phase == "started":
+            if self.status is None or self.status.is_learner:
+                await self.beat_once()  # not yet voting: poll (and publish) at the promote pace
             status = self.status
-            if status is None or status.is_learner:
-                try:
-                    status = await self.local.status(timeout=1.0)
-                except EtcdClientError:
-                    status = None  # the store is still starting
             if status is None:
                 delay = PROMOTE_POLL_S
             elif status.is_learner:

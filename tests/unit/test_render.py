@@ -370,3 +370,15 @@ def test_renderers_are_pure() -> None:
     assert again[-1]["spec"]["template"]["metadata"]["labels"]["a"] == "b"
     assert again[-1]["spec"]["template"]["spec"]["tolerations"] == [{"key": "k"}]
     assert again == manifests.owned_objects(c, 3, [1])
+
+
+@pytest.mark.parametrize(("event", "obj", "edited"), [
+    ("DELETED", {}, True),
+    ("ADDED", {"metadata": {"generation": 1}}, False),
+    ("MODIFIED", {"metadata": {"generation": 3}, "status": {"observedGeneration": 3}}, False),  # status churn
+    ("MODIFIED", {"metadata": {"generation": 4}, "status": {"observedGeneration": 3}}, True),  # a spec edit
+    ("MODIFIED", {"metadata": {}, "spec": {"clusterIP": "None"}}, True),  # a Service: no generation
+    (None, {"metadata": {"generation": 1}}, False),  # the initial listing
+])
+def test_which_watch_events_are_someone_elses_edit(event: str | None, obj: dict[str, Any], edited: bool) -> None:
+    assert manifests.edited_behind_our_back(event, obj) is edited

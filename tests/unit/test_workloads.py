@@ -99,3 +99,10 @@ def test_removable_ordinals_per_backend(kept: list[int]) -> None:
 def test_holes_only_where_the_api_honours_them() -> None:
     assert STATEFULSET.holes([3, 1]) == ()
     assert ADVANCED_STATEFULSET.holes([3, 1, 3]) == (1, 3)
+
+
+def test_scale_reads_replicas_and_reservations_with_the_api_default() -> None:
+    workload = {"spec": {"replicas": 3, "reserveOrdinals": [1, "4-5"]}}
+    assert ADVANCED_STATEFULSET.scale(workload) == (3, [1, 4, 5])
+    assert STATEFULSET.scale(workload) == (3, [])
+    assert STATEFULSET.scale({"spec": {}}) == (1, [])
