@@ -30,7 +30,7 @@ system-deps:
 
 # kube-apiserver, controller-manager, scheduler, OpenKruise and kwok, built once into a cache.
 controlplane: venv
-	$(PY) -m raftset.devcluster build
+	$(PY) -m tools.devcluster build
 
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
@@ -39,7 +39,7 @@ test: deps controlplane
 	$(PY) -m pytest -m "unit or etcd or k8s or e2e" $(PYTEST_ARGS)
 
 run: deps controlplane
-	$(PY) -m raftset.devcluster run --overlay $(OVERLAY)
+	$(PY) -m tools.devcluster run --overlay $(OVERLAY)
 
 bench: deps controlplane
 	$(PY) -m tests.bench $(BENCH_ARGS)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from raftset.devcluster import Plane, start
+from tools.devcluster import Plane, start
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
-from raftset.devcluster.net import free_port
+from tools.devcluster.net import free_port
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 
 from tests.waiting import wait_for  # noqa: F401 - the tests of this harness import it from here

@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raftset.devcluster import start
-from raftset.devcluster.plane import kruise_source
+from tools.devcluster import start
+from tools.devcluster.plane import kruise_source
 from tests.bench import footprint, operator_cost, report, scalein, scaleout
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
 from tests.etcd.harness import Lab

@@ -19,7 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import psutil  # noqa: E402
 
-from raftset.devcluster import versions  # noqa: E402
+from tools.devcluster import versions  # noqa: E402
 from tests.bench import footprint, operator_cost, scalein, scaleout  # noqa: E402
 from tests.bench.scalein import STRATEGIES, Run  # noqa: E402
 
@@ -372,7 +372,7 @@ cluster at a time, a label added to `spec.podTemplate.labels`, until the Statefu
 `metadata.generation` moved (polled every 20 ms); {p['spec_changes']} changes per size,
 on settled clusters only. `settled` is how many clusters got their StatefulSet and an
 observed status. The local control plane serves ClusterIP Services from a /21
-(`raftset/devcluster/net.py`), room for about 2000 client Services.
+(`tools/devcluster/net.py`), room for about 2000 client Services.
 
 ![operator cost]({img[PLOTS[3]]})
 

@@ -14,8 +14,8 @@ import psutil
 import pytest
 import yaml
 
-from raftset.devcluster import Plane
-from raftset.devcluster.procs import wait_for
+from tools.devcluster import Plane
+from tools.devcluster.procs import wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client
 
 from raftset import contract
-from raftset.devcluster.podrunner import PodRunner, pod_ip
+from tools.devcluster.podrunner import PodRunner, pod_ip
 from raftset.etcdclient import EtcdClientError, Member, MemberClient
 from tests.etcd.harness import Writer
 from tests.operator_harness import Operator, api, kubectl, wait_for

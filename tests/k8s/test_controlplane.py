@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from raftset.devcluster import Plane, versions
+from tools.devcluster import Plane, versions
 
 pytestmark = pytest.mark.k8s
 

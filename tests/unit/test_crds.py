@@ -20,7 +20,8 @@ import pytest
 import yaml
 from celpy import celtypes
 
-from raftset import contract, crdgen, engines, workloads
+from raftset import contract, engines, workloads
+from tools import crdgen
 
 pytestmark = pytest.mark.unit
 
@@ -192,7 +193,7 @@ def with_spec(obj: dict[str, Any], **spec: Any) -> dict[str, Any]:
 def test_committed_files_are_the_generated_ones() -> None:
     stale = [str(p.relative_to(ROOT)) for p, text in crdgen.rendered_files().items()
              if not p.exists() or p.read_text() != text]
-    assert not stale, f"run `python -m raftset.crdgen`: {stale} are out of date"
+    assert not stale, f"run `python -m tools.crdgen`: {stale} are out of date"
 
 
 def test_check_mode_reports_no_stale_file() -> None:

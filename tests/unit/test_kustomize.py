@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from raftset import contract, crdgen, engines, workloads
+from raftset import contract, engines, workloads
+from tools import crdgen
 
 pytestmark = pytest.mark.unit
 
@@ -284,3 +285,22 @@ def test_operator_may_write_and_grant_everything_it_renders(overlay: str, worklo
                     for resource in rule["resources"]:
                         for verb in rule["verbs"]:
                             assert allows(docs, group, resource, verb), (group, resource, verb)
+
+
+def test_the_image_installs_only_the_shipped_namespace() -> None:
+    """Dev tooling (tools/: the control-plane builder, the stand-in kubelet, crdgen) never ships."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    copied = {src for line in re.findall(r"^COPY (?!--from)(.+)$", dockerfile, re.M) for src in line.split()[:-1]}
+    assert copied == {"pyproject.toml", "README.md", "raftset/", "operator/", "sidecar/"}
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setuptools["packages"] == ["raftset", "raftset.operator", "raftset.sidecar"]
+    assert not list((ROOT / "raftset").rglob("devcluster")) and not (ROOT / "raftset" / "crdgen.py").exists()
+
+
+def test_a_modules_path_names_it() -> None:
+    """Folder = import path: operator/raftset/operator/x.py is raftset.operator.x."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for package, folder in setuptools["package-dir"].items():
+        assert folder.endswith(package.replace(".", "/")), (package, folder)
+    for folder in ("raftset", "operator/raftset", "sidecar/raftset"):
+        assert not (ROOT / folder / "__init__.py").exists(), f"{folder} must stay a namespace portion"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from raftset.devcluster import podrunner
-from raftset.devcluster.podrunner import AddressBook
+from tools.devcluster import podrunner
+from tools.devcluster.podrunner import AddressBook
 
 pytestmark = pytest.mark.unit
 

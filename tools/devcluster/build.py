@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from raftset.devcluster import versions
+from tools.devcluster import versions
 
 STAMP = ".inputs"
 

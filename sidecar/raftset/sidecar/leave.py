@@ -17,7 +17,7 @@ from raftset import contract
 from raftset.etcdclient import Member, Status
 from raftset.workloads import Backend
 
-from .quorum import safe_to_remove
+from raftset.sidecar.quorum import safe_to_remove
 
 _FALSE = ("", "false", "0", "no")
 

@@ -1,4 +1,4 @@
-"""`python -m raftset.devcluster build|up|run`: the local control plane from the command line."""
+"""`python -m tools.devcluster build|up|run`: the local control plane from the command line."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import yaml
 
 from raftset import contract
-from raftset.devcluster import build, net, plane
-from raftset.devcluster.podrunner import PodRunner, pod_ip
+from tools.devcluster import build, net, plane
+from tools.devcluster.podrunner import PodRunner, pod_ip
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -190,7 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m raftset.devcluster", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools.devcluster", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse from the cache) the control-plane binaries")
     # No argparse `choices` here: with nargs="*" it rejects the empty default on Python < 3.12.

@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .agent import Agent
+from raftset.sidecar.agent import Agent
 
 
 def _json(doc: dict[str, Any], status: int = 200) -> web.Response:

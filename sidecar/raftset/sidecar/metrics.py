@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from raftset import contract
 
-from .heartbeat import Heartbeat
+from raftset.sidecar.heartbeat import Heartbeat
 
 
 class Metrics:

@@ -31,12 +31,12 @@ from raftset.etcdclient import (
     TLSConfigError,
 )
 
-from . import clean, heartbeat, join, leave, marker
-from .config import Settings
-from .heartbeat import Heartbeat
-from .kube import Kube, KubeError
-from .metrics import Metrics
-from .quorum import safe_to_remove
+from raftset.sidecar import clean, heartbeat, join, leave, marker
+from raftset.sidecar.config import Settings
+from raftset.sidecar.heartbeat import Heartbeat
+from raftset.sidecar.kube import Kube, KubeError
+from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.quorum import safe_to_remove
 
 log = logging.getLogger("raftset.sidecar")
 

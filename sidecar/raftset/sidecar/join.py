@@ -14,8 +14,8 @@ from enum import Enum
 from raftset.engines import StartupConfig, TLSFiles
 from raftset.etcdclient import Member
 
-from .config import Naming
-from .marker import Marker
+from raftset.sidecar.config import Naming
+from raftset.sidecar.marker import Marker
 
 
 class Action(Enum):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from raftset.etcdclient import Member
 
-from .quorum import has_quorum, safe_to_remove
+from raftset.sidecar.quorum import has_quorum, safe_to_remove
 
 
 def absences(

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from . import config, http
-from .agent import Agent, leave_then_stop
-from .kube import Kube
+from raftset.sidecar import config, http
+from raftset.sidecar.agent import Agent, leave_then_stop
+from raftset.sidecar.kube import Kube
 
 log = logging.getLogger("raftset.sidecar")
 

@@ -40,8 +40,8 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from raftset import contract, engines
-from raftset.devcluster import kubeconfig as kubeconfigs
-from raftset.devcluster import procs
+from tools.devcluster import kubeconfig as kubeconfigs
+from tools.devcluster import procs
 
 log = logging.getLogger("raftset.podrunner")
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from raftset.devcluster import build, kubeconfig, net, pki, procs
+from tools.devcluster import build, kubeconfig, net, pki, procs
 
 ETCD = "/usr/bin/etcd"
 KUBECTL = "kubectl"
@@ -335,7 +335,7 @@ def _nodes_ready(plane: Plane, names: list[str]) -> bool:
 def kwok_pod_stages() -> list[dict]:
     """kwok's default ("fast") pod stages, except that a terminating pod is deleted only once
     its finalizers are gone: kwok's own stage strips them, which no kubelet does, and the pod
-    runner (raftset.devcluster.podrunner) holds a pod by a finalizer through its termination."""
+    runner (tools.devcluster.podrunner) holds a pod by a finalizer through its termination."""
     fast = build.module_source(build.KWOK, "sigs.k8s.io/kwok") / "kustomize" / "stage" / "pod" / "fast"
     stages = [yaml.safe_load((fast / f"pod-{name}.yaml").read_text()) for name in ("ready", "complete", "delete")]
     delete = stages[-1]["spec"]
