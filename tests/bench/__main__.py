@@ -27,7 +27,7 @@ from tools.devcluster import start
 from tools.devcluster.plane import kruise_source
 from tests.bench import footprint, operator_cost, report, scalein, scaleout
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
-from tests.etcd.harness import Lab
+from tests.harness.lab import Lab
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]

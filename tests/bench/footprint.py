@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 
-from tests.etcd.harness import Lab
+from tests.harness.lab import Lab
 
 COLUMNS = ("process", "rss_mib", "uss_mib", "cpu_idle_pct", "idle_s")
 SETTLE_S = 5.0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.etcd.harness import Lab
+from tests.harness.lab import Lab
 
 # etcd's own defaults (heartbeat 100 ms, election 1000 ms), not the etcd tier's fast ones:
 # an unplanned leader loss should cost what it costs a user.

@@ -1,6 +1,6 @@
 """Operator cost on the local control plane: RSS and CPU at rest, spec-change latency.
 
-The real operator runs as a subprocess (`tests.operator_harness.Operator`) with its
+The real operator runs as a subprocess (`tests.harness.operator.Operator`) with its
 default intervals (a reconcile timer every 5 s per cluster, a full re-apply every 600 s)
 against the full local plane (controller-manager, scheduler, OpenKruise, kwok). Clusters
 are one-member EtcdClusters on the builtin StatefulSet, so their kwok pods fit the fake
@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 from raftset import contract
 from raftset.operator.settings import Settings
 from tests.bench.stats import percentile
-from tests.operator_harness import ROOT, Operator, api, heartbeat_lease, kubectl
+from tests.harness.operator import ROOT, Operator, api, heartbeat_lease, kubectl
 
 COLUMNS = ("clusters", "settled", "create_s", "rss_mib", "cpu_rest_pct", "spec_changes", "spec_to_patch_p50_ms",
            "spec_to_patch_p95_ms", "spec_to_patch_max_ms")

@@ -1,7 +1,7 @@
 """Scale-in availability: the same scale-in driven three ways, under a writer and a reader.
 
 Every run builds a fresh cluster of real etcd members with their real sidecars
-(`tests.etcd.harness.Lab`), places the leader on the highest ordinal (the one the builtin
+(`tests.harness.lab.Lab`), places the leader on the highest ordinal (the one the builtin
 StatefulSet deletes first), starts the load, and scales in:
 
   a. builtin StatefulSet, no hand-off: a plain etcd StatefulSet (the sidecars are killed
@@ -47,7 +47,7 @@ from raftset.workloads import ADVANCED_STATEFULSET
 from tests.bench.labs import ETCD_DEFAULTS, grow
 from tests.bench.load import Load, Observed
 from tests.bench.stats import Sample, leader_changes, leaders_in_window, window_stats
-from tests.etcd.harness import Lab, wait_for
+from tests.harness.lab import Lab, wait_for
 
 STRATEGIES = ("a-builtin-no-handoff", "b-builtin-sidecar-handoff", "c-advanced-planner", "r-builtin-sigkill")
 KUBELET_GRACE_S = 30.0  # terminationGracePeriodSeconds of a plain etcd StatefulSet (Kubernetes default)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from raftset.etcdclient import EtcdClientError, MemberClient
-from tests.etcd.harness import Lab, _stop
+from tests.harness.lab import Lab, _stop
 
 COLUMNS = ("data_mib", "db_size_mib", "sidecar_join_s", "sidecar_store_started_s", "baseline_join_s")
 VALUE_BYTES = 1024 * 1024 - 1024  # below etcd's 1.5 MiB request limit, a MiB per put with overhead

@@ -21,8 +21,8 @@ from kubernetes import client
 from raftset import contract
 from tools.devcluster.podrunner import PodRunner, pod_ip
 from raftset.etcdclient import EtcdClientError, Member, MemberClient
-from tests.etcd.harness import Writer
-from tests.operator_harness import Operator, api, kubectl, wait_for
+from tests.harness.lab import Writer
+from tests.harness.operator import Operator, api, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -16,7 +16,7 @@ import yaml
 from kubernetes import client
 
 from raftset import contract
-from tests.operator_harness import Operator, Sidecars, api, kubectl, wait_for
+from tests.harness.operator import Operator, Sidecars, api, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 

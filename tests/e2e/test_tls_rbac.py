@@ -28,7 +28,7 @@ from raftset import contract
 from raftset.engines import TLSFiles
 from raftset.operator import certificates, manifests
 from raftset.operator.storage import ANNOTATION_FAILED
-from tests.operator_harness import Operator, api, heartbeat_lease, kubectl, wait_for
+from tests.harness.operator import Operator, api, heartbeat_lease, kubectl, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.etcd.harness import Lab
+from tests.harness.lab import Lab
 
 
 @pytest.fixture(scope="session", autouse=True)

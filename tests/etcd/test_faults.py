@@ -12,8 +12,8 @@ import signal
 
 import pytest
 
-from tests.etcd.harness import Writer, wait_for
-from tests.etcd.test_sidecar_join import grow
+from tests.harness.lab import Writer, wait_for
+from tests.harness.scenarios import grow
 
 pytestmark = pytest.mark.etcd
 

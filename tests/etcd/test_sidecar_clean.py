@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.etcd.test_sidecar_join import grow
+from tests.harness.scenarios import grow
 
 pytestmark = pytest.mark.etcd
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.etcd.harness import http_get, wait_for
+from tests.harness.lab import http_get, wait_for
 
 pytestmark = pytest.mark.etcd
 

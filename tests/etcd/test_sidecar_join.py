@@ -8,18 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.etcd.harness import Lab, wait_for
+from tests.harness.lab import wait_for
+from tests.harness.scenarios import grow
 
 pytestmark = pytest.mark.etcd
-
-
-async def grow(lab: Lab, upto: int) -> None:
-    """Start ordinals 0..upto-1 the way an OrderedReady StatefulSet does."""
-    for ordinal in range(upto):
-        pod = lab.pod(ordinal)
-        pod.start()
-        pod.wait_ready()
-    await lab.wait_voting(upto)
 
 
 async def test_new_cluster_grows_one_member_at_a_time(make_lab) -> None:

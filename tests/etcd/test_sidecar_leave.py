@@ -5,33 +5,9 @@ from __future__ import annotations
 import pytest
 
 from raftset import contract
-from tests.etcd.harness import Lab, Writer, wait_for
-from tests.etcd.test_sidecar_join import grow
+from tests.harness.scenarios import STALL_BOUND_S, grow, scale_in_under_writer
 
 pytestmark = pytest.mark.etcd
-
-STALL_BOUND_S = 5.0  # generous: a clean hand-off stalls well under a second
-
-
-async def scale_in_under_writer(lab: Lab, *, leader: int) -> tuple[dict, Writer]:
-    """3 -> 2 with the leader on `leader`; the writer talks to the members that stay.
-
-    The result carries `elections`: how far the raft term moved during the scale-in.
-    """
-    await grow(lab, 3)
-    await lab.move_leader_to(leader)
-    term = (await lab.status(0)).raft_term
-    writer = Writer([lab.pod(0).client_url, lab.pod(1).client_url], lab.client_tls())
-    writer.start()
-    wait_for(lambda: writer.ok > 20, 10, "writer running")
-    lab.scale(2)
-    result = lab.pod(2).terminate()
-    await lab.wait_voting(2, 30, 0, 1)
-    wait_for(lambda: writer.ok > 50, 10, "writer keeps writing")
-    writer.stop()
-    assert result is not None
-    result["elections"] = (await lab.status(0)).raft_term - term
-    return result, writer
 
 
 async def test_scale_in_of_a_follower(make_lab) -> None:

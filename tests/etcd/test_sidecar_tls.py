@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from raftset.etcdclient import EtcdClientError, MemberClient
-from tests.etcd.certs import write_tls_dir
-from tests.etcd.harness import Lab
-from tests.etcd.test_sidecar_join import grow
-from tests.etcd.test_sidecar_leave import STALL_BOUND_S, scale_in_under_writer
+from tests.harness.certs import write_tls_dir
+from tests.harness.lab import Lab
+from tests.harness.scenarios import grow
+from tests.harness.scenarios import STALL_BOUND_S, scale_in_under_writer
 
 pytestmark = pytest.mark.etcd
 

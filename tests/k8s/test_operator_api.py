@@ -18,7 +18,7 @@ from kubernetes import client
 
 from raftset import contract
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
-from tests.operator_harness import Operator, api, kubectl, wait_for
+from tests.harness.operator import Operator, api, kubectl, wait_for
 
 pytestmark = pytest.mark.k8s
 

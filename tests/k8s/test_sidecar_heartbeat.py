@@ -20,7 +20,7 @@ from raftset.operator.members import from_lease
 from raftset.sidecar import leave
 from raftset.sidecar.kube import Kube
 from raftset.workloads import STATEFULSET
-from tests.etcd.harness import Lab, wait_for
+from tests.harness.lab import Lab, wait_for
 
 pytestmark = pytest.mark.k8s
 

@@ -8,7 +8,7 @@ import pytest
 
 from raftset.engines import TLSFiles
 from raftset.etcdclient import ClientTLS, EtcdClientError, Refusal, TLSConfigError, Unreachable, grpc_target
-from tests.etcd.certs import write_tls_dir
+from tests.harness.certs import write_tls_dir
 
 pytestmark = pytest.mark.unit
 

@@ -31,7 +31,7 @@ from kubernetes.client.rest import ApiException
 
 from raftset import contract, engines
 from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
-from tests.waiting import await_for, wait_for
+from tests.harness.waiting import await_for, wait_for
 
 FINALIZER = "raftset.dev/test-hold"
 PYTHON = sys.executable

@@ -24,7 +24,7 @@ from raftset import contract
 from tools.devcluster.net import free_port
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 
-from tests.waiting import wait_for  # noqa: F401 - the tests of this harness import it from here
+from tests.harness.waiting import wait_for  # noqa: F401 - the tests of this harness import it from here
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,0 +1,38 @@
+"""Scenarios several tiers run against a Lab: grow a cluster, scale in under a writer."""
+
+from __future__ import annotations
+
+from tests.harness.lab import Lab, Writer, wait_for
+
+STALL_BOUND_S = 5.0  # generous: a clean hand-off stalls well under a second
+
+
+async def scale_in_under_writer(lab: Lab, *, leader: int) -> tuple[dict, Writer]:
+    """3 -> 2 with the leader on `leader`; the writer talks to the members that stay.
+
+    The result carries `elections`: how far the raft term moved during the scale-in.
+    """
+    await grow(lab, 3)
+    await lab.move_leader_to(leader)
+    term = (await lab.status(0)).raft_term
+    writer = Writer([lab.pod(0).client_url, lab.pod(1).client_url], lab.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 20, 10, "writer running")
+    lab.scale(2)
+    result = lab.pod(2).terminate()
+    await lab.wait_voting(2, 30, 0, 1)
+    wait_for(lambda: writer.ok > 50, 10, "writer keeps writing")
+    writer.stop()
+    assert result is not None
+    result["elections"] = (await lab.status(0)).raft_term - term
+    return result, writer
+
+
+
+async def grow(lab: Lab, upto: int) -> None:
+    """Start ordinals 0..upto-1 the way an OrderedReady StatefulSet does."""
+    for ordinal in range(upto):
+        pod = lab.pod(ordinal)
+        pod.start()
+        pod.wait_ready()
+    await lab.wait_voting(upto)
