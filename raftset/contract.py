@@ -6,6 +6,8 @@ Every label, annotation and object name they both read or write is defined here 
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 GROUP = "raftset.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -32,6 +34,10 @@ LABEL_ROLE = f"{GROUP}/role"
 ANNOTATION_HEARTBEAT = f"{GROUP}/heartbeat"  # the heartbeat JSON, as served on GET /heartbeat
 LABEL_HEARTBEAT = f"{GROUP}/heartbeat"  # "true" on every heartbeat Lease, for list selectors
 
+# Moves when the mounted certificates are replaced: on the TLS Secrets (the provider's
+# revision) and on the pod template (so that the workload rolls one pod at a time).
+ANNOTATION_TLS_REVISION = f"{GROUP}/tls-revision"
+
 # Written by the operator on a pod it has chosen to scale away; the sidecar treats it as
 # authoritative in addition to what the workload object says.
 ANNOTATION_SCALE_AWAY = f"{GROUP}/scale-away"
@@ -41,6 +47,13 @@ ROLE_FOLLOWER = "follower"
 ROLE_LEARNER = "learner"
 ROLE_UNKNOWN = "unknown"
 ROLES = (ROLE_LEADER, ROLE_FOLLOWER, ROLE_LEARNER, ROLE_UNKNOWN)
+
+# Size limits. The CRD allows MAX_REPLICAS members; with Advanced StatefulSet reserved
+# ordinals a pod can carry a higher ordinal, and the planner refills holes before it grows,
+# so ordinals 0..NAMED_ORDINALS-1 name every pod a valid cluster runs. Certificates and
+# the member Role name exactly these (a wildcard / a wider Role covers the rest).
+MAX_REPLICAS = 9
+NAMED_ORDINALS = 16
 
 # Ports, the same for both engines.
 CLIENT_PORT = 2379
@@ -80,3 +93,34 @@ def ordinal_of(pod: str) -> int:
 
 def selector_labels(cluster: str) -> dict[str, str]:
     return {LABEL_NAME: MANAGER, LABEL_INSTANCE: cluster}
+
+
+def quorum(voters: int) -> int:
+    """The smallest majority of `voters`."""
+    return voters // 2 + 1
+
+
+class SidecarEnv(StrEnum):
+    """The sidecar's environment: the operator renders it, the sidecar reads it (docs/sidecar.md)."""
+
+    POD_NAME = "RAFTSET_POD_NAME"
+    NAMESPACE = "RAFTSET_NAMESPACE"
+    CLUSTER = "RAFTSET_CLUSTER"
+    ENGINE = "RAFTSET_ENGINE"
+    WORKLOAD_KIND = "RAFTSET_WORKLOAD_KIND"
+    WORKLOAD_NAME = "RAFTSET_WORKLOAD_NAME"
+    PEER_URL_TEMPLATE = "RAFTSET_PEER_URL_TEMPLATE"
+    CLIENT_URL_TEMPLATE = "RAFTSET_CLIENT_URL_TEMPLATE"
+    LISTEN_PEER_URL = "RAFTSET_LISTEN_PEER_URL"
+    LISTEN_CLIENT_URL = "RAFTSET_LISTEN_CLIENT_URL"
+    HTTP_ADDRESS = "RAFTSET_HTTP_ADDRESS"
+    DATA_DIR = "RAFTSET_DATA_DIR"
+    RUN_DIR = "RAFTSET_RUN_DIR"
+    TLS_DIR = "RAFTSET_TLS_DIR"
+    HEARTBEAT_INTERVAL = "RAFTSET_HEARTBEAT_INTERVAL"
+    POLL_INTERVAL = "RAFTSET_POLL_INTERVAL"
+    CLEAN_INTERVAL = "RAFTSET_CLEAN_INTERVAL"
+    CLEAN_GRACE = "RAFTSET_CLEAN_GRACE"
+    LEAVE_TIMEOUT = "RAFTSET_LEAVE_TIMEOUT"
+    OPTIONS = "RAFTSET_OPTIONS"
+    LOG_LEVEL = "RAFTSET_LOG_LEVEL"

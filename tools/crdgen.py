@@ -228,7 +228,7 @@ def _spec(engine: engines.Engine) -> Schema:
         f"The desired state of the {engine.name} cluster.",
         {
             "replicas": _int("Number of members. Use an odd number: 3 tolerates one failure, 5 two.",
-                             format="int32", default=3, minimum=1, maximum=9),
+                             format="int32", default=3, minimum=1, maximum=contract.MAX_REPLICAS),
             "version": _str(
                 f"{engine.name} version without a leading v (e.g. {engine.default_version}); the image is "
                 f"{engine.image_repository}:v<version>. Defaulted when the cluster is created, so that a "

@@ -25,8 +25,9 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from raftset import contract
+from raftset.contract import SidecarEnv
 from raftset.engines import TLSFiles
-from raftset.operator import certificates, manifests
+from raftset.operator import certificates
 from raftset.operator.storage import ANNOTATION_FAILED
 from tests.harness.operator import Operator, api, heartbeat_lease, kubectl, wait_for
 
@@ -128,7 +129,7 @@ def statefulset(admin: str, namespace: str, name: str) -> dict[str, Any]:
 
 def template_annotation(admin: str, namespace: str, name: str) -> str | None:
     return (statefulset(admin, namespace, name)["spec"]["template"]["metadata"].get("annotations") or {}).get(
-        manifests.ANNOTATION_TLS_REVISION)
+        contract.ANNOTATION_TLS_REVISION)
 
 
 def assert_mounts_the_three_secrets(sts: dict[str, Any], name: str) -> None:
@@ -144,8 +145,8 @@ def assert_mounts_the_three_secrets(sts: dict[str, Any], name: str) -> None:
     for container in (*pod["initContainers"], *pod["containers"]):
         assert {"name": "tls", "mountPath": contract.TLS_MOUNT, "readOnly": True} in container["volumeMounts"]
     env = {e["name"]: e.get("value") for e in pod["initContainers"][0]["env"]}
-    assert env["RAFTSET_TLS_DIR"] == contract.TLS_MOUNT
-    assert env["RAFTSET_PEER_URL_TEMPLATE"].startswith("https://")
+    assert env[SidecarEnv.TLS_DIR] == contract.TLS_MOUNT
+    assert env[SidecarEnv.PEER_URL_TEMPLATE].startswith("https://")
 
 
 # --- auto ------------------------------------------------------------------------------------------
@@ -197,7 +198,7 @@ def test_disabled_speaks_http_and_warns(admin: str, operator: Operator, namespac
     pod = sts["spec"]["template"]["spec"]
     assert all(v["name"] != "tls" for v in pod["volumes"])
     env = {e["name"]: e.get("value") for e in pod["initContainers"][0]["env"]}
-    assert env["RAFTSET_PEER_URL_TEMPLATE"].startswith("http://") and not env["RAFTSET_TLS_DIR"]
+    assert env[SidecarEnv.PEER_URL_TEMPLATE].startswith("http://") and not env[SidecarEnv.TLS_DIR]
 
     def warnings() -> list[Any]:
         events = client.CoreV1Api(api(admin)).list_namespaced_event(

@@ -30,6 +30,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from raftset import contract, engines
+from raftset.contract import SidecarEnv
 from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
 from tests.harness.waiting import await_for, wait_for
 
@@ -107,30 +108,30 @@ class Pod:
     def env(self) -> dict[str, str]:
         lab = self.lab
         env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("RAFTSET_")},
+            **{k: v for k, v in os.environ.items() if k not in set(SidecarEnv)},
             "KUBECONFIG": lab.kubeconfig,
-            "RAFTSET_POD_NAME": self.name,
-            "RAFTSET_NAMESPACE": lab.namespace,
-            "RAFTSET_CLUSTER": lab.cluster,
-            "RAFTSET_ENGINE": "etcd",
-            "RAFTSET_WORKLOAD_KIND": "StatefulSet",
+            SidecarEnv.POD_NAME: self.name,
+            SidecarEnv.NAMESPACE: lab.namespace,
+            SidecarEnv.CLUSTER: lab.cluster,
+            SidecarEnv.ENGINE: "etcd",
+            SidecarEnv.WORKLOAD_KIND: "StatefulSet",
             # Loopback stand-ins for the pods' DNS names: 127.a.b.(10 + ordinal).
-            "RAFTSET_PEER_URL_TEMPLATE": f"http://{lab.prefix}.1{{ordinal}}:2380",
-            "RAFTSET_CLIENT_URL_TEMPLATE": f"http://{lab.prefix}.1{{ordinal}}:2379",
-            "RAFTSET_LISTEN_PEER_URL": f"http://{self.ip}:2380",
-            "RAFTSET_LISTEN_CLIENT_URL": f"http://{self.ip}:2379",
-            "RAFTSET_HTTP_ADDRESS": f"{self.ip}:{lab.http_port}",
-            "RAFTSET_DATA_DIR": str(self.data_dir),
-            "RAFTSET_RUN_DIR": str(self.run_dir),
-            "RAFTSET_TLS_DIR": lab.tls_dir or "",
-            "RAFTSET_POLL_INTERVAL": "0.5",
-            "RAFTSET_HEARTBEAT_INTERVAL": "5",
-            "RAFTSET_CLEAN_INTERVAL": "1",
-            "RAFTSET_CLEAN_GRACE": str(lab.clean_grace),
-            "RAFTSET_LEAVE_TIMEOUT": "30",
-            "RAFTSET_LOG_LEVEL": "INFO",
+            SidecarEnv.PEER_URL_TEMPLATE: f"http://{lab.prefix}.1{{ordinal}}:2380",
+            SidecarEnv.CLIENT_URL_TEMPLATE: f"http://{lab.prefix}.1{{ordinal}}:2379",
+            SidecarEnv.LISTEN_PEER_URL: f"http://{self.ip}:2380",
+            SidecarEnv.LISTEN_CLIENT_URL: f"http://{self.ip}:2379",
+            SidecarEnv.HTTP_ADDRESS: f"{self.ip}:{lab.http_port}",
+            SidecarEnv.DATA_DIR: str(self.data_dir),
+            SidecarEnv.RUN_DIR: str(self.run_dir),
+            SidecarEnv.TLS_DIR: lab.tls_dir or "",
+            SidecarEnv.POLL_INTERVAL: "0.5",
+            SidecarEnv.HEARTBEAT_INTERVAL: "5",
+            SidecarEnv.CLEAN_INTERVAL: "1",
+            SidecarEnv.CLEAN_GRACE: str(lab.clean_grace),
+            SidecarEnv.LEAVE_TIMEOUT: "30",
+            SidecarEnv.LOG_LEVEL: "INFO",
             # Fast elections keep the tier short; the same flags a user would pass.
-            "RAFTSET_OPTIONS": json.dumps({"heartbeat-interval": "50", "election-timeout": "500"}),
+            SidecarEnv.OPTIONS: json.dumps({"heartbeat-interval": "50", "election-timeout": "500"}),
             "PYTHONUNBUFFERED": "1",
         }
         env.update(lab.env_extra)

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
+from raftset import contract
 from raftset.operator import certificates as certs
 from raftset.operator.certificates import CLIENT, PEER, SERVER, KeyPair, LeafSpec, StoredLeaf
 
@@ -45,7 +46,7 @@ def test_secret_names() -> None:
 
 def test_server_sans_name_every_pod_the_wildcard_and_the_client_service() -> None:
     server = SPECS[SERVER]
-    for ordinal in range(certs.COVERED_ORDINALS):
+    for ordinal in range(contract.NAMED_ORDINALS):
         assert f"kv-{ordinal}.kv-peer.db.svc" in server.dns_names
         assert f"kv-{ordinal}.kv-peer.db.svc.cluster.local" in server.dns_names
     assert {"*.kv-peer.db.svc", "*.kv-peer.db.svc.cluster.local"} <= set(server.dns_names)
@@ -59,7 +60,7 @@ def test_server_sans_name_every_pod_the_wildcard_and_the_client_service() -> Non
 def test_peer_sans_are_the_members_only() -> None:
     peer = SPECS[PEER]
     assert "kv-client" not in peer.dns_names
-    assert set(peer.dns_names) == set(certs.member_dns_names("kv", "db", range(certs.COVERED_ORDINALS)))
+    assert set(peer.dns_names) == set(certs.member_dns_names("kv", "db", range(contract.NAMED_ORDINALS)))
     assert peer.server_auth and peer.client_auth
 
 
@@ -247,7 +248,7 @@ def test_leaves_of_another_ca_are_reissued(ca: KeyPair, leaves: dict[str, KeyPai
 def test_secret_round_trip(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
     data = certs.secret_data(leaves[PEER], ca.cert_pem)
     assert set(data) == {"tls.crt", "tls.key", "ca.crt"}
-    secret = {"metadata": {"annotations": {certs.ANNOTATION_REVISION: "7"}}, "data": data}
+    secret = {"metadata": {"annotations": {contract.ANNOTATION_TLS_REVISION: "7"}}, "data": data}
     assert certs.read_secret(secret) == (leaves[PEER], ca.cert_pem, 7)
 
 
@@ -264,7 +265,7 @@ def test_unusable_secrets_read_as_missing(secret: dict | None) -> None:
 
 
 def test_secret_without_revision_reads_as_zero(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
-    secret = {"metadata": {"annotations": {certs.ANNOTATION_REVISION: "x"}},
+    secret = {"metadata": {"annotations": {contract.ANNOTATION_TLS_REVISION: "x"}},
               "data": certs.secret_data(leaves[PEER], ca.cert_pem)}
     found = certs.read_secret(secret)
     assert found is not None and found[2] == 0

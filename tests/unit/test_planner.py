@@ -11,7 +11,8 @@ import pytest
 from raftset import contract
 from raftset.operator import planner
 from raftset.operator.members import Member
-from raftset.operator.planner import Plan, plan, quorum
+from raftset.contract import quorum
+from raftset.operator.planner import Plan, plan
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend, kept_ordinals
 from tests.unit.builders import CLUSTER, NOW, member, members
 

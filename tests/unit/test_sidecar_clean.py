@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from raftset.sidecar.clean import absences, plan
-from raftset.sidecar.quorum import has_quorum, quorum, safe_to_remove
+from raftset.contract import quorum
+from raftset.sidecar.quorum import has_quorum, safe_to_remove
 from tests.unit.sidecar_data import member, mid
 
 pytestmark = pytest.mark.unit

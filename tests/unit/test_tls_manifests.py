@@ -69,7 +69,7 @@ def test_disabled_mounts_nothing_and_speaks_http(kind: str) -> None:
     assert env["RAFTSET_TLS_DIR"] == ""
     assert all(env[k].startswith("http://") for k in
                ("RAFTSET_PEER_URL_TEMPLATE", "RAFTSET_CLIENT_URL_TEMPLATE", "RAFTSET_LISTEN_PEER_URL"))
-    assert manifests.ANNOTATION_TLS_REVISION not in template["metadata"]["annotations"]
+    assert contract.ANNOTATION_TLS_REVISION not in template["metadata"]["annotations"]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS_ON)
@@ -84,11 +84,11 @@ def test_the_tls_revision_is_a_pod_annotation_so_renewal_rolls_the_pods() -> Non
     c = cluster(podTemplate={"annotations": {"team": "kv"}})
     one = manifests.workload(c, 3, tls_revision="1")["spec"]["template"]["metadata"]["annotations"]
     two = manifests.workload(c, 3, tls_revision="2")["spec"]["template"]["metadata"]["annotations"]
-    assert one == {"team": "kv", manifests.ANNOTATION_TLS_REVISION: "1"}
-    assert two[manifests.ANNOTATION_TLS_REVISION] == "2"
-    assert manifests.ANNOTATION_TLS_REVISION not in manifests.workload(c, 3)["spec"]["template"]["metadata"]["annotations"]
+    assert one == {"team": "kv", contract.ANNOTATION_TLS_REVISION: "1"}
+    assert two[contract.ANNOTATION_TLS_REVISION] == "2"
+    assert contract.ANNOTATION_TLS_REVISION not in manifests.workload(c, 3)["spec"]["template"]["metadata"]["annotations"]
     (objects_workload,) = [o for o in manifests.owned_objects(c, 3, tls_revision="5") if o["kind"] == "StatefulSet"]
-    assert objects_workload["spec"]["template"]["metadata"]["annotations"][manifests.ANNOTATION_TLS_REVISION] == "5"
+    assert objects_workload["spec"]["template"]["metadata"]["annotations"][contract.ANNOTATION_TLS_REVISION] == "5"
 
 
 # --- operator-owned flags: TLS files included ------------------------------------------------------
@@ -194,7 +194,7 @@ def rules(c: spec.Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
 
 def test_member_role_names_every_lease_and_pod_it_may_touch() -> None:
     lease_rule, list_rule, pod_rule, workload_rule = rules(cluster())
-    names = [f"demo-{o}" for o in range(manifests.MEMBER_ORDINALS)]
+    names = [f"demo-{o}" for o in range(contract.NAMED_ORDINALS)]
     assert lease_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
                           "resourceNames": [f"{n}-member" for n in names],
                           "verbs": ["get", "create", "update", "patch", "delete"]}
@@ -253,7 +253,7 @@ async def test_auto_creates_a_ca_and_three_leaves_once() -> None:
         secret = api.secret(f"demo-{purpose}-tls")
         assert secret["type"] == "kubernetes.io/tls"
         assert secret["metadata"]["ownerReferences"] == [c.owner_reference]
-        assert secret["metadata"]["annotations"] == {certificates.ANNOTATION_REVISION: "1"}
+        assert secret["metadata"]["annotations"] == {contract.ANNOTATION_TLS_REVISION: "1"}
         found = certificates.read_secret(secret)
         assert found is not None and found[1] == ca_pem and certificates.signed_by(found[0].cert_pem, ca_pem)
     api.applied.clear()

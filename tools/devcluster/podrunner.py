@@ -40,6 +40,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from raftset import contract, engines
+from raftset.contract import SidecarEnv
 from tools.devcluster import kubeconfig as kubeconfigs
 from tools.devcluster import procs
 
@@ -130,23 +131,23 @@ def loopback_env(declared: Mapping[str, str], prefix: str, ordinal: int, *, data
     ip = pod_ip(prefix, ordinal)
     return {
         **declared,
-        "RAFTSET_PEER_URL_TEMPLATE": f"http://{prefix}.1{{ordinal}}:{contract.PEER_PORT}",
-        "RAFTSET_CLIENT_URL_TEMPLATE": f"http://{prefix}.1{{ordinal}}:{contract.CLIENT_PORT}",
-        "RAFTSET_LISTEN_PEER_URL": f"http://{ip}:{contract.PEER_PORT}",
-        "RAFTSET_LISTEN_CLIENT_URL": f"http://{ip}:{contract.CLIENT_PORT}",
-        "RAFTSET_HTTP_ADDRESS": f"{ip}:{contract.SIDECAR_PORT}",
-        "RAFTSET_DATA_DIR": str(data_dir),
-        "RAFTSET_RUN_DIR": str(run_dir),
+        SidecarEnv.PEER_URL_TEMPLATE: f"http://{prefix}.1{{ordinal}}:{contract.PEER_PORT}",
+        SidecarEnv.CLIENT_URL_TEMPLATE: f"http://{prefix}.1{{ordinal}}:{contract.CLIENT_PORT}",
+        SidecarEnv.LISTEN_PEER_URL: f"http://{ip}:{contract.PEER_PORT}",
+        SidecarEnv.LISTEN_CLIENT_URL: f"http://{ip}:{contract.CLIENT_PORT}",
+        SidecarEnv.HTTP_ADDRESS: f"{ip}:{contract.SIDECAR_PORT}",
+        SidecarEnv.DATA_DIR: str(data_dir),
+        SidecarEnv.RUN_DIR: str(run_dir),
         "KUBECONFIG": kubeconfig,
     }
 
 
 def skip_reason(declared: Mapping[str, str]) -> str | None:
     """Why this runner cannot run the pod's member, or None if it can."""
-    engine = declared.get("RAFTSET_ENGINE", "etcd")
+    engine = declared.get(SidecarEnv.ENGINE, "etcd")
     if engine != engines.ETCD.name:
         return f"engine {engine!r}: only etcd has a binary on this machine"
-    if declared.get("RAFTSET_TLS_DIR"):
+    if declared.get(SidecarEnv.TLS_DIR):
         return "TLS: the runner serves plaintext only (the certificates name pod DNS names, not loopback IPs)"
     return None
 
@@ -231,7 +232,7 @@ class _Worker(threading.Thread):
         if what == "sidecar":
             proc = self.runner.supervisor.start(name, [sys.executable, "-m", "raftset.sidecar"], env=self.env)
         else:
-            command = self.engine.command(self.env["RAFTSET_RUN_DIR"])
+            command = self.engine.command(self.env[SidecarEnv.RUN_DIR])
             proc = self.runner.supervisor.start(name, command, env=_base_env())
         log.info("%s: %s started (pid %d, log %s)", self.pod.key, what, proc.pid, proc.log)
         return proc
@@ -405,7 +406,7 @@ class PodRunner:
             self._skipped.add(meta["uid"])
             return
         ordinal = contract.ordinal_of(meta["name"])
-        prefix = self.addresses.prefix(meta["namespace"], declared["RAFTSET_CLUSTER"])
+        prefix = self.addresses.prefix(meta["namespace"], declared[SidecarEnv.CLUSTER])
         volume = self.workdir / "volumes" / meta["namespace"] / meta["name"]
         if ephemeral(pod):
             shutil.rmtree(volume, ignore_errors=True)  # a new pod gets a new emptyDir
@@ -418,7 +419,7 @@ class PodRunner:
                                          run_dir=root / "run", kubeconfig=kubeconfig)
         info = _Pod(meta["namespace"], meta["name"], meta["uid"], ordinal, pod_ip(prefix, ordinal),
                     grace_seconds(pod), root)
-        worker = _Worker(self, info, env, engines.ENGINES[declared.get("RAFTSET_ENGINE", "etcd")])
+        worker = _Worker(self, info, env, engines.ENGINES[declared.get(SidecarEnv.ENGINE, "etcd")])
         self.workers[meta["uid"]] = worker
         log.info("%s: running its member on %s", key, info.ip)
         worker.start()

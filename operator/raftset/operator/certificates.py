@@ -29,16 +29,12 @@ LEAF_LIFETIME = timedelta(days=365)
 RENEW_BEFORE = timedelta(days=30)
 # Certificates are valid a little before they are made: nodes' clocks differ.
 BACKDATE = timedelta(minutes=5)
-# The CRD allows at most 9 replicas and the planner refills holes before it grows, so
-# ordinals 0..8 name every pod a valid cluster can run; the wildcard covers the rest.
-COVERED_ORDINALS = 9
 CLIENT_COMMON_NAME = "root"  # etcd maps a client certificate's CN to its auth user
 LOOPBACK_IPS = ("127.0.0.1",)
 
 KEY_CERT = "tls.crt"
 KEY_KEY = "tls.key"
 KEY_CA = "ca.crt"
-ANNOTATION_REVISION = f"{contract.GROUP}/tls-revision"
 
 SERVER, PEER, CLIENT = "server", "peer", "client"
 PURPOSES = (SERVER, PEER, CLIENT)
@@ -93,7 +89,7 @@ def leaf_specs(cluster: str, namespace: str, replicas: int = 0) -> dict[str, Lea
     The server certificate has client auth too: etcd's gRPC gateway dials its own
     listener presenting the server certificate, and a CA-checked listener refuses it otherwise.
     """
-    members = member_dns_names(cluster, namespace, range(max(replicas, COVERED_ORDINALS)))
+    members = member_dns_names(cluster, namespace, range(max(replicas, contract.NAMED_ORDINALS)))
     return {
         SERVER: LeafSpec(SERVER, f"{cluster}-server", members + client_dns_names(cluster, namespace),
                          LOOPBACK_IPS, server_auth=True, client_auth=True),
@@ -344,7 +340,7 @@ def read_secret(secret: Mapping[str, Any] | None) -> tuple[KeyPair, bytes, int] 
         return None
     annotations = (secret.get("metadata") or {}).get("annotations") or {}
     try:
-        revision = int(annotations.get(ANNOTATION_REVISION, "0"))
+        revision = int(annotations.get(contract.ANNOTATION_TLS_REVISION, "0"))
     except ValueError:
         revision = 0
     return KeyPair(cert, key), ca, revision

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from raftset import contract
+from raftset.contract import SidecarEnv, quorum
 from raftset.operator import certificates
-from raftset.operator.planner import quorum
 from raftset.operator.spec import Cluster
 from raftset.operator.storage import Claims
 
@@ -22,11 +22,6 @@ from raftset.operator.storage import Claims
 TERMINATION_GRACE_SECONDS = 60
 
 SIDECAR_CONTAINER = "sidecar"
-# Moves when the mounted certificates are replaced: the workload then rolls one pod at a time.
-ANNOTATION_TLS_REVISION = f"{contract.GROUP}/tls-revision"
-# The member Role names Leases and pods by ordinal; the CRD allows 9 replicas and the
-# planner refills holes before it grows, so this covers every pod with room to spare.
-MEMBER_ORDINALS = 16
 
 
 def labels(cluster: Cluster, component: str) -> dict[str, str]:
@@ -63,26 +58,26 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
     """The sidecar's whole configuration: see docs/sidecar.md for each variable."""
     scheme = "https" if cluster.tls else "http"
     plain = {
-        "RAFTSET_NAMESPACE": cluster.namespace,
-        "RAFTSET_CLUSTER": cluster.name,
-        "RAFTSET_ENGINE": cluster.engine.name,
-        "RAFTSET_WORKLOAD_KIND": cluster.backend.name,
-        "RAFTSET_WORKLOAD_NAME": cluster.name,
-        "RAFTSET_PEER_URL_TEMPLATE": _url_template(cluster, contract.PEER_PORT),
-        "RAFTSET_CLIENT_URL_TEMPLATE": _url_template(cluster, contract.CLIENT_PORT),
-        "RAFTSET_LISTEN_PEER_URL": f"{scheme}://0.0.0.0:{contract.PEER_PORT}",
-        "RAFTSET_LISTEN_CLIENT_URL": f"{scheme}://0.0.0.0:{contract.CLIENT_PORT}",
-        "RAFTSET_HTTP_ADDRESS": f"0.0.0.0:{contract.SIDECAR_PORT}",
-        "RAFTSET_DATA_DIR": contract.DATA_DIR,
-        "RAFTSET_RUN_DIR": contract.RUN_MOUNT,
-        "RAFTSET_TLS_DIR": contract.TLS_MOUNT if cluster.tls else "",
-        "RAFTSET_HEARTBEAT_INTERVAL": str(cluster.sidecar.heartbeat_interval),
-        "RAFTSET_CLEAN_INTERVAL": str(cluster.sidecar.clean_interval),
-        "RAFTSET_CLEAN_GRACE": str(cluster.sidecar.clean_grace),
-        "RAFTSET_OPTIONS": json.dumps(dict(cluster.options), sort_keys=True),
+        SidecarEnv.NAMESPACE: cluster.namespace,
+        SidecarEnv.CLUSTER: cluster.name,
+        SidecarEnv.ENGINE: cluster.engine.name,
+        SidecarEnv.WORKLOAD_KIND: cluster.backend.name,
+        SidecarEnv.WORKLOAD_NAME: cluster.name,
+        SidecarEnv.PEER_URL_TEMPLATE: _url_template(cluster, contract.PEER_PORT),
+        SidecarEnv.CLIENT_URL_TEMPLATE: _url_template(cluster, contract.CLIENT_PORT),
+        SidecarEnv.LISTEN_PEER_URL: f"{scheme}://0.0.0.0:{contract.PEER_PORT}",
+        SidecarEnv.LISTEN_CLIENT_URL: f"{scheme}://0.0.0.0:{contract.CLIENT_PORT}",
+        SidecarEnv.HTTP_ADDRESS: f"0.0.0.0:{contract.SIDECAR_PORT}",
+        SidecarEnv.DATA_DIR: contract.DATA_DIR,
+        SidecarEnv.RUN_DIR: contract.RUN_MOUNT,
+        SidecarEnv.TLS_DIR: contract.TLS_MOUNT if cluster.tls else "",
+        SidecarEnv.HEARTBEAT_INTERVAL: str(cluster.sidecar.heartbeat_interval),
+        SidecarEnv.CLEAN_INTERVAL: str(cluster.sidecar.clean_interval),
+        SidecarEnv.CLEAN_GRACE: str(cluster.sidecar.clean_grace),
+        SidecarEnv.OPTIONS: json.dumps(dict(cluster.options), sort_keys=True),
     }
     return [
-        {"name": "RAFTSET_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": SidecarEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         *({"name": k, "value": v} for k, v in plain.items()),
     ]
 
@@ -213,7 +208,7 @@ def pod_template(cluster: Cluster, tls_revision: str | None = None) -> dict[str,
     spec.update({k: v for k, v in optional.items() if v})
     annotations = dict(cluster.pod.annotations)
     if cluster.tls and tls_revision:
-        annotations[ANNOTATION_TLS_REVISION] = tls_revision
+        annotations[contract.ANNOTATION_TLS_REVISION] = tls_revision
     return {
         "metadata": {
             "labels": {**cluster.pod.labels, **labels(cluster, "member")},
@@ -331,13 +326,13 @@ def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
     `create` of that name, so `resourceNames` bounds it; a plain POST has no name and is
     refused), its pod's role label, a read of its workload, and a list of the cluster's
     Leases for membership-clean.
-    The names cover ordinals 0..max(MEMBER_ORDINALS, `ordinals`)-1 so that a pod being
+    The names cover ordinals 0..max(contract.NAMED_ORDINALS, `ordinals`)-1 so that a pod being
     scaled away keeps its rights while it leaves. RBAC cannot tell one member of a cluster
     from another: docs/security.md says what that leaves open.
     """
     sa = member_service_account(cluster)
     backend = cluster.backend
-    pods = [contract.pod_name(cluster.name, o) for o in range(max(MEMBER_ORDINALS, ordinals))]
+    pods = [contract.pod_name(cluster.name, o) for o in range(max(contract.NAMED_ORDINALS, ordinals))]
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",

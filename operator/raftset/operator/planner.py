@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from raftset import contract
+from raftset.contract import quorum
 from raftset.operator.members import Member
 from raftset.workloads import Backend, kept_ordinals
 
@@ -190,6 +191,3 @@ def stale_marks(plan: Plan, marked_pods: Iterable[str]) -> list[str]:
     return sorted(p for p in marked_pods if contract.ordinal_of(p) in kept and p not in plan.scale_away)
 
 
-def quorum(voters: int) -> int:
-    """The smallest majority of `voters`."""
-    return voters // 2 + 1

@@ -9,7 +9,8 @@ from typing import Any
 
 from raftset import contract
 from raftset.operator.members import Member
-from raftset.operator.planner import STEP_REASONS, Plan, leader, membership, quorum
+from raftset.contract import quorum
+from raftset.operator.planner import STEP_REASONS, Plan, leader, membership
 from raftset.operator.spec import Cluster
 
 

@@ -2,7 +2,7 @@
 
 Runs before the owned objects are applied, so a pod never starts on Secrets that are
 not there yet (`auto`) and the workload carries the revision of the certificates it
-must run (see `manifests.ANNOTATION_TLS_REVISION`).
+must run (see `contract.ANNOTATION_TLS_REVISION`).
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from raftset import contract
 from raftset.operator import certificates, certmanager
 from raftset.operator.certificates import KeyPair, StoredLeaf
-from raftset.operator.manifests import ANNOTATION_TLS_REVISION, metadata
+from raftset.operator.manifests import metadata
 from raftset.operator.spec import Cluster
 
 Problem = tuple[str, str]
@@ -36,7 +37,7 @@ class TLSState:
 def running_revision(workload: Mapping[str, Any] | None) -> str | None:
     """The TLS revision the live workload's pods run."""
     template = ((workload or {}).get("spec") or {}).get("template") or {}
-    return ((template.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_TLS_REVISION)
+    return ((template.get("metadata") or {}).get("annotations") or {}).get(contract.ANNOTATION_TLS_REVISION)
 
 
 async def ensure_tls(kube: KubeAPI, cluster: Cluster, now: datetime, *,
@@ -73,7 +74,7 @@ def _secret(cluster: Cluster, name: str, pair: KeyPair, ca_pem: bytes,
             revision: int | None) -> dict[str, Any]:
     meta = metadata(cluster, name, "tls")
     if revision is not None:
-        meta["annotations"] = {certificates.ANNOTATION_REVISION: str(revision)}
+        meta["annotations"] = {contract.ANNOTATION_TLS_REVISION: str(revision)}
     return {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls", "metadata": meta,
             "data": certificates.secret_data(pair, ca_pem)}
 

@@ -13,36 +13,37 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from raftset import contract, engines, workloads
+from raftset.contract import SidecarEnv
 from raftset.engines import Engine, TLSFiles
 from raftset.workloads import Backend
 
 # (variable, flag, help, default); None = required.
 _VARS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("RAFTSET_POD_NAME", "--pod-name", "this pod's name; its ordinal is the numeric suffix", None),
-    ("RAFTSET_NAMESPACE", "--namespace", "the pod's namespace", "default"),
-    ("RAFTSET_CLUSTER", "--cluster", "the cluster (custom resource) name", None),
-    ("RAFTSET_ENGINE", "--engine", "etcd | xline", "etcd"),
-    ("RAFTSET_WORKLOAD_KIND", "--workload-kind", "StatefulSet | AdvancedStatefulSet", "StatefulSet"),
-    ("RAFTSET_WORKLOAD_NAME", "--workload-name", "the workload object's name (default: the cluster)", ""),
-    ("RAFTSET_PEER_URL_TEMPLATE", "--peer-url-template", "advertised peer URL; {pod} {ordinal} {cluster} {namespace}",
+    (SidecarEnv.POD_NAME, "--pod-name", "this pod's name; its ordinal is the numeric suffix", None),
+    (SidecarEnv.NAMESPACE, "--namespace", "the pod's namespace", "default"),
+    (SidecarEnv.CLUSTER, "--cluster", "the cluster (custom resource) name", None),
+    (SidecarEnv.ENGINE, "--engine", "etcd | xline", "etcd"),
+    (SidecarEnv.WORKLOAD_KIND, "--workload-kind", "StatefulSet | AdvancedStatefulSet", "StatefulSet"),
+    (SidecarEnv.WORKLOAD_NAME, "--workload-name", "the workload object's name (default: the cluster)", ""),
+    (SidecarEnv.PEER_URL_TEMPLATE, "--peer-url-template", "advertised peer URL; {pod} {ordinal} {cluster} {namespace}",
      "http://{pod}.{cluster}-peer.{namespace}.svc:2380"),
-    ("RAFTSET_CLIENT_URL_TEMPLATE", "--client-url-template", "advertised client URL, same fields",
+    (SidecarEnv.CLIENT_URL_TEMPLATE, "--client-url-template", "advertised client URL, same fields",
      "http://{pod}.{cluster}-peer.{namespace}.svc:2379"),
-    ("RAFTSET_LISTEN_PEER_URL", "--listen-peer-url", "the store's peer listen URL", "http://0.0.0.0:2380"),
-    ("RAFTSET_LISTEN_CLIENT_URL", "--listen-client-url", "the store's client listen URL", "http://0.0.0.0:2379"),
-    ("RAFTSET_HTTP_ADDRESS", "--http-address", "host:port of the sidecar's HTTP server", "0.0.0.0:8080"),
-    ("RAFTSET_DATA_DIR", "--data-dir", "the store's data directory (in the data volume)", contract.DATA_DIR),
-    ("RAFTSET_RUN_DIR", "--run-dir", "directory shared with the store for its startup file", contract.RUN_MOUNT),
-    ("RAFTSET_TLS_DIR", "--tls-dir", "directory of ca.crt, server/peer/client .crt/.key; empty = plaintext", ""),
-    ("RAFTSET_HEARTBEAT_INTERVAL", "--heartbeat-interval",
+    (SidecarEnv.LISTEN_PEER_URL, "--listen-peer-url", "the store's peer listen URL", "http://0.0.0.0:2380"),
+    (SidecarEnv.LISTEN_CLIENT_URL, "--listen-client-url", "the store's client listen URL", "http://0.0.0.0:2379"),
+    (SidecarEnv.HTTP_ADDRESS, "--http-address", "host:port of the sidecar's HTTP server", "0.0.0.0:8080"),
+    (SidecarEnv.DATA_DIR, "--data-dir", "the store's data directory (in the data volume)", contract.DATA_DIR),
+    (SidecarEnv.RUN_DIR, "--run-dir", "directory shared with the store for its startup file", contract.RUN_MOUNT),
+    (SidecarEnv.TLS_DIR, "--tls-dir", "directory of ca.crt, server/peer/client .crt/.key; empty = plaintext", ""),
+    (SidecarEnv.HEARTBEAT_INTERVAL, "--heartbeat-interval",
      "seconds between heartbeat Lease renewals when nothing changed (Lease duration: 3x)", "10"),
-    ("RAFTSET_POLL_INTERVAL", "--poll-interval", "seconds between polls of the local member's status", "2"),
-    ("RAFTSET_CLEAN_INTERVAL", "--clean-interval", "seconds between membership-clean rounds", "30"),
-    ("RAFTSET_CLEAN_GRACE", "--clean-grace", "seconds a member must be absent before clean removes it", "300"),
-    ("RAFTSET_LEAVE_TIMEOUT", "--leave-timeout",
+    (SidecarEnv.POLL_INTERVAL, "--poll-interval", "seconds between polls of the local member's status", "2"),
+    (SidecarEnv.CLEAN_INTERVAL, "--clean-interval", "seconds between membership-clean rounds", "30"),
+    (SidecarEnv.CLEAN_GRACE, "--clean-grace", "seconds a member must be absent before clean removes it", "300"),
+    (SidecarEnv.LEAVE_TIMEOUT, "--leave-timeout",
      "upper bound in seconds for one leave; below the pod's terminationGracePeriodSeconds", "45"),
-    ("RAFTSET_OPTIONS", "--options", "JSON map of extra engine flags", "{}"),
-    ("RAFTSET_LOG_LEVEL", "--log-level", "DEBUG | INFO | WARNING", "INFO"),
+    (SidecarEnv.OPTIONS, "--options", "JSON map of extra engine flags", "{}"),
+    (SidecarEnv.LOG_LEVEL, "--log-level", "DEBUG | INFO | WARNING", "INFO"),
 )
 
 _TEMPLATE_FIELDS = ("pod", "ordinal", "cluster", "namespace")
@@ -199,39 +200,39 @@ def _seconds(raw: Mapping[str, str], var: str, *, allow_zero: bool = False) -> f
 
 
 def from_values(raw: Mapping[str, str]) -> Settings:
-    pod = raw["RAFTSET_POD_NAME"]
+    pod = raw[SidecarEnv.POD_NAME]
     try:
         ordinal = contract.ordinal_of(pod)
     except ValueError as exc:
-        raise ConfigError(f"RAFTSET_POD_NAME {pod!r} has no ordinal suffix") from exc
-    engine = engines.ENGINES.get(raw["RAFTSET_ENGINE"])
+        raise ConfigError(f"{SidecarEnv.POD_NAME} {pod!r} has no ordinal suffix") from exc
+    engine = engines.ENGINES.get(raw[SidecarEnv.ENGINE])
     if engine is None:
-        raise ConfigError(f"RAFTSET_ENGINE must be one of {sorted(engines.ENGINES)}, got {raw['RAFTSET_ENGINE']!r}")
-    backend = workloads.BACKENDS.get(raw["RAFTSET_WORKLOAD_KIND"])
+        raise ConfigError(f"{SidecarEnv.ENGINE} must be one of {sorted(engines.ENGINES)}, got {raw[SidecarEnv.ENGINE]!r}")
+    backend = workloads.BACKENDS.get(raw[SidecarEnv.WORKLOAD_KIND])
     if backend is None:
         raise ConfigError(
-            f"RAFTSET_WORKLOAD_KIND must be one of {sorted(workloads.BACKENDS)}, got {raw['RAFTSET_WORKLOAD_KIND']!r}"
+            f"{SidecarEnv.WORKLOAD_KIND} must be one of {sorted(workloads.BACKENDS)}, got {raw[SidecarEnv.WORKLOAD_KIND]!r}"
         )
     try:
-        options = json.loads(raw["RAFTSET_OPTIONS"] or "{}")
+        options = json.loads(raw[SidecarEnv.OPTIONS] or "{}")
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"RAFTSET_OPTIONS is not JSON: {exc}") from exc
+        raise ConfigError(f"{SidecarEnv.OPTIONS} is not JSON: {exc}") from exc
     if not isinstance(options, dict):
-        raise ConfigError("RAFTSET_OPTIONS must be a JSON object")
+        raise ConfigError(f"{SidecarEnv.OPTIONS} must be a JSON object")
     refused = engine.refused_options(options)
     if refused:
-        raise ConfigError(f"RAFTSET_OPTIONS sets flags the sidecar owns: {', '.join(refused)}")
-    host, _, port = raw["RAFTSET_HTTP_ADDRESS"].rpartition(":")
+        raise ConfigError(f"{SidecarEnv.OPTIONS} sets flags the sidecar owns: {', '.join(refused)}")
+    host, _, port = raw[SidecarEnv.HTTP_ADDRESS].rpartition(":")
     if not host or not port.isdigit():
-        raise ConfigError(f"RAFTSET_HTTP_ADDRESS must be host:port, got {raw['RAFTSET_HTTP_ADDRESS']!r}")
-    tls_dir = raw["RAFTSET_TLS_DIR"].rstrip("/")
+        raise ConfigError(f"{SidecarEnv.HTTP_ADDRESS} must be host:port, got {raw[SidecarEnv.HTTP_ADDRESS]!r}")
+    tls_dir = raw[SidecarEnv.TLS_DIR].rstrip("/")
     tls = TLSFiles.under(tls_dir) if tls_dir else None
-    cluster = raw["RAFTSET_CLUSTER"]
+    cluster = raw[SidecarEnv.CLUSTER]
     naming = Naming(
         cluster=cluster,
-        namespace=raw["RAFTSET_NAMESPACE"],
-        peer_template=raw["RAFTSET_PEER_URL_TEMPLATE"],
-        client_template=raw["RAFTSET_CLIENT_URL_TEMPLATE"],
+        namespace=raw[SidecarEnv.NAMESPACE],
+        peer_template=raw[SidecarEnv.PEER_URL_TEMPLATE],
+        client_template=raw[SidecarEnv.CLIENT_URL_TEMPLATE],
         tls=tls is not None,
     )
     try:
@@ -246,19 +247,19 @@ def from_values(raw: Mapping[str, str]) -> Settings:
         naming=naming,
         engine=engine,
         backend=backend,
-        workload_name=raw["RAFTSET_WORKLOAD_NAME"] or cluster,
-        listen_peer_url=with_scheme(raw["RAFTSET_LISTEN_PEER_URL"].format(**fields), tls is not None),
-        listen_client_url=with_scheme(raw["RAFTSET_LISTEN_CLIENT_URL"].format(**fields), tls is not None),
+        workload_name=raw[SidecarEnv.WORKLOAD_NAME] or cluster,
+        listen_peer_url=with_scheme(raw[SidecarEnv.LISTEN_PEER_URL].format(**fields), tls is not None),
+        listen_client_url=with_scheme(raw[SidecarEnv.LISTEN_CLIENT_URL].format(**fields), tls is not None),
         http_host=host,
         http_port=int(port),
-        data_dir=raw["RAFTSET_DATA_DIR"],
-        run_dir=raw["RAFTSET_RUN_DIR"],
+        data_dir=raw[SidecarEnv.DATA_DIR],
+        run_dir=raw[SidecarEnv.RUN_DIR],
         tls=tls,
-        heartbeat_interval=_seconds(raw, "RAFTSET_HEARTBEAT_INTERVAL"),
-        poll_interval=_seconds(raw, "RAFTSET_POLL_INTERVAL"),
-        clean_interval=_seconds(raw, "RAFTSET_CLEAN_INTERVAL"),
-        clean_grace=_seconds(raw, "RAFTSET_CLEAN_GRACE", allow_zero=True),
-        leave_timeout=_seconds(raw, "RAFTSET_LEAVE_TIMEOUT"),
+        heartbeat_interval=_seconds(raw, SidecarEnv.HEARTBEAT_INTERVAL),
+        poll_interval=_seconds(raw, SidecarEnv.POLL_INTERVAL),
+        clean_interval=_seconds(raw, SidecarEnv.CLEAN_INTERVAL),
+        clean_grace=_seconds(raw, SidecarEnv.CLEAN_GRACE, allow_zero=True),
+        leave_timeout=_seconds(raw, SidecarEnv.LEAVE_TIMEOUT),
         options={str(k): "" if v is None else str(v) for k, v in options.items()},
-        log_level=raw["RAFTSET_LOG_LEVEL"].upper(),
+        log_level=raw[SidecarEnv.LOG_LEVEL].upper(),
     )

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-
-def quorum(voters: int) -> int:
-    return voters // 2 + 1
+from raftset.contract import quorum
 
 
 def has_quorum(voters: Set[int], healthy: Set[int]) -> bool:
