@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from raftset import contract, engines, workloads
+from raftset import contract, engines, fields, workloads
+from raftset.fields import SPEC_FIELDS
 
 Schema = dict[str, Any]
 
@@ -154,17 +155,19 @@ def _storage() -> Schema:
                 "Immutable once set.", maxLength=253),
             "size": _quantity(
                 "Requested size of each member's volume. Growing it expands the PersistentVolumeClaims "
-                "when the StorageClass allows volume expansion.", default="1Gi"),
+                "when the StorageClass allows volume expansion.", **SPEC_FIELDS["storage.size"].bounds()),
             "ephemeral": _bool(
                 "Keep data in an emptyDir instead of a PersistentVolumeClaim: data is lost with the pod. "
-                "For test clusters only. Immutable.", default=False),
+                "For test clusters only. Immutable.", **SPEC_FIELDS["storage.ephemeral"].bounds()),
             "retentionPolicy": _obj(
                 "What happens to the PersistentVolumeClaims of members that go away.",
                 {
                     "whenScaled": _enum("Retain or Delete the claims of members removed by a scale-in.",
-                                        ["Retain", "Delete"], default="Retain"),
+                                        list(fields.RETENTION),
+                                        **SPEC_FIELDS["storage.retentionPolicy.whenScaled"].bounds()),
                     "whenDeleted": _enum("Retain or Delete the claims when the cluster is deleted.",
-                                         ["Retain", "Delete"], default="Retain"),
+                                         list(fields.RETENTION),
+                                         **SPEC_FIELDS["storage.retentionPolicy.whenDeleted"].bounds()),
                 },
                 default={},
             ),
@@ -185,14 +188,15 @@ def _tls() -> Schema:
                 "auto: the operator creates a CA and the certificates and renews them; "
                 "cert-manager: cert-manager issues them (from issuerRef, or a self-signed CA issuer the operator "
                 "creates); disabled: plain HTTP (the cluster reports a warning condition).",
-                ["auto", "cert-manager", "disabled"], default="auto"),
+                list(fields.TLS_PROVIDERS), **SPEC_FIELDS["tls.provider"].bounds()),
             "issuerRef": _obj(
                 "The cert-manager issuer that signs the certificates. Only with provider cert-manager.",
                 {
                     "name": _str("Name of the Issuer or ClusterIssuer.", minLength=1, maxLength=253),
                     "kind": _enum("Issuer (in the cluster's namespace) or ClusterIssuer.",
-                                  ["Issuer", "ClusterIssuer"], default="Issuer"),
-                    "group": _str("API group of the issuer.", default="cert-manager.io", maxLength=253),
+                                  list(fields.ISSUER_KINDS), **SPEC_FIELDS["tls.issuerRef.kind"].bounds()),
+                    "group": _str("API group of the issuer.", maxLength=253,
+                                   **SPEC_FIELDS["tls.issuerRef.group"].bounds()),
                 },
                 required=["name"],
             ),
@@ -228,7 +232,7 @@ def _spec(engine: engines.Engine) -> Schema:
         f"The desired state of the {engine.name} cluster.",
         {
             "replicas": _int("Number of members. Use an odd number: 3 tolerates one failure, 5 two.",
-                             format="int32", default=3, minimum=1, maximum=contract.MAX_REPLICAS),
+                             format="int32", **SPEC_FIELDS["replicas"].bounds()),
             "version": _str(
                 f"{engine.name} version without a leading v (e.g. {engine.default_version}); the image is "
                 f"{engine.image_repository}:v<version>. Defaulted when the cluster is created, so that a "
@@ -247,7 +251,7 @@ def _spec(engine: engines.Engine) -> Schema:
             "podDisruptionBudget": _obj(
                 "The PodDisruptionBudget that keeps voluntary evictions from breaking quorum.",
                 {
-                    "enabled": _bool("Create the PodDisruptionBudget.", default=True),
+                    "enabled": _bool("Create the PodDisruptionBudget.", **SPEC_FIELDS["podDisruptionBudget.enabled"].bounds()),
                     "minAvailable": {
                         "description": "Pods that must stay available, as a number or a percentage; "
                                        "the quorum (replicas/2+1) when unset.",
@@ -267,13 +271,13 @@ def _spec(engine: engines.Engine) -> Schema:
                                   minLength=1, maxLength=512),
                     "heartbeatIntervalSeconds": _int(
                         "How often the sidecar refreshes its heartbeat record when nothing changed.",
-                        default=10, minimum=1, maximum=3600),
+                        **SPEC_FIELDS["sidecar.heartbeatIntervalSeconds"].bounds()),
                     "cleanIntervalSeconds": _int(
                         "How often the membership-clean task looks for members whose pods are gone.",
-                        default=30, minimum=1, maximum=86400),
+                        **SPEC_FIELDS["sidecar.cleanIntervalSeconds"].bounds()),
                     "cleanGracePeriodSeconds": _int(
                         "How long a member must have been absent before membership-clean removes it.",
-                        default=300, minimum=0, maximum=604800),
+                        **SPEC_FIELDS["sidecar.cleanGracePeriodSeconds"].bounds()),
                     "resources": _resources("Compute resources of the sidecar container."),
                 },
                 default={},

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from celpy import celtypes
 
-from raftset import contract, engines, workloads
+from raftset import contract, engines, fields, workloads
 from tools import crdgen
 
 pytestmark = pytest.mark.unit
@@ -556,3 +556,32 @@ def test_workload_kind_set_later_must_match_the_running_one(running: str | None,
     if refused:
         assert found == ["<root>: spec.workloadKind must be the workload kind the cluster already runs on "
                          "(status.workloadKind): create a new cluster to change it"]
+
+
+@pytest.mark.parametrize("field", list(fields.SPEC_FIELDS.values()), ids=lambda f: f.path)
+def test_the_crd_publishes_the_field_tables_default_and_bounds(field: fields.Field) -> None:
+    for engine in engines.ENGINES.values():
+        node = crdgen.schema_of(engine)["properties"]["spec"]
+        for name in field.path.split("."):
+            node = node["properties"][name]
+        assert node["default"] == field.default
+        assert (node.get("minimum"), node.get("maximum")) == (field.minimum, field.maximum)
+        assert tuple(node.get("enum", ())) == field.enum
+
+
+def test_the_parser_applies_the_field_tables_defaults_to_an_empty_spec() -> None:
+    from raftset.operator import spec
+
+    for engine in engines.ENGINES.values():
+        parsed = spec.parse({"kind": engine.kind, "metadata": {"name": "kv"}}, default_workload_kind="StatefulSet")
+        seen = {
+            "replicas": parsed.replicas, "storage.size": parsed.storage.size,
+            "storage.ephemeral": parsed.storage.ephemeral,
+            "storage.retentionPolicy.whenScaled": parsed.storage.when_scaled,
+            "storage.retentionPolicy.whenDeleted": parsed.storage.when_deleted,
+            "tls.provider": parsed.tls_provider, "podDisruptionBudget.enabled": parsed.pdb_enabled,
+            "sidecar.heartbeatIntervalSeconds": parsed.sidecar.heartbeat_interval,
+            "sidecar.cleanIntervalSeconds": parsed.sidecar.clean_interval,
+            "sidecar.cleanGracePeriodSeconds": parsed.sidecar.clean_grace,
+        }
+        assert seen == {path: fields.default(path) for path in seen}

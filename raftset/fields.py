@@ -1,0 +1,58 @@
+"""The spec's scalar fields with their defaults and bounds: one table for the CRD and the parser.
+
+The CRD schema (tools/crdgen.py) publishes these defaults and bounds to the apiserver, and
+`raftset.operator.spec` applies the same ones to a body that was written before a default
+existed; reading both from here keeps them from drifting (etcd-io/etcd-operator derives its
+CRD from its Go types for the same reason).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from raftset import contract
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field below `spec`, named by its dotted path (`sidecar.cleanIntervalSeconds`)."""
+
+    path: str
+    default: Any
+    minimum: int | None = None
+    maximum: int | None = None
+    enum: tuple[str, ...] = ()
+
+    def bounds(self) -> dict[str, Any]:
+        """The JSON-schema keywords this field's bounds become."""
+        keywords: dict[str, Any] = {"default": self.default}
+        if self.minimum is not None:
+            keywords["minimum"] = self.minimum
+        if self.maximum is not None:
+            keywords["maximum"] = self.maximum
+        return keywords
+
+
+RETENTION = ("Retain", "Delete")
+TLS_PROVIDERS = ("auto", "cert-manager", "disabled")
+ISSUER_KINDS = ("Issuer", "ClusterIssuer")
+
+SPEC_FIELDS: dict[str, Field] = {f.path: f for f in (
+    Field("replicas", 3, minimum=1, maximum=contract.MAX_REPLICAS),
+    Field("storage.size", "1Gi"),
+    Field("storage.ephemeral", False),
+    Field("storage.retentionPolicy.whenScaled", "Retain", enum=RETENTION),
+    Field("storage.retentionPolicy.whenDeleted", "Retain", enum=RETENTION),
+    Field("tls.provider", "auto", enum=TLS_PROVIDERS),
+    Field("tls.issuerRef.kind", "Issuer", enum=ISSUER_KINDS),
+    Field("tls.issuerRef.group", "cert-manager.io"),
+    Field("podDisruptionBudget.enabled", True),
+    Field("sidecar.heartbeatIntervalSeconds", 10, minimum=1, maximum=3600),
+    Field("sidecar.cleanIntervalSeconds", 30, minimum=1, maximum=86400),
+    Field("sidecar.cleanGracePeriodSeconds", 300, minimum=0, maximum=604800),
+)}
+
+
+def default(path: str) -> Any:
+    return SPEC_FIELDS[path].default
