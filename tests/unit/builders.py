@@ -98,3 +98,13 @@ def cluster(kind: str = contract.KIND_ETCD, workload_kind: str = "StatefulSet",
             **spec_fields: Any) -> spec.Cluster:
     """A parsed cluster; `workload_kind` is the operator's default."""
     return spec.parse(body(kind, **spec_fields), default_workload_kind=workload_kind)
+
+
+def owned_objects(c: Any, replicas: int, reserved: Any = (), **found: Any) -> list[dict[str, Any]]:
+    """What a writing reconcile applies for `c` at this scale: the components' renders, in order."""
+    from raftset.operator import components
+    from raftset.operator.planner import Plan
+
+    plan = Plan(replicas=replicas, reserved=tuple(reserved), action="steady", message="")
+    step = components.Step(cluster=c, plan=plan, workload=None, marked_pods=(), now=NOW, write=True, **found)
+    return components.rendered(step)

@@ -255,7 +255,8 @@ RESOURCES = {
 
 
 def rendered_clusters(workload_kind: str) -> list[list[dict[str, Any]]]:
-    from raftset.operator import manifests, spec
+    from raftset.operator import spec
+    from tests.unit.builders import owned_objects
 
     out = []
     for path in sorted((KUSTOMIZE / "samples").glob("*cluster.yaml")):
@@ -263,7 +264,7 @@ def rendered_clusters(workload_kind: str) -> list[list[dict[str, Any]]]:
         body["metadata"].update(namespace="db", uid="00000000-0000-0000-0000-000000000001")
         body["spec"]["workloadKind"] = workload_kind
         cluster = spec.parse(body, default_workload_kind=workload_kind)
-        out.append(manifests.owned_objects(cluster, replicas=3))
+        out.append(owned_objects(cluster, 3))
     return out
 
 

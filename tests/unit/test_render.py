@@ -11,7 +11,8 @@ import pytest
 from raftset import contract
 from raftset.operator import manifests
 from raftset.operator.spec import Cluster
-from tests.unit.builders import cluster
+from tests.unit.builders import cluster, owned_objects
+
 
 pytestmark = pytest.mark.unit
 
@@ -313,7 +314,7 @@ def test_pdb_override(value: int | str) -> None:
 def test_pdb_disabled() -> None:
     c = cluster(podDisruptionBudget={"enabled": False, "minAvailable": 2})
     assert manifests.pod_disruption_budget(c) is None
-    assert "PodDisruptionBudget" not in [o["kind"] for o in manifests.owned_objects(c, 3)]
+    assert "PodDisruptionBudget" not in [o["kind"] for o in owned_objects(c, 3)]
 
 
 # --- RBAC, ownership, labels ------------------------------------------------------------------------
@@ -336,7 +337,7 @@ def test_member_rbac(backend: str, group: str) -> None:
 
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_owned_objects_in_apply_order(kind: str, backend: str) -> None:
-    objects = manifests.owned_objects(cluster(kind, backend), 3, [])
+    objects = owned_objects(cluster(kind, backend), 3, [])
     assert [o["kind"] for o in objects] == [
         "ServiceAccount", "Role", "RoleBinding", "Service", "Service", "PodDisruptionBudget", "StatefulSet"]
     assert objects[-1]["spec"]["replicas"] == 3
@@ -346,7 +347,7 @@ def test_owned_objects_in_apply_order(kind: str, backend: str) -> None:
 def test_every_object_is_owned_and_labelled(kind: str, backend: str) -> None:
     c = cluster(kind, backend)
     engine = "etcd" if kind == contract.KIND_ETCD else "xline"
-    for obj in manifests.owned_objects(c, 3):
+    for obj in owned_objects(c, 3):
         meta = obj["metadata"]
         assert meta["namespace"] == "db"
         assert meta["ownerReferences"] == [{
@@ -363,13 +364,13 @@ def test_every_object_is_owned_and_labelled(kind: str, backend: str) -> None:
 
 def test_renderers_are_pure() -> None:
     c = cluster(podTemplate={"labels": {"a": "b"}, "tolerations": [{"key": "k"}]})
-    first = manifests.owned_objects(c, 3, [1])
+    first = owned_objects(c, 3, [1])
     first[-1]["spec"]["template"]["metadata"]["labels"]["a"] = "mutated"
     first[-1]["spec"]["template"]["spec"]["tolerations"].append({"key": "x"})
-    again = manifests.owned_objects(c, 3, [1])
+    again = owned_objects(c, 3, [1])
     assert again[-1]["spec"]["template"]["metadata"]["labels"]["a"] == "b"
     assert again[-1]["spec"]["template"]["spec"]["tolerations"] == [{"key": "k"}]
-    assert again == manifests.owned_objects(c, 3, [1])
+    assert again == owned_objects(c, 3, [1])
 
 
 @pytest.mark.parametrize(("event", "obj", "edited"), [

@@ -10,6 +10,7 @@ import pytest
 from raftset import contract
 from raftset.operator import planner
 from raftset.operator.planner import Plan
+from raftset.operator.settings import Settings
 from raftset.operator.status import (
     PLAINTEXT_WARNING,
     UNAVAILABLE_GRACE_SECONDS,
@@ -266,6 +267,19 @@ def test_degraded_reads_the_condition(value: str | None, expected: bool) -> None
 
 
 def test_a_degraded_cluster_is_resynced_at_the_retry_period() -> None:
-    from raftset.operator.settings import Settings
     settings = Settings(resync_seconds=600, retry_seconds=60)
     assert (settings.resync_period(True), settings.resync_period(False)) == (60, 600)
+
+
+@pytest.mark.parametrize(("stepping", "forced", "degraded", "since", "due"), [
+    (False, False, False, 10.0, False),
+    (True, False, False, 10.0, True),
+    (False, True, False, 10.0, True),
+    (False, False, False, 600.0, True),
+    (False, False, True, 59.0, False),
+    (False, False, True, 60.0, True),
+])
+def test_a_quiet_tick_writes_only_when_the_resync_is_due(stepping: bool, forced: bool, degraded: bool,
+                                                          since: float, due: bool) -> None:
+    settings = Settings(resync_seconds=600, retry_seconds=60)
+    assert settings.write_due(stepping=stepping, forced=forced, degraded=degraded, since_applied=since) is due

@@ -10,7 +10,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset.operator import manifests, storage
 from raftset.operator.storage import ANNOTATION_FAILED, ANNOTATION_SIZE, Claims
-from tests.unit.builders import cluster
+from tests.unit.builders import cluster, owned_objects
 
 pytestmark = pytest.mark.unit
 
@@ -103,7 +103,7 @@ def test_the_renderer_keeps_the_claim_template_and_records_the_size() -> None:
     (template,) = obj["spec"]["volumeClaimTemplates"]
     assert template["spec"]["resources"]["requests"]["storage"] == "1Gi"
     assert obj["metadata"]["annotations"] == {ANNOTATION_SIZE: "5Gi"}
-    objects = manifests.owned_objects(c, 3, claims=Claims("1Gi", "1Gi", "5Gi"))
+    objects = owned_objects(c, 3, claims=Claims("1Gi", "1Gi", "5Gi"))
     assert objects[-1]["metadata"]["annotations"] == {ANNOTATION_SIZE: "1Gi", ANNOTATION_FAILED: "5Gi"}
 
 

@@ -12,7 +12,7 @@ import pytest
 from raftset import contract
 from raftset.engines import ENGINES, TLSFiles
 from raftset.operator import certificates, certmanager, manifests, spec, tls
-from tests.unit.builders import NOW, body, cluster
+from tests.unit.builders import NOW, body, cluster, owned_objects
 
 pytestmark = pytest.mark.unit
 
@@ -87,7 +87,7 @@ def test_the_tls_revision_is_a_pod_annotation_so_renewal_rolls_the_pods() -> Non
     assert one == {"team": "kv", contract.ANNOTATION_TLS_REVISION: "1"}
     assert two[contract.ANNOTATION_TLS_REVISION] == "2"
     assert contract.ANNOTATION_TLS_REVISION not in manifests.workload(c, 3)["spec"]["template"]["metadata"]["annotations"]
-    (objects_workload,) = [o for o in manifests.owned_objects(c, 3, tls_revision="5") if o["kind"] == "StatefulSet"]
+    (objects_workload,) = [o for o in owned_objects(c, 3, tls_revision="5") if o["kind"] == "StatefulSet"]
     assert objects_workload["spec"]["template"]["metadata"]["annotations"][contract.ANNOTATION_TLS_REVISION] == "5"
 
 
@@ -318,3 +318,13 @@ async def test_disabled_writes_nothing() -> None:
     state = await tls.ensure_tls(api, cluster(tls={"provider": "disabled"}), NOW)
     assert state.revision is None and state.problem is None
     assert api.objects == {}
+
+
+def test_every_provider_the_crd_allows_has_one_description() -> None:
+    from raftset import fields
+
+    assert set(tls.PROVIDERS) == set(fields.TLS_PROVIDERS)
+    assert tls.PROVIDERS["disabled"].ensure is None
+    needs = {name: p.requires for name, p in tls.PROVIDERS.items() if p.requires}
+    assert needs == {"cert-manager": (certmanager.API_VERSION, "Certificate")}
+    assert all(p.missing for p in tls.PROVIDERS.values() if p.requires)

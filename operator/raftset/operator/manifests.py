@@ -360,21 +360,6 @@ def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
     ]
 
 
-def owned_objects(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
-                  tls_revision: str | None = None, claims: Claims | None = None) -> list[dict[str, Any]]:
-    """Everything the operator applies for one cluster, in apply order.
-
-    TLS material is not here: `raftset.operator.tls` writes it before these are applied.
-    """
-    reserved = tuple(reserved)
-    objects = [*member_rbac(cluster, replicas + len(reserved)), peer_service(cluster), client_service(cluster)]
-    pdb = pod_disruption_budget(cluster)
-    if pdb is not None:
-        objects.append(pdb)
-    objects.append(workload(cluster, replicas, reserved, tls_revision=tls_revision, claims=claims))
-    return objects
-
-
 def edited_behind_our_back(event_type: str | None, obj: Mapping[str, Any]) -> bool:
     """Does this watch event of an owned object mean someone else changed it?
 

@@ -7,7 +7,7 @@ must run (see `contract.ANNOTATION_TLS_REVISION`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -19,6 +19,7 @@ from raftset.operator.manifests import metadata
 from raftset.operator.spec import Cluster
 
 Problem = tuple[str, str]
+
 
 class KubeAPI(Protocol):
     async def has_api(self, api_version: str, kind: str) -> bool: ...
@@ -40,6 +41,22 @@ def running_revision(workload: Mapping[str, Any] | None) -> str | None:
     return ((template.get("metadata") or {}).get("annotations") or {}).get(contract.ANNOTATION_TLS_REVISION)
 
 
+@dataclass(frozen=True)
+class Provider:
+    """One value of spec.tls.provider: what it needs from the cluster and how it writes.
+
+    Chosen by name from PROVIDERS (etcd-io/etcd-operator's certificate providers are the
+    model), so that a new provider is a new entry, not another branch.
+    """
+
+    name: str
+    # Called with `write`: makes the material current and returns its revision.
+    ensure: Callable[[KubeAPI, Cluster, datetime], Awaitable[str]] | None
+    # An API the provider cannot work without, and the Degraded reason/message when absent.
+    requires: tuple[str, str] | None = None
+    missing: Problem | None = None
+
+
 async def ensure_tls(kube: KubeAPI, cluster: Cluster, now: datetime, *,
                      workload: Mapping[str, Any] | None = None, write: bool = True) -> TLSState:
     """Check the provider can work; with `write`, make sure the material exists and is current.
@@ -48,19 +65,15 @@ async def ensure_tls(kube: KubeAPI, cluster: Cluster, now: datetime, *,
     a missing cert-manager is reported on every tick instead of flapping. When the
     provider cannot work, the pods keep the revision they run (`workload`): no roll.
     """
-    if not cluster.tls:
+    provider = PROVIDERS[cluster.tls_provider]
+    if provider.ensure is None:
         return TLSState()  # the Encrypted condition carries the warning (status.encryption)
-    if cluster.tls_provider == "cert-manager":
-        if not await kube.has_api(certmanager.API_VERSION, "Certificate"):
-            return TLSState(revision=running_revision(workload), problem=(
-                "CertManagerMissing",
-                "spec.tls.provider cert-manager needs cert-manager (certificates.cert-manager.io/v1), "
-                "which this cluster does not serve: install cert-manager or use provider auto"))
-        return TLSState(revision=await _ensure_cert_manager(kube, cluster)) if write else TLSState()
-    return TLSState(revision=await _ensure_auto(kube, cluster, now)) if write else TLSState()
+    if provider.requires is not None and not await kube.has_api(*provider.requires):
+        return TLSState(revision=running_revision(workload), problem=provider.missing)
+    return TLSState(revision=await provider.ensure(kube, cluster, now)) if write else TLSState()
 
 
-async def _ensure_cert_manager(kube: KubeAPI, cluster: Cluster) -> str:
+async def _ensure_cert_manager(kube: KubeAPI, cluster: Cluster, now: datetime) -> str:
     for manifest in certmanager.objects(cluster):
         await kube.apply(manifest)
     found = {}
@@ -99,3 +112,14 @@ async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime) -> str:
         await kube.apply(_secret(cluster, certificates.secret_name(cluster.name, purpose), pair,
                                  ca.cert_pem, plan.revision))
     return str(plan.revision)
+
+
+PROVIDERS: dict[str, Provider] = {p.name: p for p in (
+    Provider("auto", ensure=_ensure_auto),
+    Provider("cert-manager", ensure=_ensure_cert_manager,
+             requires=(certmanager.API_VERSION, "Certificate"),
+             missing=("CertManagerMissing",
+                      "spec.tls.provider cert-manager needs cert-manager (certificates.cert-manager.io/v1), "
+                      "which this cluster does not serve: install cert-manager or use provider auto")),
+    Provider("disabled", ensure=None),
+)}
