@@ -13,6 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 
+def being_deleted(obj: Mapping[str, Any] | None) -> bool:
+    """Has the API object a deletionTimestamp (a terminating pod, a workload going with its cluster)?"""
+    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
+
+
 def kept_ordinals(replicas: int, reserved: Iterable[int] = ()) -> list[int]:
     """The ordinals a StatefulSet with `replicas` pods and `reserved` holes runs, ascending.
 

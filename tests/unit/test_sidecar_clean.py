@@ -6,8 +6,8 @@ import pytest
 
 from raftset.sidecar.clean import absences, plan
 from raftset.contract import quorum
-from raftset.sidecar.quorum import has_quorum, safe_to_remove
-from tests.unit.sidecar_data import member, mid
+from raftset.sidecar.quorum import has_quorum, may_remove, safe_to_remove
+from tests.unit.sidecar_data import member, mid, status
 
 pytestmark = pytest.mark.unit
 
@@ -101,3 +101,17 @@ def test_absence_clock_keeps_the_first_sighting_and_forgets_returners() -> None:
     assert first == {mid(1): 10.0, mid(2): 10.0}
     later = absences(first, members, {mid(0), mid(1)}, now=20.0)
     assert later == {mid(2): 10.0}
+
+
+@pytest.mark.parametrize(("answering", "target", "allowed"), [
+    ((0, 1, 2), 2, True),
+    ((0, 1), 2, True),  # 2 voters of the remaining 2 answer
+    ((0, 2), 1, True),
+    ((0,), 2, False),  # 1 of the remaining 2 answers: no quorum after
+    ((0, 1, 2), 3, True),  # a learner: the voters keep their quorum
+])
+def test_may_remove_reads_a_member_list_and_the_answers(answering: tuple[int, ...], target: int,
+                                                        allowed: bool) -> None:
+    members = [member(0), member(1), member(2), member(3, learner=True)]
+    statuses = {mid(o): (status(o) if o in answering else None) for o in range(4)}
+    assert may_remove(members, statuses, mid(target)) is allowed

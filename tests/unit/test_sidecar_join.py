@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.sidecar.join import Action, JoinView, decide, initial_cluster
+from raftset.sidecar.join import Action, JoinView, decide, initial_cluster, rejoin_cluster
 from raftset.sidecar.marker import Marker
 from tests.unit.sidecar_data import NAMING, member, mid
 
@@ -117,3 +117,19 @@ def test_initial_cluster_of_a_foreign_unstarted_member_uses_its_id() -> None:
     odd = type(foreign)(id=0xABC, name="", peer_urls=("http://10.9.9.9:2380",), client_urls=(), is_learner=True)
     got = initial_cluster("demo-1", NAMING.peer_url(1), [foreign, odd], NAMING, None)
     assert got["member-abc"] == "http://10.9.9.9:2380"
+
+
+def test_a_rejoin_starts_with_the_live_membership_when_a_member_answered() -> None:
+    members = [member(0), member(1), member(2)]
+    cluster = rejoin_cluster(view(1, has_data=True, members=members), mid(1), NAMING)
+    assert cluster == {NAMING.pod(o): NAMING.peer_url(o) for o in range(3)}
+
+
+def test_a_rejoin_without_answers_starts_with_the_markers_map() -> None:
+    recorded = {NAMING.pod(0): NAMING.peer_url(0), NAMING.pod(1): NAMING.peer_url(1)}
+    marker = Marker(mid(1), NAMING.pod(1), NAMING.peer_url(1), recorded)
+    assert rejoin_cluster(view(1, has_data=True, marker=marker), mid(1), NAMING) == recorded
+
+
+def test_a_rejoin_with_neither_starts_alone() -> None:
+    assert rejoin_cluster(view(1, has_data=True, marker=mark(1)), None, NAMING) == {NAMING.pod(1): NAMING.peer_url(1)}

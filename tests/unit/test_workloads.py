@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from raftset import workloads
 from raftset.workloads import ADVANCED_STATEFULSET, BACKENDS, STATEFULSET, Backend, kept_ordinals
 
 pytestmark = pytest.mark.unit
@@ -106,3 +107,11 @@ def test_scale_reads_replicas_and_reservations_with_the_api_default() -> None:
     assert ADVANCED_STATEFULSET.scale(workload) == (3, [1, 4, 5])
     assert STATEFULSET.scale(workload) == (3, [])
     assert STATEFULSET.scale({"spec": {}}) == (1, [])
+
+
+@pytest.mark.parametrize(("obj", "deleting"), [
+    (None, False), ({}, False), ({"metadata": {}}, False),
+    ({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}}, True),
+])
+def test_being_deleted_reads_the_deletion_timestamp(obj: dict | None, deleting: bool) -> None:
+    assert workloads.being_deleted(obj) is deleting

@@ -37,7 +37,7 @@ def app(agent: Agent) -> web.Application:
         return _json(agent.heartbeat.as_dict())
 
     async def metrics(_: web.Request) -> web.Response:
-        labels = {"cluster": agent.s.cluster, "pod": agent.s.pod_name, "engine": agent.s.engine.name}
+        labels = {"cluster": agent.settings.cluster, "pod": agent.settings.pod_name, "engine": agent.settings.engine.name}
         text = agent.metrics.render(agent.heartbeat, started=agent.startup_written, ready=agent.ready, labels=labels)
         return web.Response(text=text, content_type="text/plain", charset="utf-8")
 

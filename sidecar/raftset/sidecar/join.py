@@ -140,6 +140,19 @@ def initial_cluster(
     return out
 
 
+def rejoin_cluster(view: JoinView, member_id: int | None, naming: Naming) -> dict[str, str]:
+    """The cluster map a REJOIN starts with: the live membership, else the marker's, else ourselves alone.
+
+    etcd ignores the map when the data dir holds membership; it matters for a data dir
+    whose member never finished its first start.
+    """
+    if view.members:
+        return initial_cluster(view.name, view.peer_url, view.members, naming, member_id)
+    if view.marker is not None and view.marker.initial_cluster:
+        return dict(view.marker.initial_cluster)
+    return {view.name: view.peer_url}
+
+
 def startup_config(
     inputs: StartupInputs, state: str, cluster: Mapping[str, str],
 ) -> StartupConfig:

@@ -15,9 +15,8 @@ from typing import Any
 
 from raftset import contract
 from raftset.etcdclient import Member, Status
-from raftset.workloads import Backend
-
-from raftset.sidecar.quorum import safe_to_remove
+from raftset.sidecar.quorum import may_remove
+from raftset.workloads import Backend, being_deleted
 
 _FALSE = ("", "false", "0", "no")
 
@@ -38,7 +37,7 @@ def fate(ordinal: int, backend: Backend, workload: Mapping[str, Any] | None, pod
     """Scaled away or restarting: the workload object decides, our own pod's mark only explains."""
     if workload is None:
         return Fate(False, "the workload is gone (cluster deletion): keep the membership")
-    if (workload.get("metadata") or {}).get("deletionTimestamp"):
+    if being_deleted(workload):
         return Fate(False, "the workload is being deleted (cluster deletion): keep the membership")
     kept = backend.kept(workload)
     if ordinal not in kept:
@@ -83,8 +82,6 @@ def plan(
         return LeavePlan(target, False, fate.reason)
     if not any(m.id == own_id for m in members):
         return LeavePlan(None, False, "already removed from the cluster")
-    voters = frozenset(m.id for m in members if not m.is_learner)
-    healthy = frozenset(i for i, s in statuses.items() if s is not None)
-    if not safe_to_remove(voters, healthy, own_id):
+    if not may_remove(members, statuses, own_id):
         return LeavePlan(target, False, f"{fate.reason}; but removing this member would lose quorum: keep it")
     return LeavePlan(target, True, fate.reason)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Mapping, Sequence, Set
 
 from raftset.contract import quorum
+from raftset.etcdclient import Member, Status
 
 
 def has_quorum(voters: Set[int], healthy: Set[int]) -> bool:
@@ -19,3 +20,10 @@ def safe_to_remove(voters: Set[int], healthy: Set[int], target: int) -> bool:
     """
     remaining = voters - {target}
     return has_quorum(frozenset(remaining), healthy)
+
+
+def may_remove(members: Sequence[Member], statuses: Mapping[int, Status | None], target: int) -> bool:
+    """`safe_to_remove` over a MemberList and the members' answers (None: did not answer)."""
+    voters = frozenset(m.id for m in members if not m.is_learner)
+    healthy = frozenset(i for i, s in statuses.items() if s is not None)
+    return safe_to_remove(voters, healthy, target)

@@ -1,0 +1,169 @@
+"""The join shell: gather what join.decide needs, carry out one step, decide again.
+
+Runs until the startup file is written. A crash between steps is never worse than a
+fresh start: every step is decided from what etcd, the API and the data dir say now, and
+membership changes are decided once more under the membership lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING
+
+from raftset.etcdclient import EtcdClientError, Member, MemberClient, Refusal
+from raftset.sidecar import heartbeat, join, marker
+from raftset.sidecar.kube import KubeError
+from raftset.sidecar.plumbing import LOCK_NAME, RETRYABLE, Backoff
+from raftset.sidecar.quorum import may_remove
+
+if TYPE_CHECKING:
+    from raftset.sidecar.agent import Agent
+
+log = logging.getLogger("raftset.sidecar")
+
+
+class Joiner:
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.settings = agent.settings
+
+    async def run(self) -> None:
+        agent = self.agent
+        backoff = Backoff(0.5, 10.0)
+        while not agent.stopping.is_set():
+            agent.metrics.join_attempts += 1
+            try:
+                progressed = await self.step()
+            except RETRYABLE as exc:
+                agent.error("join", exc)
+                progressed = False
+            if agent.startup_written:
+                agent.last_error = ""
+                return
+            if progressed:
+                backoff.reset()
+                continue
+            if await agent.sleep(backoff.next()):
+                return
+
+    async def view(self) -> tuple[join.JoinView, MemberClient | None, list[str]]:
+        settings, agent = self.settings, self.agent
+        workload = await agent.kube.workload(settings.backend, settings.workload_name)
+        if workload is None:
+            raise KubeError("GET", f"workload {settings.workload_name}", 404, "not found (yet)")
+        agent.workload_owner = heartbeat.owner_reference(workload)
+        kept = settings.backend.kept(workload)
+        leases = await agent.kube.member_leases(settings.cluster)
+        evidence = any((ls.get("spec") or {}).get("holderIdentity") not in (None, settings.pod_name)
+                       for ls in leases)
+        urls = agent.candidates(kept, leases)
+        client: MemberClient | None = None
+        members: list[Member] | None = None
+        if urls:
+            try:
+                client, members = await agent.etcd().member_list(urls)
+            except EtcdClientError as exc:
+                # Expected while a new cluster bootstraps; worth a warning once one exists.
+                log.log(logging.WARNING if evidence else logging.INFO,
+                        "no member answered MemberList at %s: %s", ", ".join(urls), exc)
+        view = join.JoinView(
+            name=settings.pod_name, ordinal=settings.ordinal, peer_url=settings.peer_url, kept=kept,
+            has_data=marker.has_data(settings.data_dir), marker=marker.read(settings.marker_path),
+            members=members, cluster_evidence=evidence,
+        )
+        return view, client, urls
+
+    async def step(self) -> bool:
+        """One decision and at most one change; True if it made progress."""
+        settings = self.settings
+        view, client, urls = await self.view()
+        decision = join.decide(view)
+        log.info("join: %s (%s)", decision.action.value, decision.reason)
+        action = join.Action
+        if decision.action is action.BOOTSTRAP:
+            self.write_startup("new", {settings.pod_name: settings.peer_url})
+            return True
+        if decision.action is action.REJOIN:
+            cluster = join.rejoin_cluster(view, decision.member_id, settings.naming)
+            if decision.member_id is not None:
+                self.agent.remember_member(decision.member_id, cluster)
+            self.write_startup("existing", cluster)
+            return True
+        if decision.action is action.MOVE_ASIDE:
+            dest = marker.move_aside(settings.data_dir, settings.marker_path)
+            log.warning("stale data dir moved aside to %s: %s", dest, decision.reason)
+            return True
+        if decision.action is action.WAIT:
+            self.agent.last_error = f"waiting: {decision.reason}" + (f" (asked {', '.join(urls)})" if urls else "")
+            return False
+        assert client is not None and view.members is not None
+        if decision.action is action.REUSE_ENTRY:
+            assert decision.member_id is not None
+            cluster = self.cluster_map(view.members, decision.member_id)
+            self.agent.remember_member(decision.member_id, cluster)
+            self.write_startup("existing", cluster)
+            return True
+        if decision.action is action.ADD_LEARNER:
+            return await self.add_learner(client)
+        if decision.action is action.REMOVE_ENTRY:
+            assert decision.member_id is not None
+            return await self.remove_entry(client, decision.member_id)
+        raise AssertionError(decision.action)
+
+    async def add_learner(self, client: MemberClient) -> bool:
+        agent, settings = self.agent, self.settings
+        async with client.lock(LOCK_NAME, timeout=10):
+            # Decide again under the lock: someone may have changed membership meanwhile.
+            view, _, _ = await self.view()
+            view = dataclasses.replace(view, members=await client.member_list())
+            if join.decide(view).action is not join.Action.ADD_LEARNER:
+                return True
+            try:
+                added, members = await client.add_learner(settings.peer_url)
+            except EtcdClientError as exc:
+                agent.metrics.count("add", False)
+                if exc.refusal is Refusal.TOO_MANY_LEARNERS:
+                    agent.last_error = "waiting: another learner is still joining"
+                    return False
+                # A lost reply may still have added us: the next MemberList will tell.
+                raise
+            agent.metrics.count("add", True)
+        log.info("added member %s as learner with peer URL %s", added.hex_id, settings.peer_url)
+        cluster = self.cluster_map(members, added.id)
+        agent.remember_member(added.id, cluster)
+        self.write_startup("existing", cluster)
+        return True
+
+    async def remove_entry(self, client: MemberClient, member_id: int) -> bool:
+        """Remove the entry our empty data dir left behind, decided again under the lock."""
+        agent = self.agent
+        async with client.lock(LOCK_NAME, timeout=10):
+            members = await client.member_list()
+            if not may_remove(members, await agent.statuses(members), member_id):
+                agent.last_error = f"waiting: removing our old entry {member_id:x} would lose quorum"
+                return False
+            error = await agent.member_remove(client, member_id)
+        if error is not None and error.refusal is not Refusal.MEMBER_NOT_FOUND:
+            raise error
+        log.warning("removed our old member entry %x: our data dir was empty", member_id)
+        return True
+
+    def cluster_map(self, members: list[Member], own_id: int | None) -> dict[str, str]:
+        settings = self.settings
+        return join.initial_cluster(settings.pod_name, settings.peer_url, members, settings.naming, own_id)
+
+    def write_startup(self, state: str, cluster: dict[str, str]) -> None:
+        settings = self.settings
+        inputs = join.StartupInputs(
+            name=settings.pod_name, naming=settings.naming, data_dir=settings.data_dir,
+            peer_url=settings.peer_url, client_url=settings.client_url,
+            listen_peer_url=settings.listen_peer_url, listen_client_url=settings.listen_client_url,
+            cluster_token=settings.cluster_token, tls=settings.tls, options=settings.options,
+        )
+        text = settings.engine.render_startup(join.startup_config(inputs, state, cluster))
+        marker.write_atomic(settings.startup_path, text)
+        log.info("startup file %s written (state %s, cluster %s)", settings.startup_path, state,
+                 ",".join(f"{k}={v}" for k, v in sorted(cluster.items())))
+        self.agent.startup_written = True
+        self.agent.phase = "started"

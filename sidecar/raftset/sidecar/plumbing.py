@@ -1,0 +1,31 @@
+"""What every lifecycle shell shares: the membership lock's name, what counts as retryable, backoff."""
+
+from __future__ import annotations
+
+import random
+
+import aiohttp
+
+from raftset.etcdclient import EtcdClientError, TLSConfigError
+from raftset.sidecar.kube import KubeError
+
+# One membership change at a time across the cluster's sidecars (an etcd lock).
+LOCK_NAME = "raftset/membership"
+# Everything a step may raise that means "try again later", not "crash".
+RETRYABLE = (EtcdClientError, KubeError, aiohttp.ClientError, TLSConfigError, OSError, TimeoutError)
+
+
+class Backoff:
+    """Capped exponential backoff with a little jitter, so peers do not retry in step."""
+
+    def __init__(self, initial: float = 0.5, cap: float = 10.0) -> None:
+        self.initial, self.cap = initial, cap
+        self.current = initial
+
+    def next(self) -> float:
+        delay = self.current
+        self.current = min(self.current * 2, self.cap)
+        return delay * random.uniform(0.8, 1.2)
+
+    def reset(self) -> None:
+        self.current = self.initial

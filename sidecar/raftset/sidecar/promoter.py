@@ -1,0 +1,72 @@
+"""The promote shell: a learner asks to vote as soon as etcd accepts it.
+
+Until the store answers as a voter its status is polled here, faster than the heartbeat
+does: a learner adds load to the leader without counting for quorum, and the operator's
+next scale step waits for it. Promotion goes through MemberList first, so a voter is
+never asked to be promoted (Xline's server panics on that).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from raftset.etcdclient import EtcdClientError, Refusal, Status
+from raftset.sidecar.plumbing import RETRYABLE, Backoff
+
+if TYPE_CHECKING:
+    from raftset.sidecar.agent import Agent
+
+log = logging.getLogger("raftset.sidecar")
+POLL_S = 0.25  # how often a starting or learning member checks whether it may be promoted
+
+
+class Promoter:
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.settings = agent.settings
+
+    async def run(self) -> None:
+        agent = self.agent
+        backoff = Backoff(POLL_S, 2.0)
+        while not agent.stopping.is_set() and agent.phase == "started":
+            if agent.status is None or agent.status.is_learner:
+                await agent.publisher.beat_once()  # not yet voting: poll (and publish) at the promote pace
+            status = agent.status
+            if status is None:
+                delay = POLL_S
+            elif status.is_learner:
+                try:
+                    if await self.once(status):
+                        backoff.reset()
+                        continue
+                except RETRYABLE as exc:
+                    agent.error("promote", exc)
+                delay = backoff.next()
+            else:
+                backoff.reset()
+                delay = min(self.settings.poll_interval, 1.0)
+            if await agent.sleep(delay):
+                return
+
+    async def once(self, status: Status) -> bool:
+        agent, settings = self.agent, self.settings
+        workload = await agent.kube.workload(settings.backend, settings.workload_name)
+        kept = settings.backend.kept(workload) if workload else []
+        client, members = await agent.etcd().member_list(agent.candidates(kept, []))
+        own = next((m for m in members if m.id == status.member_id), None)
+        if own is None or not own.is_learner:
+            return False
+        try:
+            await client.promote(own.id)
+        except EtcdClientError as exc:
+            if exc.refusal in (Refusal.LEARNER_NOT_READY, Refusal.NOT_A_LEARNER):
+                log.info("promote %s: %s", own.hex_id, exc.message)
+                agent.metrics.count("promote", exc.refusal is Refusal.NOT_A_LEARNER)
+                return False
+            agent.metrics.count("promote", False)
+            raise
+        agent.metrics.count("promote", True)
+        log.info("promoted member %s to voting member", own.hex_id)
+        await agent.publisher.beat_once()  # the operator waits for this voter: tell it now
+        return True

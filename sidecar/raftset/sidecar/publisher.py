@@ -1,0 +1,96 @@
+"""The heartbeat shell: poll the local member, publish the Lease and the pod's role label.
+
+Writes on change plus a slow refresh (heartbeat.should_write decides), and backs off a
+refused write instead of retrying it on every poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+
+from raftset import contract
+from raftset.etcdclient import EtcdClientError
+from raftset.sidecar import heartbeat, marker
+from raftset.sidecar.heartbeat import Heartbeat
+from raftset.sidecar.kube import KubeError
+from raftset.sidecar.plumbing import Backoff
+
+if TYPE_CHECKING:
+    from raftset.sidecar.agent import Agent
+
+log = logging.getLogger("raftset.sidecar")
+API_ERRORS = (KubeError, aiohttp.ClientError, TimeoutError)
+
+
+class HeartbeatPublisher:
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.settings = agent.settings
+        self.lock = asyncio.Lock()
+        self.written: Heartbeat | None = None
+        self.written_at: float | None = None
+        self.label_written: str | None = None
+        self.retry_at = 0.0
+        self.backoff = Backoff(1.0, max(1.0, agent.settings.heartbeat_interval))
+
+    async def beat_once(self) -> None:
+        """Poll the member and publish; serialised, so an older poll never overwrites a newer one."""
+        agent, settings = self.agent, self.settings
+        async with self.lock:
+            try:
+                status = await agent.local.status(timeout=min(settings.poll_interval, 3.0))
+            except EtcdClientError as exc:
+                status = None
+                if agent.phase == "started":
+                    log.debug("local member not answering: %s", exc)
+            agent.status = status
+            if status is not None:
+                if agent.member_id != status.member_id:
+                    # Bootstrapped or rejoined without MemberList: the id is known only now.
+                    old = marker.read(settings.marker_path)
+                    agent.remember_member(status.member_id, old.initial_cluster if old else {})
+                if agent.last_error and agent.ready:
+                    agent.last_error = ""
+            agent.heartbeat = heartbeat.beat(settings.pod_name, status, datetime.now(timezone.utc), agent.member_id)
+            await self.publish()
+
+    async def publish(self) -> None:
+        """The Lease and the pod's role label, on change plus a slow refresh."""
+        agent, settings = self.agent, self.settings
+        if agent.phase == "left":
+            return
+        beat = agent.heartbeat
+        now = time.monotonic()
+        due = heartbeat.should_write(self.written, beat, self.written_at, now, settings.heartbeat_interval)
+        if due and now >= self.retry_at:
+            await self._write_lease(beat, now)
+        if self.label_written != beat.role:
+            try:
+                await agent.kube.label_pod(settings.pod_name, {contract.LABEL_ROLE: beat.role})
+                self.label_written = beat.role
+            except API_ERRORS as exc:
+                agent.error("role label", exc)
+
+    async def _write_lease(self, beat: Heartbeat, now: float) -> None:
+        agent, settings = self.agent, self.settings
+        body: dict[str, Any] = heartbeat.lease_body(
+            settings.pod_name, settings.namespace, settings.cluster, beat,
+            duration=max(1, round(3 * settings.heartbeat_interval)), owner=agent.workload_owner,
+            extra_labels={contract.LABEL_ENGINE: settings.engine.name},
+        )
+        try:
+            await agent.kube.apply_lease(body)
+            agent.metrics.lease_writes["ok"] += 1
+            self.written, self.written_at = beat, now
+            self.backoff.reset()
+        except API_ERRORS as exc:
+            # A refused write is not retried on every poll: back off up to the refresh.
+            agent.metrics.lease_writes["error"] += 1
+            self.retry_at = now + self.backoff.next()
+            agent.error("heartbeat lease", exc)
