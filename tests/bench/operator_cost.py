@@ -164,7 +164,7 @@ def _cpu_seconds(proc: psutil.Process) -> float:
 def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: int, rest_s: float,
           log: Callable[[str], None] = print) -> list[dict[str, Any]]:
     workdir.mkdir(parents=True, exist_ok=True)
-    kubectl(kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"))
+    kubectl(kubeconfig, "apply", "--server-side", "-k", str(ROOT / "crds"))
     for plural in ("etcdclusters", "xlineclusters"):
         kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{plural}.{contract.GROUP}",
                 "--timeout=60s")

@@ -7,8 +7,6 @@ the sidecar does, with the leader placed where a test wants it.
 from __future__ import annotations
 
 import itertools
-import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,22 +14,18 @@ import yaml
 from kubernetes import client
 
 from raftset import contract
-from tests.harness.operator import Operator, Sidecars, api, kubectl, wait_for
+from tests.harness.operator import Operator, Sidecars, install_crds, kubectl, wait_for
+from tests.harness.view import STEP_TIMEOUT, ClusterView, cluster_manifest
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
 KINDS = {"EtcdCluster": "etcdclusters", "XlineCluster": "xlineclusters"}
 BACKENDS = ("StatefulSet", "AdvancedStatefulSet")
-STEP_TIMEOUT = 90
 
 
 @pytest.fixture(scope="module")
 def operator(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Operator:
-    kubectl(control_plane.kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"))
-    for plural in KINDS.values():
-        kubectl(control_plane.kubeconfig, "wait", "--for=condition=Established",
-                f"crd/{plural}.{contract.GROUP}", "--timeout=60s")
+    install_crds(control_plane.kubeconfig)
     log = tmp_path_factory.mktemp("operator") / "operator.log"
     op = Operator(control_plane.kubeconfig, log)
     op.start()
@@ -39,94 +33,10 @@ def operator(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Op
     op.stop()
 
 
-@pytest.fixture
-def namespace(control_plane: Any) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    kubectl(control_plane.kubeconfig, "create", "namespace", name)
-    yield name
-    kubectl(control_plane.kubeconfig, "delete", "namespace", name, "--wait=false", check=False)
-
-
-def cluster_manifest(kind: str, name: str, namespace: str, replicas: int, backend: str | None,
-                     **spec: Any) -> dict[str, Any]:
-    body = {
-        "apiVersion": contract.API_VERSION,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"replicas": replicas, "storage": {"ephemeral": True}, "tls": {"provider": "disabled"},
-                 **spec},
-    }
-    if backend:
-        body["spec"]["workloadKind"] = backend
-    return body
-
-
-class Cluster:
-    """What a test needs to look at one cluster through the real API."""
-
-    def __init__(self, kubeconfig: str, kind: str, name: str, namespace: str, backend: str) -> None:
-        self.kubeconfig = kubeconfig
-        self.api = api(kubeconfig)
-        self.kind, self.plural = kind, KINDS[kind]
-        self.name, self.namespace, self.backend = name, namespace, backend
-        self.custom = client.CustomObjectsApi(self.api)
-        self.core = client.CoreV1Api(self.api)
-
-    def create(self, replicas: int, **spec: Any) -> None:
-        body = cluster_manifest(self.kind, self.name, self.namespace, replicas, self.backend, **spec)
-        kubectl(self.kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(body))
-
-    def obj(self) -> dict[str, Any]:
-        return self.custom.get_namespaced_custom_object(
-            contract.GROUP, contract.VERSION, self.namespace, self.plural, self.name)
-
-    def scale(self, replicas: int) -> None:
-        kubectl(self.kubeconfig, "scale", f"{self.plural}/{self.name}", f"--replicas={replicas}",
-                "-n", self.namespace)
-
-    def workload(self) -> dict[str, Any]:
-        group, version = ("apps", "v1") if self.backend == "StatefulSet" else ("apps.kruise.io", "v1beta1")
-        return self.custom.get_namespaced_custom_object(group, version, self.namespace, "statefulsets", self.name)
-
-    def pods(self) -> set[str]:
-        selector = f"{contract.LABEL_INSTANCE}={self.name}"
-        return {p.metadata.name for p in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-                if p.metadata.deletion_timestamp is None}
-
-    def running_pods(self) -> set[str]:
-        selector = f"{contract.LABEL_INSTANCE}={self.name}"
-        return {p.metadata.name for p in self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-                if p.status.phase == "Running" and p.metadata.deletion_timestamp is None}
-
-    def pod_names(self, *ordinals: int) -> set[str]:
-        return {contract.pod_name(self.name, o) for o in ordinals}
-
-    def wait_pods(self, *ordinals: int) -> None:
-        want = self.pod_names(*ordinals)
-        wait_for(lambda: self.pods() == want and self.running_pods() == want, STEP_TIMEOUT,
-                 f"pods {sorted(want)} (have {sorted(self.pods())})")
-
-    def wait_settled(self, replicas: int) -> dict[str, Any]:
-        def settled() -> dict[str, Any] | None:
-            obj = self.obj()
-            st = obj.get("status") or {}
-            conds = {c["type"]: c for c in st.get("conditions", [])}
-            progressing = conds.get("Progressing", {})
-            ok = (st.get("observedGeneration") == obj["metadata"]["generation"]
-                  and progressing.get("status") == "False" and len(st.get("members", [])) == replicas)
-            return obj if ok else None
-        return wait_for(settled, STEP_TIMEOUT, f"{self.name} settled at {replicas} members")
-
-    def events(self) -> list[tuple[str, str]]:
-        found = self.core.list_namespaced_event(
-            self.namespace, field_selector=f"involvedObject.name={self.name},involvedObject.kind={self.kind}")
-        return [(e.reason, e.message) for e in found.items]
-
-
 @pytest.mark.parametrize("kind,backend", list(itertools.product(KINDS, BACKENDS)))
 def test_scale_out_and_in_with_leader_on_highest_ordinal(
         control_plane: Any, operator: Operator, namespace: str, kind: str, backend: str) -> None:
-    c = Cluster(control_plane.kubeconfig, kind, "kv", namespace, backend)
+    c = ClusterView(control_plane.kubeconfig, kind, "kv", namespace, backend)
     c.create(3)
     with Sidecars(c.api, namespace, c.name, leader=2) as sidecars:
         c.wait_pods(0, 1, 2)
@@ -169,7 +79,7 @@ def test_scale_out_and_in_with_leader_on_highest_ordinal(
 
 
 def test_operator_killed_mid_scale_resumes(control_plane: Any, operator: Operator, namespace: str) -> None:
-    c = Cluster(control_plane.kubeconfig, "EtcdCluster", "resume", namespace, "AdvancedStatefulSet")
+    c = ClusterView(control_plane.kubeconfig, "EtcdCluster", "resume", namespace, "AdvancedStatefulSet")
     c.create(5)
     with Sidecars(c.api, namespace, c.name, leader=4):
         c.wait_pods(0, 1, 2, 3, 4)
@@ -188,7 +98,7 @@ def test_operator_killed_mid_scale_resumes(control_plane: Any, operator: Operato
 
 
 def test_drift_is_repaired(control_plane: Any, operator: Operator, namespace: str) -> None:
-    c = Cluster(control_plane.kubeconfig, "EtcdCluster", "drift", namespace, "StatefulSet")
+    c = ClusterView(control_plane.kubeconfig, "EtcdCluster", "drift", namespace, "StatefulSet")
     c.create(3)
     with Sidecars(c.api, namespace, c.name):
         c.wait_pods(0, 1, 2)
@@ -244,7 +154,7 @@ def test_owned_option_message_names_the_flag(control_plane: Any, operator: Opera
 
 
 def test_workload_kind_is_immutable(control_plane: Any, operator: Operator, namespace: str) -> None:
-    c = Cluster(control_plane.kubeconfig, "EtcdCluster", "immutable", namespace, "StatefulSet")
+    c = ClusterView(control_plane.kubeconfig, "EtcdCluster", "immutable", namespace, "StatefulSet")
     c.create(1)
     result = kubectl(control_plane.kubeconfig, "patch", "etcdclusters/immutable", "-n", namespace, "--type=merge",
                      "-p", '{"spec":{"workloadKind":"AdvancedStatefulSet"}}', check=False)
@@ -252,7 +162,7 @@ def test_workload_kind_is_immutable(control_plane: Any, operator: Operator, name
 
 
 def test_deleting_a_cluster_removes_what_it_owns(control_plane: Any, operator: Operator, namespace: str) -> None:
-    c = Cluster(control_plane.kubeconfig, "XlineCluster", "gone", namespace, "AdvancedStatefulSet")
+    c = ClusterView(control_plane.kubeconfig, "XlineCluster", "gone", namespace, "AdvancedStatefulSet")
     c.create(3)
     with Sidecars(c.api, namespace, c.name):
         c.wait_pods(0, 1, 2)

@@ -78,7 +78,7 @@ def admin(control_plane: Any) -> str:
 
 @pytest.fixture(scope="module")
 def operator(control_plane: Any, admin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    kubectl(admin, "apply", "--server-side", "-f", str(ROOT / "crds"))
+    kubectl(admin, "apply", "--server-side", "-k", str(ROOT / "crds"))
     for plural in KINDS.values():
         kubectl(admin, "wait", "--for=condition=Established", f"crd/{plural}.{contract.GROUP}", "--timeout=60s")
     kubectl(admin, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=_operator_rbac())

@@ -20,13 +20,13 @@ from typing import Any
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from raftset import contract
+from raftset import contract, engines
 from tools.devcluster.net import free_port
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 
 from tests.harness.waiting import wait_for  # noqa: F401 - the tests of this harness import it from here
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def heartbeat_lease(namespace: str, cluster: str, pod: str, *, role: str, member_id: str,
@@ -169,3 +169,11 @@ class Sidecars:
         except ApiException as error:
             if error.status != 404:
                 raise
+
+
+def install_crds(kubeconfig: str) -> None:
+    """The CRDs as `kubectl apply -k` installs them, waited for until the apiserver serves them."""
+    kubectl(kubeconfig, "apply", "--server-side", "-k", str(ROOT / "crds"))
+    for engine in engines.ENGINES.values():
+        kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{engine.plural}.{contract.GROUP}",
+                "--timeout=60s")

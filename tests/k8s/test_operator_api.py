@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def bare_operator(kube_apiserver: Any, tmp_path_factory: pytest.TempPathFactory) -> Operator:
-    kubectl(kube_apiserver.kubeconfig, "apply", "--server-side", "-f", str(ROOT / "crds"))
+    kubectl(kube_apiserver.kubeconfig, "apply", "--server-side", "-k", str(ROOT / "crds"))
     for plural in ("etcdclusters", "xlineclusters"):
         kubectl(kube_apiserver.kubeconfig, "wait", "--for=condition=Established",
                 f"crd/{plural}.{contract.GROUP}", "--timeout=60s")
