@@ -49,7 +49,7 @@ ROLE_UNKNOWN = "unknown"
 ROLES = (ROLE_LEADER, ROLE_FOLLOWER, ROLE_LEARNER, ROLE_UNKNOWN)
 
 # Size limits. The CRD allows MAX_REPLICAS members; with Advanced StatefulSet reserved
-# ordinals a pod can carry a higher ordinal, and the planner refills holes before it grows,
+# ordinals a pod can carry a higher ordinal, and the planner refills reserved ordinals before it grows,
 # so ordinals 0..NAMED_ORDINALS-1 name every pod a valid cluster runs. Certificates and
 # the member Role name exactly these (a wildcard / a wider Role covers the rest).
 MAX_REPLICAS = 9

@@ -19,16 +19,16 @@ def being_deleted(obj: Mapping[str, Any] | None) -> bool:
 
 
 def kept_ordinals(replicas: int, reserved: Iterable[int] = ()) -> list[int]:
-    """The ordinals a StatefulSet with `replicas` pods and `reserved` holes runs, ascending.
+    """The ordinals a StatefulSet with `replicas` pods and `reserved` ordinals runs, ascending.
 
-    With no holes this is 0..replicas-1 (builtin semantics); Advanced StatefulSet skips
-    every reserved ordinal and fills the next free one instead.
+    With nothing reserved this is 0..replicas-1 (builtin semantics); Advanced StatefulSet
+    skips every reserved ordinal and fills the next free one instead.
     """
-    holes = set(reserved)
+    skipped = set(reserved)
     kept: list[int] = []
     ordinal = 0
     while len(kept) < replicas:
-        if ordinal not in holes:
+        if ordinal not in skipped:
             kept.append(ordinal)
         ordinal += 1
     return kept
@@ -65,7 +65,7 @@ class Backend:
                 out.append(int(item))
         return sorted(set(out))
 
-    def holes(self, reserved: Iterable[int]) -> tuple[int, ...]:
+    def honoured(self, reserved: Iterable[int]) -> tuple[int, ...]:
         """The reservations this API honours: none on the builtin StatefulSet."""
         return tuple(sorted(set(reserved))) if self.supports_reserved_ordinals else ()
 

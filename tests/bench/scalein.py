@@ -42,7 +42,7 @@ from kubernetes.client.rest import ApiException
 from raftset import contract
 from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
 from raftset.operator import planner
-from raftset.operator.members import from_leases
+from raftset.operator.heartbeats import from_leases
 from raftset.workloads import ADVANCED_STATEFULSET
 from tests.bench.labs import ETCD_DEFAULTS, grow
 from tests.bench.load import Load, Observed

@@ -16,7 +16,7 @@ import pytest
 
 from raftset import contract
 from raftset.operator import manifests, spec
-from raftset.operator.members import from_lease
+from raftset.operator.heartbeats import from_lease
 from raftset.sidecar import leave
 from raftset.sidecar.kube import Kube
 from raftset.workloads import STATEFULSET

@@ -13,7 +13,7 @@ from typing import Any
 
 from raftset import contract
 from raftset.operator import spec
-from raftset.operator.members import Member
+from raftset.operator.heartbeats import HeartbeatRecord
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 CLUSTER = "demo"
@@ -21,10 +21,10 @@ LEASE_SECONDS = 30
 
 
 def member(ordinal: int, role: str = contract.ROLE_FOLLOWER, *, healthy: bool = True,
-           age: float = 0, duration: int = LEASE_SECONDS, cluster: str = CLUSTER) -> Member:
+           age: float = 0, duration: int = LEASE_SECONDS, cluster: str = CLUSTER) -> HeartbeatRecord:
     """A heartbeat record renewed `age` seconds before NOW (stale once age >= duration)."""
     renewed = NOW - timedelta(seconds=age)
-    return Member(
+    return HeartbeatRecord(
         pod=contract.pod_name(cluster, ordinal),
         ordinal=ordinal,
         member_id=f"{ordinal + 1:016x}",
@@ -36,7 +36,7 @@ def member(ordinal: int, role: str = contract.ROLE_FOLLOWER, *, healthy: bool = 
 
 
 def members(ordinals: Iterable[int], leader: int | None,
-            overrides: Mapping[int, Mapping[str, Any]] | None = None) -> list[Member]:
+            overrides: Mapping[int, Mapping[str, Any]] | None = None) -> list[HeartbeatRecord]:
     """Fresh healthy voters on `ordinals`, `leader` leading; `overrides[ordinal]` are member() kwargs."""
     out = []
     for ordinal in ordinals:

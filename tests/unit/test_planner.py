@@ -10,7 +10,7 @@ import pytest
 
 from raftset import contract
 from raftset.operator import planner
-from raftset.operator.members import Member
+from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.contract import quorum
 from raftset.operator.planner import Plan, plan
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend, kept_ordinals
@@ -28,7 +28,7 @@ def pod(ordinal: int) -> str:
 
 
 def step(backend: Backend, desired: int, replicas: int, reserved: Sequence[int],
-         records: Sequence[Member]) -> Plan:
+         records: Sequence[HeartbeatRecord]) -> Plan:
     return plan(CLUSTER, backend, desired, (replicas, list(reserved)), records, NOW)
 
 
@@ -116,7 +116,7 @@ def test_advanced_scale_in_removes_the_highest_follower_and_keeps_the_leader(siz
         assert result.hand_off_from is None
         assert leader_at in result.kept
         assert result.kept == [o for o in range(size) if o != victim]
-        # Only a hole below the top needs a reservation.
+        # Only a reserved ordinal below the top needs to stay reserved.
         assert result.reserved == ((victim,) if victim < size - 1 else ())
         assert pod(leader_at) in result.message
 
@@ -129,10 +129,10 @@ def test_advanced_scale_in_around_an_existing_hole() -> None:
 
 
 def test_advanced_scale_in_of_the_top_ordinal_drops_reservations_that_became_useless() -> None:
-    # kept [0, 2, 3], leader on 0: 3 goes; the hole at 1 is still below the new top (2).
+    # kept [0, 2, 3], leader on 0: 3 goes; the reserved 1 is still below the new top (2).
     result = step(ADVANCED_STATEFULSET, 2, 3, [1], members([0, 2, 3], 0))
     assert (result.replicas, result.reserved, result.kept) == (2, (1,), [0, 2])
-    # kept [0, 3] (holes 1, 2), leader on 0: 3 goes, and with it every hole above 0.
+    # kept [0, 3] (1, 2 reserved), leader on 0: 3 goes, and with it every reservation above 0.
     result = step(ADVANCED_STATEFULSET, 1, 2, [1, 2], members([0, 3], 0))
     assert (result.replicas, result.reserved, result.kept) == (1, (), [0])
 
@@ -352,7 +352,7 @@ def test_scale_out_waits_for_a_removed_member_to_leave(backend: Backend) -> None
 
 # --- one step at a time, determinism, resume ------------------------------------------------
 
-def _scenarios() -> list[tuple[Backend, int, int, tuple[int, ...], list[Member]]]:
+def _scenarios() -> list[tuple[Backend, int, int, tuple[int, ...], list[HeartbeatRecord]]]:
     out = []
     for backend in (STATEFULSET, ADVANCED_STATEFULSET):
         for replicas in range(1, 8):

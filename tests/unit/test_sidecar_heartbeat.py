@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from raftset import contract
-from raftset.operator.members import from_lease
+from raftset.operator.heartbeats import from_lease
 from raftset.sidecar.heartbeat import beat, lease_body, owner_reference, role_of, should_write
 from tests.unit.sidecar_data import mid, status
 

@@ -41,7 +41,7 @@ def test_builtin_statefulset_ignores_reserve_ordinals() -> None:
 
 
 @pytest.mark.parametrize(("ordinal", "replicas", "reserved", "away"), [
-    (1, 2, [1], True),       # the reserved hole
+    (1, 2, [1], True),       # the reserved ordinal
     (2, 2, [1], False),      # kept because 1 is reserved
     (3, 2, [1], True),
     (0, 3, ["0-1"], True),   # 0 and 1 reserved -> kept [2, 3, 4]

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.unit
     (3, [1], [0, 2, 3]),
     (3, [0], [1, 2, 3]),
     (3, [0, 1, 2], [3, 4, 5]),
-    (3, [5, 9], [0, 1, 2]),       # holes beyond the top change nothing
-    (2, [1, 1, 1], [0, 2]),       # duplicates are one hole
+    (3, [5, 9], [0, 1, 2]),       # reservations beyond the top change nothing
+    (2, [1, 1, 1], [0, 2]),       # duplicates are one reservation
     (4, (o for o in [1, 3]), [0, 2, 4, 5]),  # any iterable
 ])
 def test_kept_ordinals(replicas: int, reserved: object, expected: list[int]) -> None:
@@ -29,12 +29,12 @@ def test_kept_ordinals(replicas: int, reserved: object, expected: list[int]) -> 
 
 @pytest.mark.parametrize("replicas", range(0, 8))
 def test_kept_ordinals_skips_exactly_the_holes(replicas: int) -> None:
-    for holes in ([], [0], [2, 4], [0, 1, 2, 3]):
-        kept = kept_ordinals(replicas, holes)
+    for reserved in ([], [0], [2, 4], [0, 1, 2, 3]):
+        kept = kept_ordinals(replicas, reserved)
         assert len(kept) == replicas and kept == sorted(set(kept))
-        assert not set(kept) & set(holes)
+        assert not set(kept) & set(reserved)
         if kept:
-            assert set(range(kept[-1] + 1)) - set(kept) <= set(holes)
+            assert set(range(kept[-1] + 1)) - set(kept) <= set(reserved)
 
 
 def test_registry_and_api_versions() -> None:
@@ -98,8 +98,8 @@ def test_removable_ordinals_per_backend(kept: list[int]) -> None:
 
 
 def test_holes_only_where_the_api_honours_them() -> None:
-    assert STATEFULSET.holes([3, 1]) == ()
-    assert ADVANCED_STATEFULSET.holes([3, 1, 3]) == (1, 3)
+    assert STATEFULSET.honoured([3, 1]) == ()
+    assert ADVANCED_STATEFULSET.honoured([3, 1, 3]) == (1, 3)
 
 
 def test_scale_reads_replicas_and_reservations_with_the_api_default() -> None:

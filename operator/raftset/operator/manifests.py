@@ -238,7 +238,7 @@ def _volume_claim_templates(cluster: Cluster, claims: Claims | None) -> list[dic
 
 def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
              tls_revision: str | None = None, claims: Claims | None = None) -> dict[str, Any]:
-    """The StatefulSet (builtin or Advanced) running `replicas` pods around `reserved` holes.
+    """The StatefulSet (builtin or Advanced) running `replicas` pods around the `reserved` ordinals.
 
     `claims` (from the live workload, see raftset.operator.storage) keeps the claim
     template as created and records how far the PVCs were expanded.

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from raftset import contract
 from raftset.contract import quorum
-from raftset.operator.members import Member
+from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.workloads import Backend, kept_ordinals
 
 
@@ -40,11 +40,11 @@ class Plan:
 
 def _normalise(replicas: int, reserved: Iterable[int]) -> tuple[int, ...]:
     """Drop reservations above the highest running ordinal: they change nothing."""
-    holes = set(reserved)
-    if not holes:
+    skipped = set(reserved)
+    if not skipped:
         return ()
-    top = max(kept_ordinals(replicas, holes), default=-1)
-    return tuple(sorted(h for h in holes if h < top))
+    top = max(kept_ordinals(replicas, skipped), default=-1)
+    return tuple(sorted(o for o in skipped if o < top))
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def _join(ordinals: Iterable[int]) -> str:
     return ", ".join(map(str, ordinals))
 
 
-def membership(kept: Sequence[int], members: Iterable[Member], now: datetime) -> Membership:
+def membership(kept: Sequence[int], members: Iterable[HeartbeatRecord], now: datetime) -> Membership:
     fresh = [m for m in members if m.fresh(now)]
     voters = {m.ordinal for m in fresh if m.voting and m.healthy}
     return Membership(
@@ -85,14 +85,14 @@ def membership(kept: Sequence[int], members: Iterable[Member], now: datetime) ->
     )
 
 
-def leader(members: Iterable[Member], now: datetime) -> Member | None:
+def leader(members: Iterable[HeartbeatRecord], now: datetime) -> HeartbeatRecord | None:
     """The freshest member that reports itself leader (two may briefly overlap after an election)."""
     leaders = [m for m in members if m.fresh(now) and m.role == contract.ROLE_LEADER]
     # The ordinal breaks a tie so that the order of the records never changes the plan.
     return max(leaders, key=lambda m: (m.renewed, m.ordinal), default=None)
 
 
-def _victim_order(candidates: Iterable[int], by_ordinal: dict[int, Member], now: datetime) -> list[int]:
+def _victim_order(candidates: Iterable[int], by_ordinal: dict[int, HeartbeatRecord], now: datetime) -> list[int]:
     """Who goes first: no or stale record, unhealthy, learners, then the highest ordinals."""
 
     def rank(ordinal: int) -> tuple[int, int]:
@@ -115,7 +115,7 @@ def plan(
     backend: Backend,
     desired: int,
     current: tuple[int, Sequence[int]] | None,
-    members: Sequence[Member],
+    members: Sequence[HeartbeatRecord],
     now: datetime,
 ) -> Plan:
     """The next scale step.
@@ -127,7 +127,7 @@ def plan(
         return Plan(desired, (), "create", f"creating {desired} members")
 
     replicas, raw_reserved = current
-    reserved = _normalise(replicas, backend.holes(raw_reserved))
+    reserved = _normalise(replicas, backend.honoured(raw_reserved))
     if desired == replicas:
         return Plan(replicas, reserved, "steady", f"{replicas} members as desired")
 
@@ -137,9 +137,8 @@ def plan(
     if desired > replicas:
         if not state.settled:
             return Plan(replicas, reserved, "wait", state.describe())
-        # Re-fill the lowest hole first so ordinals stay compact.
-        holes = sorted(reserved)
-        new_reserved = tuple(holes[1:])
+        # Re-fill the lowest reserved ordinal first so ordinals stay compact.
+        new_reserved = tuple(sorted(reserved)[1:])
         step = replicas + 1
         added = sorted(set(kept_ordinals(step, new_reserved)) - set(kept))
         return Plan(step, _normalise(step, new_reserved), "scale-out",
@@ -160,7 +159,7 @@ def plan(
     removable = backend.removable(kept)
     followers = [o for o in removable if o != current_leader.ordinal] or removable
     victim = _victim_order(followers, by_ordinal, now)[0]
-    new_reserved = _normalise(step, backend.holes((*reserved, victim)))
+    new_reserved = _normalise(step, backend.honoured((*reserved, victim)))
     victim_pod = contract.pod_name(cluster, victim)
     # A joining learner may itself be scaled away, but no other member leaves meanwhile:
     # one membership change at a time.

@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from raftset.operator import planner, spec, status
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
-from raftset.operator.members import from_leases
+from raftset.operator.heartbeats import from_leases
 from raftset.operator.settings import Settings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from raftset import contract
-from raftset.operator.members import Member
+from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.contract import quorum
 from raftset.operator.planner import STEP_REASONS, Plan, leader, membership
 from raftset.operator.spec import Cluster
@@ -47,7 +47,7 @@ def encryption(cluster: Cluster) -> Condition:
 def conditions(
     cluster: Cluster | None,
     plan: Plan | None,
-    members: Sequence[Member],
+    members: Sequence[HeartbeatRecord],
     now: datetime,
     problem: tuple[str, str] | None,
     unavailable_since: datetime | None = None,
@@ -126,7 +126,7 @@ def status(
     cluster: Cluster | None,
     plan: Plan | None,
     workload: Mapping[str, Any] | None,
-    members: Sequence[Member],
+    members: Sequence[HeartbeatRecord],
     old_status: Mapping[str, Any],
     generation: int,
     now: datetime,

@@ -49,6 +49,7 @@ class Joiner:
 
     async def view(self) -> tuple[join.JoinView, MemberClient | None, list[str]]:
         settings, agent = self.settings, self.agent
+        etcd = agent.etcd()  # loads the TLS files: bad ones stop the join here, with a clear error
         workload = await agent.kube.workload(settings.backend, settings.workload_name)
         if workload is None:
             raise KubeError("GET", f"workload {settings.workload_name}", 404, "not found (yet)")
@@ -62,7 +63,7 @@ class Joiner:
         members: list[Member] | None = None
         if urls:
             try:
-                client, members = await agent.etcd().member_list(urls)
+                client, members = await etcd.member_list(urls)
             except EtcdClientError as exc:
                 # Expected while a new cluster bootstraps; worth a warning once one exists.
                 log.log(logging.WARNING if evidence else logging.INFO,

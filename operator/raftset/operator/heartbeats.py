@@ -12,7 +12,7 @@ from raftset import contract
 
 
 @dataclass(frozen=True)
-class Member:
+class HeartbeatRecord:
     pod: str
     ordinal: int
     member_id: str
@@ -36,8 +36,8 @@ def _parse_time(raw: str | None) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
-def from_lease(lease: Mapping[str, Any]) -> Member | None:
-    """A heartbeat Lease as a Member; None if it is not one or cannot be read."""
+def from_lease(lease: Mapping[str, Any]) -> HeartbeatRecord | None:
+    """A heartbeat Lease as a HeartbeatRecord; None if it is not one or cannot be read."""
     meta = lease.get("metadata") or {}
     spec = lease.get("spec") or {}
     pod = spec.get("holderIdentity")
@@ -55,7 +55,7 @@ def from_lease(lease: Mapping[str, Any]) -> Member | None:
     if renewed is None or not isinstance(beat, dict):
         return None
     role = beat.get("role") if beat.get("role") in contract.ROLES else contract.ROLE_UNKNOWN
-    return Member(
+    return HeartbeatRecord(
         pod=pod,
         ordinal=ordinal,
         member_id=str(beat.get("member_id") or ""),
@@ -66,7 +66,7 @@ def from_lease(lease: Mapping[str, Any]) -> Member | None:
     )
 
 
-def from_leases(leases: Iterable[Mapping[str, Any]]) -> list[Member]:
+def from_leases(leases: Iterable[Mapping[str, Any]]) -> list[HeartbeatRecord]:
     """Readable heartbeat records sorted by ordinal; unreadable Leases are ignored."""
     members = (from_lease(lease) for lease in leases)
     return sorted((m for m in members if m is not None), key=lambda m: m.ordinal)
