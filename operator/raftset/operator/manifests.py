@@ -269,36 +269,32 @@ def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
     }
 
 
-def peer_service(cluster: Cluster) -> dict[str, Any]:
+def _service(cluster: Cluster, name: str, component: str, ports: dict[str, int],
+             **spec: Any) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(cluster, contract.peer_service_name(cluster.name), "peer"),
+        "metadata": metadata(cluster, name, component),
         "spec": {
-            "clusterIP": "None",
-            # Peers must resolve each other before they are ready, or no member ever is.
-            "publishNotReadyAddresses": True,
+            **spec,
             "selector": contract.selector_labels(cluster.name),
-            "ports": [
-                {"name": "peer", "port": contract.PEER_PORT, "targetPort": contract.PEER_PORT},
-                {"name": "client", "port": contract.CLIENT_PORT, "targetPort": contract.CLIENT_PORT},
-            ],
+            "ports": [{"name": port, "port": number, "targetPort": number} for port, number in ports.items()],
         },
     }
+
+
+def peer_service(cluster: Cluster) -> dict[str, Any]:
+    """Headless: every pod gets a stable DNS name, its peer URL."""
+    return _service(cluster, contract.peer_service_name(cluster.name), "peer",
+                    {"peer": contract.PEER_PORT, "client": contract.CLIENT_PORT},
+                    clusterIP="None",
+                    # Peers must resolve each other before they are ready, or no member ever is.
+                    publishNotReadyAddresses=True)
 
 
 def client_service(cluster: Cluster) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata(cluster, contract.client_service_name(cluster.name), "client"),
-        "spec": {
-            "type": "ClusterIP",
-            "selector": contract.selector_labels(cluster.name),
-            "ports": [{"name": "client", "port": contract.CLIENT_PORT,
-                       "targetPort": contract.CLIENT_PORT}],
-        },
-    }
+    return _service(cluster, contract.client_service_name(cluster.name), "client",
+                    {"client": contract.CLIENT_PORT}, type="ClusterIP")
 
 
 def pod_disruption_budget(cluster: Cluster) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from raftset.etcdclient import EtcdClientError, Member
 from raftset.sidecar import clean
-from raftset.sidecar.plumbing import LOCK_NAME
+from raftset.sidecar.plumbing import LOCK_NAME, Shell
 from raftset.workloads import being_deleted
 
 if TYPE_CHECKING:
@@ -18,10 +18,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("raftset.sidecar")
 
 
-class Cleaner:
+class Cleaner(Shell):
     def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.settings = agent.settings
+        super().__init__(agent)
         self.absent_since: dict[int, float] = {}  # a new leader starts the clock afresh
 
     async def once(self) -> None:

@@ -9,24 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING
 
 from raftset.etcdclient import EtcdClientError, Member, MemberClient, Refusal
 from raftset.sidecar import heartbeat, join, marker
 from raftset.sidecar.kube import KubeError
-from raftset.sidecar.plumbing import LOCK_NAME, RETRYABLE, Backoff
+from raftset.sidecar.plumbing import Backoff, LOCK_NAME, RETRYABLE, Shell
 from raftset.sidecar.quorum import may_remove
-
-if TYPE_CHECKING:
-    from raftset.sidecar.agent import Agent
 
 log = logging.getLogger("raftset.sidecar")
 
 
-class Joiner:
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.settings = agent.settings
+class Joiner(Shell):
 
     async def run(self) -> None:
         agent = self.agent

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from raftset import contract
 from raftset.etcdclient import EtcdClientError, Refusal
 from raftset.sidecar import leave
-from raftset.sidecar.plumbing import LOCK_NAME, RETRYABLE, Backoff
+from raftset.sidecar.plumbing import Backoff, LOCK_NAME, RETRYABLE, Shell
 from raftset.workloads import being_deleted
 
 if TYPE_CHECKING:
@@ -23,10 +23,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("raftset.sidecar")
 
 
-class Leaver:
+class Leaver(Shell):
     def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.settings = agent.settings
+        super().__init__(agent)
         self.task: asyncio.Task[dict[str, Any]] | None = None
 
     async def leave(self, trigger: str) -> dict[str, Any]:

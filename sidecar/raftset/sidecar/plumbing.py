@@ -1,13 +1,17 @@
-"""What every lifecycle shell shares: the membership lock's name, what counts as retryable, backoff."""
+"""What every lifecycle shell shares: its base, the membership lock's name, what counts as retryable, backoff."""
 
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 import aiohttp
 
 from raftset.etcdclient import EtcdClientError, TLSConfigError
 from raftset.sidecar.kube import KubeError
+
+if TYPE_CHECKING:
+    from raftset.sidecar.agent import Agent
 
 # One membership change at a time across the cluster's sidecars (an etcd lock).
 LOCK_NAME = "raftset/membership"
@@ -29,3 +33,11 @@ class Backoff:
 
     def reset(self) -> None:
         self.current = self.initial
+
+
+class Shell:
+    """One lifecycle step's shell (join, heartbeat, promote, clean, leave), with the agent's state at hand."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.settings = agent.settings

@@ -9,22 +9,15 @@ never asked to be promoted (Xline's server panics on that).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from raftset.etcdclient import EtcdClientError, Refusal, Status
-from raftset.sidecar.plumbing import RETRYABLE, Backoff
-
-if TYPE_CHECKING:
-    from raftset.sidecar.agent import Agent
+from raftset.sidecar.plumbing import Backoff, RETRYABLE, Shell
 
 log = logging.getLogger("raftset.sidecar")
 POLL_S = 0.25  # how often a starting or learning member checks whether it may be promoted
 
 
-class Promoter:
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.settings = agent.settings
+class Promoter(Shell):
 
     async def run(self) -> None:
         agent = self.agent

@@ -19,7 +19,7 @@ from raftset.etcdclient import EtcdClientError
 from raftset.sidecar import heartbeat, marker
 from raftset.sidecar.heartbeat import Heartbeat
 from raftset.sidecar.kube import KubeError
-from raftset.sidecar.plumbing import Backoff
+from raftset.sidecar.plumbing import Backoff, Shell
 
 if TYPE_CHECKING:
     from raftset.sidecar.agent import Agent
@@ -28,10 +28,9 @@ log = logging.getLogger("raftset.sidecar")
 API_ERRORS = (KubeError, aiohttp.ClientError, TimeoutError)
 
 
-class HeartbeatPublisher:
+class HeartbeatPublisher(Shell):
     def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.settings = agent.settings
+        super().__init__(agent)
         self.lock = asyncio.Lock()
         self.written: Heartbeat | None = None
         self.written_at: float | None = None
