@@ -7,9 +7,7 @@ asking for Advanced StatefulSet where OpenKruise is absent is Degraded, not cras
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,28 +19,6 @@ from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 from tests.harness.operator import Operator, api, kubectl, wait_for
 
 pytestmark = pytest.mark.k8s
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def bare_operator(kube_apiserver: Any, tmp_path_factory: pytest.TempPathFactory) -> Operator:
-    kubectl(kube_apiserver.kubeconfig, "apply", "--server-side", "-k", str(ROOT / "crds"))
-    for plural in ("etcdclusters", "xlineclusters"):
-        kubectl(kube_apiserver.kubeconfig, "wait", "--for=condition=Established",
-                f"crd/{plural}.{contract.GROUP}", "--timeout=60s")
-    op = Operator(kube_apiserver.kubeconfig, tmp_path_factory.mktemp("op") / "operator.log")
-    op.start()
-    yield op
-    op.stop()
-
-
-@pytest.fixture
-def namespace(kube_apiserver: Any) -> str:
-    name = f"k-{uuid.uuid4().hex[:8]}"
-    kubectl(kube_apiserver.kubeconfig, "create", "namespace", name)
-    return name
-
 
 def create(kubeconfig: str, kind: str, name: str, namespace: str, **spec: Any) -> None:
     body = {"apiVersion": contract.API_VERSION, "kind": kind,

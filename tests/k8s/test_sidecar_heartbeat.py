@@ -9,13 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from raftset import contract
-from raftset.operator import manifests, spec
 from raftset.operator.heartbeats import from_lease
 from raftset.sidecar import leave
 from raftset.sidecar.kube import Kube
@@ -23,35 +20,6 @@ from raftset.workloads import STATEFULSET
 from tests.harness.lab import Lab, wait_for
 
 pytestmark = pytest.mark.k8s
-
-
-def member_kubeconfig(plane: Any, lab: Lab) -> str:
-    """A kubeconfig of the cluster's member ServiceAccount, bound to the operator's member Role."""
-    body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND_ETCD,
-            "metadata": {"name": lab.cluster, "namespace": lab.namespace, "uid": "00000000-test"}, "spec": {}}
-    cluster = spec.parse(body, default_workload_kind="StatefulSet")
-    objects = manifests.member_rbac(cluster)
-    for obj in objects:
-        obj["metadata"].pop("ownerReferences", None)
-    plane.apply(objects)
-    return plane.token_kubeconfig(lab.namespace, manifests.member_service_account(cluster),
-                                  lab.workdir / "member.kubeconfig")
-
-
-@pytest.fixture
-def lab(kube_apiserver: Any, tmp_path: Path):
-    labs: list[Lab] = []
-
-    def make(**kwargs: Any) -> Lab:
-        made = Lab(kube_apiserver.kubeconfig, tmp_path / f"lab{len(labs)}", **kwargs)
-        made.workdir.mkdir(parents=True, exist_ok=True)
-        made.env_extra["KUBECONFIG"] = member_kubeconfig(kube_apiserver, made)
-        labs.append(made)
-        return made
-
-    yield make
-    for made in labs:
-        made.close()
 
 
 def lease_roles(lab: Lab) -> dict[str, str]:

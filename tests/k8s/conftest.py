@@ -1,0 +1,61 @@
+"""Fixtures of the k8s tier: the operator without workload controllers, labs whose sidecars
+authenticate as the member ServiceAccount, a namespace per test."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from raftset import contract
+from raftset.operator import manifests, spec
+from tests.harness.lab import Lab
+from tests.harness.operator import Operator, install_crds, kubectl
+
+
+def member_kubeconfig(plane: Any, lab: Lab) -> str:
+    """A kubeconfig of the cluster's member ServiceAccount, bound to the operator's member Role."""
+    body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND_ETCD,
+            "metadata": {"name": lab.cluster, "namespace": lab.namespace, "uid": "00000000-test"}, "spec": {}}
+    cluster = spec.parse(body, default_workload_kind="StatefulSet")
+    objects = manifests.member_rbac(cluster)
+    for obj in objects:
+        obj["metadata"].pop("ownerReferences", None)
+    plane.apply(objects)
+    return plane.token_kubeconfig(lab.namespace, manifests.member_service_account(cluster),
+                                  lab.workdir / "member.kubeconfig")
+
+
+@pytest.fixture
+def lab(kube_apiserver: Any, tmp_path: Path) -> Iterator[Callable[..., Lab]]:
+    labs: list[Lab] = []
+
+    def make(**kwargs: Any) -> Lab:
+        made = Lab(kube_apiserver.kubeconfig, tmp_path / f"lab{len(labs)}", **kwargs)
+        made.workdir.mkdir(parents=True, exist_ok=True)
+        made.env_extra["KUBECONFIG"] = member_kubeconfig(kube_apiserver, made)
+        labs.append(made)
+        return made
+
+    yield make
+    for made in labs:
+        made.close()
+
+
+@pytest.fixture(scope="module")
+def bare_operator(kube_apiserver: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    install_crds(kube_apiserver.kubeconfig)
+    op = Operator(kube_apiserver.kubeconfig, tmp_path_factory.mktemp("op") / "operator.log")
+    op.start()
+    yield op
+    op.stop()
+
+
+@pytest.fixture
+def namespace(kube_apiserver: Any) -> str:
+    name = f"k-{uuid.uuid4().hex[:8]}"
+    kubectl(kube_apiserver.kubeconfig, "create", "namespace", name)
+    return name
