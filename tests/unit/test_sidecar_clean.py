@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.sidecar.clean import absences, plan
+from raftset.sidecar.clean import absences, decide
 from raftset.contract import quorum
 from raftset.sidecar.quorum import has_quorum, may_remove, safe_to_remove
 from tests.unit.sidecar_data import member, mid, status
@@ -16,7 +16,7 @@ GRACE = 60.0
 
 def run(members, kept, answering, absent_since, now=1000.0, leading=True):
     ords = {m.id: int(m.name.rsplit("-", 1)[1]) if m.name else m.id - 0x1000 for m in members}
-    return plan(leading=leading, members=members, ordinal_of=ords, kept=kept, absent_since=absent_since,
+    return decide(leading=leading, members=members, ordinal_of=ords, kept=kept, absent_since=absent_since,
                 answering=frozenset(answering), now=now, grace=GRACE)
 
 
@@ -90,7 +90,7 @@ def test_learners_first_then_highest_ordinal_one_per_round() -> None:
 
 def test_members_of_unknown_ordinal_are_never_touched() -> None:
     members = [member(0), member(1), member(2)]
-    got = plan(leading=True, members=members, ordinal_of={mid(0): 0, mid(1): 1, mid(2): None}, kept=[0, 1],
+    got = decide(leading=True, members=members, ordinal_of={mid(0): 0, mid(1): 1, mid(2): None}, kept=[0, 1],
                absent_since={mid(2): 0.0}, answering=frozenset({mid(0), mid(1)}), now=1000.0, grace=GRACE)
     assert got.remove is None
 

@@ -30,20 +30,20 @@ def absences(
 
 
 @dataclass(frozen=True)
-class CleanPlan:
+class CleanDecision:
     remove: int | None
     reason: str
 
 
-def plan(
+def decide(
     *, leading: bool, members: Sequence[Member], ordinal_of: Mapping[int, int | None], kept: Sequence[int],
     absent_since: Mapping[int, float], answering: Set[int], now: float, grace: float,
-) -> CleanPlan:
+) -> CleanDecision:
     if not leading:
-        return CleanPlan(None, "not the leader: another sidecar cleans")
+        return CleanDecision(None, "not the leader: another sidecar cleans")
     voters = frozenset(m.id for m in members if not m.is_learner)
     if not has_quorum(voters, answering):
-        return CleanPlan(None, "the cluster has no healthy quorum: remove nothing")
+        return CleanDecision(None, "the cluster has no healthy quorum: remove nothing")
     candidates: list[tuple[bool, int, int]] = []
     waiting: list[str] = []
     for m in members:
@@ -60,6 +60,6 @@ def plan(
         # Learners and never-started entries first, then the highest ordinal.
         candidates.append((not m.is_learner and m.started, -ordinal, m.id))
     if not candidates:
-        return CleanPlan(None, "; ".join(waiting) or "nothing to clean")
+        return CleanDecision(None, "; ".join(waiting) or "nothing to clean")
     victim = min(candidates)[-1]
-    return CleanPlan(victim, f"member {victim:x} is not desired and absent past the grace period")
+    return CleanDecision(victim, f"member {victim:x} is not desired and absent past the grace period")

@@ -54,12 +54,12 @@ class Cleaner(Shell):
                     agent.ordinals(members).get(decision.remove), decision.reason)
 
     async def _decide(self, members: Sequence[Member], kept: Sequence[int], now: float, *,
-                      track: bool) -> clean.CleanPlan:
-        """clean.plan on what the members answer now; `track` moves the absence clock first."""
+                      track: bool) -> clean.CleanDecision:
+        """clean.decide on what the members answer now; `track` moves the absence clock first."""
         statuses = await self.agent.statuses(members)
         answering = frozenset(i for i, st in statuses.items() if st is not None)
         if track:
             self.absent_since = clean.absences(self.absent_since, members, answering, now)
-        return clean.plan(leading=True, members=members, ordinal_of=self.agent.ordinals(members), kept=kept,
+        return clean.decide(leading=True, members=members, ordinal_of=self.agent.ordinals(members), kept=kept,
                           absent_since=self.absent_since, answering=answering, now=now,
                           grace=self.settings.clean_grace)
