@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from raftset.etcdclient import EtcdClientError, MemberClient
-from tests.harness.lab import Lab, _stop
+from tests.harness.lab import Lab
+from tools.devcluster import procs
 
 COLUMNS = ("data_mib", "db_size_mib", "sidecar_join_s", "sidecar_store_started_s", "baseline_join_s")
 VALUE_BYTES = 1024 * 1024 - 1024  # below etcd's 1.5 MiB request limit, a MiB per put with overhead
@@ -114,21 +115,19 @@ async def baseline_join(lab: Lab, name: str) -> float:
     added = _member_add(lab, name, peer)
     initial = re.search(r'ETCD_INITIAL_CLUSTER="([^"]+)"', added)
     assert initial, f"etcdctl member add said: {added}"
-    log = open(lab.workdir / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
-    etcd = subprocess.Popen(
-        ["etcd", f"--name={name}", f"--data-dir={data}", f"--listen-peer-urls={peer}",
-         f"--initial-advertise-peer-urls={peer}", f"--listen-client-urls={client}",
-         f"--advertise-client-urls={client}", f"--initial-cluster={initial.group(1)}",
-         "--initial-cluster-state=existing"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    log.close()
+    supervisor = procs.Supervisor(lab.workdir)
+    etcd = supervisor.start(name, [
+        "etcd", f"--name={name}", f"--data-dir={data}", f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}", f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}", f"--initial-cluster={initial.group(1)}",
+        "--initial-cluster-state=existing"])
     try:
         done = await _wait_caught_up(lab, peer, client, index)
         member = next(m for m in await lab.members(0, 1, 2) if m.name == name)
         async with MemberClient(lab.pod(0).client_url, timeout=10) as c:
             await c.remove(member.id)
     finally:
-        _stop(etcd)
+        supervisor.stop(etcd)
         shutil.rmtree(data, ignore_errors=True)
     return done - t0
 

@@ -1,8 +1,8 @@
-"""A pod's life without kubelet: real etcd and real sidecar processes on loopback.
+"""A pod's life step by step: real etcd and real sidecar processes on loopback.
 
-Each `Pod` is started the way a kubelet starts a pod with a native sidecar: the sidecar
-process first, then, once its `GET /startup` answers 200, the store process with
-`engine.command()`. The Kubernetes side (workload object, pod objects, Leases) lives in a
+Each `Pod`'s containers are the stand-in kubelet's (`tools.devcluster.kubelet`, the same
+one `make run` uses): the sidecar process first, then, once its `GET /startup` answers
+200, the store process with `engine.command()`; a test may also take one step alone. The Kubernetes side (workload object, pod objects, Leases) lives in a
 real kube-apiserver with no controllers: the test itself creates, marks and deletes the
 pod objects (a finalizer keeps a deleted pod around with its deletionTimestamp set, as a
 terminating pod is).
@@ -14,13 +14,9 @@ import asyncio
 import json
 import os
 import random
-import signal
 import subprocess
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,37 +29,13 @@ from raftset import contract, engines
 from raftset.contract import SidecarEnv
 from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
 from tests.harness.waiting import await_for, wait_for
+from tools.devcluster import kubelet, procs
 
 FINALIZER = "raftset.dev/test-hold"
-PYTHON = sys.executable
 
 
 def http_get(url: str, timeout: float = 3.0) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - loopback only
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def http_post(url: str, timeout: float = 60.0) -> tuple[int, str]:
-    req = urllib.request.Request(url, data=b"", method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - loopback only
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def _stop(proc: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM, timeout: float = 20.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(sig)
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+    return kubelet.http_get(url, timeout)
 
 
 @dataclass
@@ -72,10 +44,28 @@ class Pod:
 
     lab: Lab
     ordinal: int
-    sidecar: subprocess.Popen[bytes] | None = None
-    store: subprocess.Popen[bytes] | None = None
-    restarts: int = 0
     env_extra: dict[str, str] = field(default_factory=dict)
+    _containers: kubelet.MemberContainers | None = None
+
+    @property
+    def containers(self) -> kubelet.MemberContainers:
+        """The stand-in kubelet's containers of this pod, made with the environment as it is now."""
+        if self._containers is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._containers = kubelet.MemberContainers(
+                procs.Supervisor(self.root), "", engines.ETCD, run_dir=self.run_dir,
+                sidecar_url=self.sidecar_url, sidecar_env=self.env(), store_env=self.store_env())
+        return self._containers
+
+    @property
+    def sidecar(self) -> subprocess.Popen[bytes] | None:
+        proc = self._containers.sidecar if self._containers else None
+        return proc.popen if proc else None
+
+    @property
+    def store(self) -> subprocess.Popen[bytes] | None:
+        proc = self._containers.store if self._containers else None
+        return proc.popen if proc else None
 
     @property
     def name(self) -> str:
@@ -147,24 +137,16 @@ class Pod:
         return self.root / "store.log"
 
     def start_sidecar(self) -> None:
-        assert self.sidecar is None or self.sidecar.poll() is not None, f"{self.name}: sidecar already running"
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         # The run dir is an emptyDir: a new pod starts without the old startup file.
         for stale in self.run_dir.iterdir():
             stale.unlink()
-        log = open(self.sidecar_log, "ab")  # noqa: SIM115 - owned by the child
-        self.sidecar = subprocess.Popen(
-            [PYTHON, "-m", "raftset.sidecar"], env=self.env(), stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
+        self.containers.sidecar_env = self.env()  # env_extra may have changed since the last start
+        self.containers.start_sidecar()
 
     def startup_ok(self) -> bool:
-        try:
-            return http_get(f"{self.sidecar_url}/startup", timeout=1)[0] == 200
-        except OSError:
-            return False
+        return self.containers.startup_ok()
 
     def wait_startup(self, timeout: float = 30.0) -> None:
         def ok() -> bool:
@@ -173,12 +155,11 @@ class Pod:
             return self.startup_ok()
         wait_for(ok, timeout, f"{self.name} /startup")
 
+    def store_env(self) -> dict[str, str]:
+        return {**os.environ}
+
     def start_store(self) -> None:
-        assert self.store is None or self.store.poll() is not None, f"{self.name}: store already running"
-        cmd = engines.ETCD.command(str(self.run_dir))
-        log = open(self.store_log, "ab")  # noqa: SIM115
-        self.store = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
+        self.containers.start_store()
 
     def start(self, timeout: float = 30.0) -> None:
         """kubelet: sidecar, startupProbe, then the store."""
@@ -188,10 +169,7 @@ class Pod:
         self.start_store()
 
     def ready(self) -> bool:
-        try:
-            return http_get(f"{self.sidecar_url}/readyz", timeout=1)[0] == 200
-        except OSError:
-            return False
+        return self.containers.ready()
 
     def wait_ready(self, timeout: float = 40.0) -> None:
         wait_for(self.ready, timeout, f"{self.name} /readyz (voting member serving)")
@@ -200,22 +178,21 @@ class Pod:
         return json.loads(http_get(f"{self.sidecar_url}/heartbeat")[1])
 
     def leave(self) -> dict[str, Any]:
-        status, body = http_post(f"{self.sidecar_url}/leave")
+        status, body = self.containers.pre_stop(timeout=60.0)
         assert status == 200, f"{self.name}: /leave {status}: {body}"
         return json.loads(body)
 
     def terminate(self) -> dict[str, Any] | None:
-        """kubelet's termination path: preStop (POST /leave), SIGTERM the store, then the sidecar."""
+        """kubelet's termination path: preStop (GET /leave), SIGTERM the store, then the sidecar."""
         self.lab.delete_pod(self.ordinal)
         result = self.leave()
-        _stop(self.store)
-        _stop(self.sidecar)
+        self.containers.stop(grace=20.0)
         self.lab.release_pod(self.ordinal)
         return result
 
     def kill(self) -> None:
-        _stop(self.store, signal.SIGKILL)
-        _stop(self.sidecar, signal.SIGKILL)
+        if self._containers is not None:
+            self._containers.kill()
 
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])

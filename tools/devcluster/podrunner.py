@@ -1,9 +1,9 @@
-"""Kubelet-lite: the real sidecar and the real store for every kwok pod of a raftset cluster.
+"""The real sidecar and the real store for every kwok pod of a raftset cluster.
 
-kwok marks pods Running without running anything in them. `PodRunner` plays kubelet's
-part for raftset's member pods, on loopback: for each scheduled pod it starts the sidecar
-(`python -m raftset.sidecar`) with the environment the operator rendered, waits for
-`GET /startup`, then starts the store with `engine.command()`; on deletion it runs the
+kwok marks pods Running without running anything in them. `PodRunner` follows raftset's
+member pods in the API and has the stand-in kubelet (`tools.devcluster.kubelet`) run them
+on loopback: for each scheduled pod the sidecar with the environment the operator
+rendered, `GET /startup`, then the store; restarts with backoff; on deletion the
 termination path (preStop `GET /leave`, SIGTERM the store, then the sidecar) while a
 finalizer holds the pod object, as kubelet holds a terminating pod until its containers
 have stopped.
@@ -24,11 +24,8 @@ import logging
 import os
 import random
 import shutil
-import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +39,7 @@ from kubernetes.client.rest import ApiException
 from raftset import contract, engines
 from raftset.contract import SidecarEnv
 from tools.devcluster import kubeconfig as kubeconfigs
-from tools.devcluster import procs
+from tools.devcluster import kubelet, procs
 
 log = logging.getLogger("raftset.podrunner")
 
@@ -177,16 +174,6 @@ def token_kubeconfig(admin: Mapping[str, Any], token: str) -> dict[str, Any]:
     }
 
 
-def _http_get(url: str, timeout: float) -> int:
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        with opener.open(url, timeout=timeout) as resp:
-            resp.read()
-            return resp.status
-    except urllib.error.HTTPError as exc:
-        return exc.code
-
-
 def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in _INHERITED} | {"PYTHONUNBUFFERED": "1"}
 
@@ -220,20 +207,17 @@ class _Worker(threading.Thread):
 
     def __init__(self, runner: PodRunner, pod: _Pod, env: dict[str, str], engine: engines.Engine) -> None:
         super().__init__(name=f"podrunner {pod.key}", daemon=True)
-        self.runner, self.pod, self.env, self.engine = runner, pod, env, engine
+        self.runner, self.pod = runner, pod
+        self.containers = kubelet.MemberContainers(
+            runner.supervisor, f"{pod.namespace}.{pod.name}.{pod.uid[:8]}.", engine,
+            run_dir=Path(env[SidecarEnv.RUN_DIR]), sidecar_url=pod.sidecar_url, sidecar_env=env,
+            store_env=_base_env())
         self.terminating = False  # deletionTimestamp seen: the termination path
         self.closing = False  # the runner stops or the pod vanished: stop the processes, nothing else
         self._wake = threading.Event()
-        self.sidecar: procs.Proc | None = None
-        self.store: procs.Proc | None = None
 
     def _start(self, what: str) -> procs.Proc:
-        name = f"{self.pod.namespace}.{self.pod.name}.{self.pod.uid[:8]}.{what}"
-        if what == "sidecar":
-            proc = self.runner.supervisor.start(name, [sys.executable, "-m", "raftset.sidecar"], env=self.env)
-        else:
-            command = self.engine.command(self.env[SidecarEnv.RUN_DIR])
-            proc = self.runner.supervisor.start(name, command, env=_base_env())
+        proc = self.containers.start_sidecar() if what == "sidecar" else self.containers.start_store()
         log.info("%s: %s started (pid %d, log %s)", self.pod.key, what, proc.pid, proc.log)
         return proc
 
@@ -254,17 +238,17 @@ class _Worker(threading.Thread):
 
     def run(self) -> None:
         try:
-            self.sidecar = self._start("sidecar")
+            self._start("sidecar")
             if self._wait_startup():
-                self.store = self._start("store")
+                self._start("store")
                 self._supervise()
             if self.terminating and not self.closing:
                 self._terminate()
             else:
-                self._stop_all(grace=10.0)
+                self.containers.stop(grace=10.0)
         except Exception:  # noqa: BLE001 - one pod's failure must not stop the runner
             log.exception("%s: worker failed", self.pod.key)
-            self._stop_all(grace=5.0)
+            self.containers.stop(grace=5.0)
         finally:
             self.runner.release(self.pod)
 
@@ -272,19 +256,18 @@ class _Worker(threading.Thread):
         """The startupProbe: poll /startup until 200 (restarting a sidecar that exits)."""
         backoff = RESTART_BACKOFF_S[0]
         while not self._stopped():
-            if not self.sidecar.alive():
+            sidecar = self.containers.sidecar
+            assert sidecar is not None
+            if not sidecar.alive():
                 log.warning("%s: sidecar exited (%s) before startup:\n%s", self.pod.key,
-                            self.sidecar.popen.returncode, self.sidecar.tail(10))
+                            sidecar.popen.returncode, sidecar.tail(10))
                 if self._sleep(backoff):
                     break
                 backoff = min(backoff * 2, RESTART_BACKOFF_S[1])
-                self.sidecar = self._start("sidecar")
+                self._start("sidecar")
                 continue
-            try:
-                if _http_get(f"{self.pod.sidecar_url}/startup", timeout=1.0) == 200:
-                    return True
-            except OSError:
-                pass
+            if self.containers.startup_ok():
+                return True
             self._sleep(POLL_S)
         return False
 
@@ -293,34 +276,28 @@ class _Worker(threading.Thread):
         backoff = {"sidecar": RESTART_BACKOFF_S[0], "store": RESTART_BACKOFF_S[0]}
         while not self._stopped():
             for what in ("sidecar", "store"):
-                proc: procs.Proc = getattr(self, what)
-                if not proc.alive():
+                proc: procs.Proc | None = getattr(self.containers, what)
+                if proc is not None and not proc.alive():
                     log.warning("%s: %s exited (%s); restarting in %.0fs:\n%s", self.pod.key, what,
                                 proc.popen.returncode, backoff[what], proc.tail(5))
                     if self._sleep(backoff[what]):
                         return
                     backoff[what] = min(backoff[what] * 2, RESTART_BACKOFF_S[1])
-                    setattr(self, what, self._start(what))
+                    self._start(what)
             self._sleep(POLL_S)
 
     def _terminate(self) -> None:
         """kubelet's path: preStop GET /leave, SIGTERM the store, then the sidecar, in the grace."""
         deadline = time.monotonic() + self.pod.grace
         log.info("%s: terminating (grace %.0fs)", self.pod.key, self.pod.grace)
-        if self.store is not None and self.store.alive():
+        store = self.containers.store
+        if store is not None and store.alive():
             try:
-                status = _http_get(f"{self.pod.sidecar_url}/leave", timeout=max(1.0, deadline - time.monotonic()))
+                status, _ = self.containers.pre_stop(timeout=max(1.0, deadline - time.monotonic()))
                 log.info("%s: preStop GET /leave -> %s", self.pod.key, status)
             except OSError as exc:
                 log.warning("%s: preStop GET /leave failed: %s", self.pod.key, exc)
-        for proc in (self.store, self.sidecar):
-            if proc is not None:
-                self.runner.supervisor.stop(proc, grace_s=max(1.0, deadline - time.monotonic()))
-
-    def _stop_all(self, grace: float) -> None:
-        for proc in (self.store, self.sidecar):
-            if proc is not None:
-                self.runner.supervisor.stop(proc, grace_s=grace)
+        self.containers.stop(grace=max(1.0, deadline - time.monotonic()))
 
 
 class PodRunner:

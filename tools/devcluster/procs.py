@@ -86,6 +86,14 @@ class Supervisor:
         if proc in self.procs:
             self.procs.remove(proc)
 
+    def kill(self, proc: Proc, wait_s: float = STOP_GRACE_S) -> None:
+        """SIGKILL at once, as a power loss would: no chance to shut down cleanly."""
+        _signal_group(proc.pid, signal.SIGKILL)
+        if proc.popen.returncode is None:
+            proc.popen.wait(timeout=wait_s)
+        if proc in self.procs:
+            self.procs.remove(proc)
+
     def stop_all(self) -> None:
         for proc in reversed(list(self.procs)):
             self.stop(proc)

@@ -1,0 +1,91 @@
+"""The one stand-in kubelet: a raftset member pod's two containers, run on loopback.
+
+Kubelet starts a native sidecar first, waits for its startupProbe, then starts the main
+container; on termination it runs the preStop hook, then stops the store and the sidecar
+in that order within the grace period. `MemberContainers` does exactly these steps and
+nothing else. Two drivers use it: `make run`'s pod runner (tools.devcluster.podrunner),
+which follows kwok pods in the API, and the etcd tier's lab (tests.harness.lab), which
+lets a test take each step by hand (start the sidecar alone, kill both, ...).
+"""
+
+from __future__ import annotations
+
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+
+from raftset import engines
+from tools.devcluster import procs
+
+SIDECAR_COMMAND = (sys.executable, "-m", "raftset.sidecar")
+
+
+def http_get(url: str, timeout: float) -> tuple[int, str]:
+    """A probe or hook as kubelet sends it: a GET, no proxy (loopback only)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=timeout) as resp:  # noqa: S310 - loopback only
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+class MemberContainers:
+    """The sidecar and the store of one member pod, as processes of a `procs.Supervisor`."""
+
+    def __init__(self, supervisor: procs.Supervisor, name: str, engine: engines.Engine, *, run_dir: Path,
+                 sidecar_url: str, sidecar_env: Mapping[str, str], store_env: Mapping[str, str]) -> None:
+        self.supervisor = supervisor
+        self.name = name  # prefixes the process names (and so the log files)
+        self.engine = engine
+        self.run_dir = run_dir
+        self.sidecar_url = sidecar_url
+        self.sidecar_env = dict(sidecar_env)
+        self.store_env = dict(store_env)
+        self.sidecar: procs.Proc | None = None
+        self.store: procs.Proc | None = None
+
+    def _running(self, proc: procs.Proc | None) -> bool:
+        return proc is not None and proc.alive()
+
+    def start_sidecar(self) -> procs.Proc:
+        assert not self._running(self.sidecar), f"{self.name}: sidecar already running"
+        self.sidecar = self.supervisor.start(f"{self.name}sidecar", SIDECAR_COMMAND, env=self.sidecar_env)
+        return self.sidecar
+
+    def startup_ok(self) -> bool:
+        """The sidecar's startupProbe: 200 once the store's startup file is written."""
+        try:
+            return http_get(f"{self.sidecar_url}/startup", timeout=1.0)[0] == 200
+        except OSError:
+            return False
+
+    def ready(self) -> bool:
+        try:
+            return http_get(f"{self.sidecar_url}/readyz", timeout=1.0)[0] == 200
+        except OSError:
+            return False
+
+    def start_store(self) -> procs.Proc:
+        assert not self._running(self.store), f"{self.name}: store already running"
+        command = self.engine.command(str(self.run_dir))
+        self.store = self.supervisor.start(f"{self.name}store", command, env=self.store_env)
+        return self.store
+
+    def pre_stop(self, timeout: float) -> tuple[int, str]:
+        """The store container's preStop hook: GET /leave on the sidecar."""
+        return http_get(f"{self.sidecar_url}/leave", timeout=timeout)
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM the store, then the sidecar, each within `grace` before SIGKILL."""
+        for proc in (self.store, self.sidecar):
+            if proc is not None:
+                self.supervisor.stop(proc, grace_s=grace)
+
+    def kill(self) -> None:
+        """Power loss: SIGKILL both, no hook, no grace."""
+        for proc in (self.store, self.sidecar):
+            if proc is not None:
+                self.supervisor.kill(proc)
