@@ -113,6 +113,12 @@ def degraded(obj: dict[str, Any]) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == "Degraded"), {})
 
 
+def wait_degraded(admin: str, kind: str, name: str, namespace: str, reason: str) -> dict[str, Any]:
+    """The cluster object once its Degraded condition carries `reason`."""
+    return wait_for(lambda: (o := cluster_object(admin, kind, name, namespace)) and degraded(o).get("reason") == reason
+                    and o, TIMEOUT, f"Degraded={reason}")
+
+
 def secret(admin: str, namespace: str, name: str) -> dict[str, bytes] | None:
     try:
         found = client.CoreV1Api(api(admin)).read_namespaced_secret(name, namespace)
@@ -229,8 +235,7 @@ def test_cert_manager_missing_is_degraded(admin: str, operator: Operator, namesp
     if served.returncode == 0:
         pytest.fail("cert-manager's CRDs are already installed: this test must run first in the module")
     create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "cert-manager"})
-    obj = wait_for(lambda: (o := cluster_object(admin, contract.KIND_ETCD, "kv", namespace))
-                   and degraded(o).get("reason") == "CertManagerMissing" and o, TIMEOUT, "Degraded=CertManagerMissing")
+    obj = wait_degraded(admin, contract.KIND_ETCD, "kv", namespace, "CertManagerMissing")
     assert "install cert-manager" in degraded(obj)["message"]
 
 
@@ -328,9 +333,7 @@ def test_growing_storage_patches_the_claims_and_keeps_the_template(admin: str, o
     wait_for(lambda: statefulset(admin, namespace, "kv"), TIMEOUT, "the StatefulSet")
     kubectl(admin, "patch", f"{contract.PLURAL_ETCD}/kv", "-n", namespace, "--type=merge",
             "-p", json.dumps({"spec": {"storage": {"size": "2Gi"}}}))
-    obj = wait_for(lambda: (o := cluster_object(admin, contract.KIND_ETCD, "kv", namespace))
-                   and degraded(o).get("reason") == "StorageExpansionFailed" and o, TIMEOUT,
-                   "Degraded=StorageExpansionFailed")
+    obj = wait_degraded(admin, contract.KIND_ETCD, "kv", namespace, "StorageExpansionFailed")
     assert "allowVolumeExpansion" in degraded(obj)["message"]
     sts = statefulset(admin, namespace, "kv")
     # The workload was still applied: its claim template kept the size it was created with.
@@ -339,9 +342,7 @@ def test_growing_storage_patches_the_claims_and_keeps_the_template(admin: str, o
 
     kubectl(admin, "patch", f"{contract.PLURAL_ETCD}/kv", "-n", namespace, "--type=merge",
             "-p", json.dumps({"spec": {"storage": {"size": "512Mi"}}}))
-    obj = wait_for(lambda: (o := cluster_object(admin, contract.KIND_ETCD, "kv", namespace))
-                   and degraded(o).get("reason") == "StorageShrinkRefused" and o, TIMEOUT,
-                   "Degraded=StorageShrinkRefused")
+    obj = wait_degraded(admin, contract.KIND_ETCD, "kv", namespace, "StorageShrinkRefused")
     assert "cannot shrink" in degraded(obj)["message"]
     assert [p.spec.resources.requests["storage"] for p in
             core.list_namespaced_persistent_volume_claim(namespace).items] == ["1Gi"] * 3
