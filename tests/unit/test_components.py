@@ -15,7 +15,7 @@ def test_components_run_upstream_first() -> None:
     """Pods must find their Secrets and claim sizes; the workload goes last."""
     names = [c.name for c in components.COMPONENTS]
     assert names == ["tls", "claims", "pod-marks", "member-rbac", "services", "disruption-budget",
-                     "workload", "leases"]
+                     "workload", "pod-restarts", "leases"]
     assert len(set(names)) == len(names)
 
 

@@ -163,6 +163,7 @@ NEEDED = [
     for verb in ("list", "watch")
 ] + [
     ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
+    ("", "pods", "delete"),  # a roll restarts one member pod at a time
     ("", "persistentvolumeclaims", "list"), ("", "persistentvolumeclaims", "patch"),
     ("coordination.k8s.io", "leases", "update"), ("coordination.k8s.io", "leases", "delete"),
     ("", "events", "create"), ("", "events", "patch"),
@@ -175,7 +176,7 @@ NEEDED = [
 
 # Least privilege: things the operator never does.
 NOT_NEEDED = [
-    ("", "pods", "delete"), ("", "pods", "create"), ("", "pods/exec", "create"),
+    ("", "pods", "create"), ("", "pods/exec", "create"),
     ("", "nodes", "get"), ("", "namespaces", "create"), ("", "namespaces", "delete"),
     ("", "persistentvolumeclaims", "create"), ("", "persistentvolumes", "delete"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "create"),

@@ -2,8 +2,8 @@
 
 A reconcile walks COMPONENTS in order (etcd-druid's `internal/component` registry is the
 model): TLS material and claims first, because pods must find their Secrets and sizes;
-then the pod marks, the member RBAC, the Services, the PodDisruptionBudget and, last, the
-workload. Each component renders from plain data (pure, unit-tested) and writes through the
+then the pod marks, the member RBAC, the Services, the PodDisruptionBudget, the workload
+and, on a roll step, the one pod that restarts. Each component renders from plain data (pure, unit-tested) and writes through the
 thin `Kube` shell; whether a reconcile writes at all is decided once, by `pacing.write_due`.
 """
 
@@ -133,6 +133,18 @@ class Workload(_NothingToRelease):
         return dataclasses.replace(step, workload=await kube.apply(manifest))
 
 
+class PodRestarts(_NothingToRelease):
+    """A roll step: delete the chosen pod; the workload controller re-creates it on the new template."""
+
+    name = "pod-restarts"
+
+    async def sync(self, kube: KubeAPI, step: Step) -> Step:
+        if step.write:
+            for pod in step.plan.restart:
+                await kube.delete("v1", "Pod", step.cluster.namespace, pod)
+        return step
+
+
 class HeartbeatLeases:
     """Written by the sidecars, not owned by the cluster: the operator deletes what is left."""
 
@@ -168,6 +180,7 @@ COMPONENTS: tuple[Component, ...] = (
     Applied("services", _services),
     Applied("disruption-budget", _disruption_budget),
     Workload(),
+    PodRestarts(),
     HeartbeatLeases(),
 )
 

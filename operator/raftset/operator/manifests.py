@@ -257,7 +257,10 @@ def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
             # Members join one at a time through the sidecar, not through pod ordering;
             # Parallel lets a restarted pod come back without waiting for its elders.
             "podManagementPolicy": "Parallel",
-            "updateStrategy": {"type": "RollingUpdate"},
+            # The operator restarts one member at a time, followers first and the leader
+            # last (raftset.operator.rolls); a controller-driven roll would take the
+            # highest ordinal first, leader or not.
+            "updateStrategy": {"type": "OnDelete"},
             "persistentVolumeClaimRetentionPolicy": {
                 "whenScaled": cluster.storage.when_scaled,
                 "whenDeleted": cluster.storage.when_deleted,

@@ -18,7 +18,8 @@ from raftset.workloads import Backend, kept_ordinals
 
 
 # The Event / condition reason of each step that changes the workload.
-STEP_REASONS = {"create": "Creating", "scale-in": "ScalingIn", "scale-out": "ScalingOut"}
+STEP_REASONS = {"create": "Creating", "scale-in": "ScalingIn", "scale-out": "ScalingOut",
+                "roll": "RollingMember"}
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,10 @@ class Plan:
 
     replicas: int
     reserved: tuple[int, ...]
-    action: str  # "create" | "steady" | "wait" | "scale-out" | "scale-in"
+    action: str  # "create" | "steady" | "wait" | "scale-out" | "scale-in" | "roll" (raftset.operator.rolls)
     message: str
     scale_away: tuple[str, ...] = ()  # pods to mark with contract.ANNOTATION_SCALE_AWAY
+    restart: tuple[str, ...] = ()  # pods to delete so that they come back on the new template
     hand_off_from: str | None = None  # the leader pod that must hand off before it goes
     refused: bool = field(default=False)
 

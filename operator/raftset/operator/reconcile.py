@@ -16,7 +16,8 @@ from typing import Any
 import kopf
 from kubernetes.client.exceptions import ApiException
 
-from raftset.operator import planner, spec, status
+from raftset import contract
+from raftset.operator import planner, rolls, spec, status
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
 from raftset.operator.heartbeats import from_leases
@@ -109,17 +110,25 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     async def read_workload() -> dict[str, Any] | None:
         return await runtime.kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
 
-    def next_step(workload: dict[str, Any] | None) -> planner.Plan:
+    async def next_step(workload: dict[str, Any] | None) -> planner.Plan:
         current = backend.scale(workload) if workload is not None else None
-        return planner.plan(cluster.name, backend, cluster.replicas, current, members, now)
+        plan = planner.plan(cluster.name, backend, cluster.replicas, current, members, now)
+        if plan.action != "steady" or workload is None or not rolls.pending(workload):
+            return plan
+        # Some pods run an older template: only now is the pod list worth a request.
+        selector = ",".join(f"{k}={v}" for k, v in sorted(contract.selector_labels(cluster.name).items()))
+        pods = await runtime.kube.list("v1", "Pod", cluster.namespace, selector)
+        revision = rolls.update_revision(workload)
+        assert revision is not None  # rolls.pending checked it
+        return rolls.next_step(plan, revision, rolls.pod_revisions(pods, cluster.name), members, now)
 
     workload = cached if cached is not None else await read_workload()
-    plan = next_step(workload)
+    plan = await next_step(workload)
     if cached is not None and plan.action in planner.STEP_REASONS:
         # The index may trail our own last write by a watch event; a step is planned on
         # what the apiserver says now, so that no step is taken twice.
         workload = await read_workload()
-        plan = next_step(workload)
+        plan = await next_step(workload)
 
     stepping = plan.action in planner.STEP_REASONS
     write = runtime.settings.write_due(stepping=stepping, forced=forced, degraded=status.degraded(old_status),
@@ -139,9 +148,10 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     if stepping and problem is None:
         kopf.event(body, type="Normal", reason=planner.STEP_REASONS[plan.action], message=plan.message)
         if plan.hand_off_from:
+            going = "restarted on the new template" if plan.restart else "scaled away"
             kopf.event(body, type="Normal", reason="LeaderHandOff",
-                       message=f"{plan.hand_off_from} is the leader and is being scaled away: "
-                               f"its sidecar moves leadership to a follower before leaving")
+                       message=f"{plan.hand_off_from} is the leader and is being {going}: "
+                               f"its sidecar moves leadership to a follower before its store stops")
     publish(cluster, plan, step.workload, problem)
 
 

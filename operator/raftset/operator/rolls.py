@@ -1,0 +1,108 @@
+"""Rolling a changed pod template: one member at a time, followers first, the leader last.
+
+The workload's update strategy is OnDelete on both backends, so no controller restarts a
+member on its own; the operator deletes one outdated pod per step and the workload
+controller re-creates it on the new template with its volume (its member). A step waits
+until every member of the kept ordinals is a fresh, healthy voter whose heartbeat was
+renewed by the pod that runs now, so a member that has not come back yet is never counted
+twice. The leader goes last, and its sidecar hands leadership away on the preStop path
+before its store stops: one leader change per roll, the leader's own.
+
+Pure: from the workload's status, the pods' revision labels and the heartbeat records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from raftset.operator.heartbeats import HeartbeatRecord
+from raftset.operator.planner import Plan, leader, membership
+
+REVISION_LABEL = "controller-revision-hash"
+
+
+@dataclass(frozen=True)
+class PodRevision:
+    """What a roll needs to know of one member pod."""
+
+    name: str
+    ordinal: int
+    revision: str
+    created: datetime
+    terminating: bool
+
+
+def update_revision(workload: Mapping[str, Any]) -> str | None:
+    """The template revision every pod should run, once the workload controller has seen the last spec."""
+    meta, status = workload.get("metadata") or {}, workload.get("status") or {}
+    if status.get("observedGeneration") != meta.get("generation"):
+        return None  # the controller has not computed the revision of our last write yet
+    return status.get("updateRevision") or None
+
+
+def pending(workload: Mapping[str, Any]) -> bool:
+    """Does the workload's status say some pods run an older template? (Cheap: no pod list.)"""
+    status = workload.get("status") or {}
+    revision = update_revision(workload)
+    return revision is not None and int(status.get("updatedReplicas") or 0) < int(status.get("replicas") or 0)
+
+
+def _parse_time(raw: str) -> datetime:
+    return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+
+
+def pod_revisions(pods: Sequence[Mapping[str, Any]], cluster: str) -> list[PodRevision]:
+    """The cluster's member pods (`<cluster>-<ordinal>`) as PodRevisions; strays are ignored."""
+    out = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        name = meta.get("name", "")
+        prefix, _, tail = name.rpartition("-")
+        if prefix != cluster or not tail.isdigit() or not meta.get("creationTimestamp"):
+            continue
+        out.append(PodRevision(name=name, ordinal=int(tail), revision=(meta.get("labels") or {}).get(REVISION_LABEL, ""),
+                               created=_parse_time(meta["creationTimestamp"]),
+                               terminating=bool(meta.get("deletionTimestamp"))))
+    return sorted(out, key=lambda p: p.ordinal)
+
+
+def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: Sequence[HeartbeatRecord],
+              now: datetime) -> Plan:
+    """The steady `plan` turned into the next roll step: restart one pod, wait, or nothing to do."""
+    kept = plan.kept
+    outdated = [p for p in pods if p.ordinal in kept and p.revision != revision]
+    if not outdated:
+        return plan
+    left = f"{len(outdated)} of {len(kept)} members on an older template"
+
+    def wait(why: str) -> Plan:
+        return dataclasses.replace(plan, action="wait", message=f"rolling ({left}): {why}")
+
+    restarting = [p.name for p in pods if p.terminating]
+    if restarting:
+        return wait(f"waiting for {', '.join(restarting)} to restart")
+    state = membership(kept, members, now)
+    if not state.settled:
+        return wait(state.describe())
+    by_pod = {m.pod: m for m in members}
+    running = {p.name: p for p in pods if p.ordinal in kept}
+    stale = sorted(name for name, pod in running.items()
+                   if name not in by_pod or by_pod[name].renewed < pod.created)
+    if stale:
+        return wait(f"waiting for {', '.join(stale)} to report from its new pod")
+    current_leader = leader(members, now)
+    if current_leader is None:
+        return wait("waiting for a leader")
+    # Followers first, the highest ordinal first (as a StatefulSet would); the leader last.
+    victim = max(outdated, key=lambda p: (p.name != current_leader.pod, p.ordinal))
+    hand_off = victim.name == current_leader.pod
+    message = f"restarting {victim.name} on the new template ({left})"
+    if hand_off:
+        message += "; it leads: its sidecar moves leadership to a follower first"
+    return dataclasses.replace(plan, action="roll", message=message, restart=(victim.name,),
+                               hand_off_from=victim.name if hand_off else None)
+
