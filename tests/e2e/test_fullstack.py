@@ -8,6 +8,7 @@ the members themselves, while a writer keeps putting keys.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,10 +17,10 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
-from tools.devcluster.podrunner import PodRunner, pod_ip
 from tests.harness.lab import Writer
-from tests.harness.operator import Operator, install_crds
+from tests.harness.operator import Operator, install_crds, kubectl, wait_for
 from tests.harness.view import ClusterView
+from tools.devcluster.podrunner import PodRunner, pod_ip
 
 pytestmark = pytest.mark.e2e
 
@@ -102,6 +103,40 @@ def test_builtin_statefulset_hands_leadership_off_before_its_pod_goes(
     assert kv.pods() == {"kv-0", "kv-1"}
     assert sorted(m.name for m in kv.members(0, 1)) == ["kv-0", "kv-1"]
     assert kv.leader(0, 1) is not None and st["leader"] in ("kv-0", "kv-1")
+    print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
+    assert writer.ok > 50, f"the writer barely wrote ({writer.ok})"
+    assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
+    assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"
+
+
+@pytest.mark.parametrize("backend", ["StatefulSet", "AdvancedStatefulSet"])
+def test_a_template_change_rolls_followers_first_and_the_leader_last(
+        control_plane: Any, operator: Operator, namespace: str, runner: PodRunner, backend: str) -> None:
+    kv = stack(control_plane.kubeconfig, namespace, "kv", runner)
+    kv.create(3, workloadKind=backend, **FAST)
+    kv.wait_healthy(0, 1, 2)
+    kv.move_leader(2, 0, 1, 2)  # the ordinal a controller-driven roll restarts first
+    ids = {m.name: m.id for m in kv.members(0, 1, 2)}
+    term = kv.raft_term(0, 1, 2)
+    before = {p.metadata.name: p.metadata.creation_timestamp for p in kv.pod_objects()}
+
+    writer = Writer([kv.url(o) for o in (0, 1, 2)])
+    writer.start()
+    try:
+        kubectl(control_plane.kubeconfig, "patch", f"etcdclusters/{kv.name}", "-n", namespace, "--type=merge",
+                "-p", json.dumps({"spec": {"options": {**FAST["options"], "snapshot-count": "20000"}}}))
+        wait_for(lambda: all(p.metadata.creation_timestamp > before[p.metadata.name] for p in kv.pod_objects())
+                 and len(kv.pod_objects()) == 3, 240, "every pod re-created on the new template")
+        st = kv.wait_healthy(0, 1, 2)
+    finally:
+        writer.stop()
+    restarted = [p.metadata.name for p in sorted(kv.pod_objects(), key=lambda p: p.metadata.creation_timestamp)]
+    assert restarted == ["kv-1", "kv-0", "kv-2"], "followers first, highest ordinal first, the leader last"
+    assert {m.name: m.id for m in kv.members(0, 1, 2)} == ids, "a restart keeps every member"
+    assert kv.raft_term(0, 1, 2) - term == 1, "one leader change: the leader's own hand-off"
+    assert st["leader"] in ("kv-0", "kv-1")
+    rolled = [m for reason, m in kv.events() if reason == "RollingMember"]
+    assert len(rolled) == 3, rolled
     print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
     assert writer.ok > 50, f"the writer barely wrote ({writer.ok})"
     assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"

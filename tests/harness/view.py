@@ -75,6 +75,10 @@ class ClusterView:
         selector = f"{contract.LABEL_INSTANCE}={self.name}"
         return self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
 
+    def pod_objects(self) -> list[Any]:
+        """The cluster's pods that are not terminating, as the API returns them."""
+        return [p for p in self._pods() if p.metadata.deletion_timestamp is None]
+
     def pods(self) -> set[str]:
         return {p.metadata.name for p in self._pods() if p.metadata.deletion_timestamp is None}
 
@@ -134,6 +138,21 @@ class ClusterView:
                     continue
             return None
         return asyncio.run(find())
+
+    def raft_term(self, *ordinals: int) -> int:
+        """The highest raft term any of these members reports: it moves once per election."""
+        async def highest() -> int:
+            terms = []
+            for ordinal in ordinals:
+                try:
+                    async with MemberClient(self.url(ordinal), timeout=3) as c:
+                        terms.append((await c.status()).raft_term)
+                except EtcdClientError:
+                    continue
+            if not terms:
+                raise AssertionError(f"no member of {ordinals} answered Status")
+            return max(terms)
+        return asyncio.run(highest())
 
     def wait_healthy(self, *ordinals: int) -> dict[str, Any]:
         """Status lists exactly these members, all healthy with a leader, and etcd agrees."""
