@@ -148,6 +148,9 @@ class Engine:
     command_template: tuple[str, ...]  # "{startup}" is replaced by the startup file's path
     # Flags the operator decides itself; a user may not set them through spec.options.
     owned_flags: frozenset[str]
+    # The engine's own upgrade precondition: the lowest patch of a minor series that may
+    # move to the next minor (raftset.versions.refusal).
+    upgrade_floors: Mapping[str, str] = field(default_factory=dict)
 
     def image(self, version: str | None = None, image: str | None = None) -> str:
         return image or f"{self.image_repository}:v{version or self.default_version}"
@@ -197,6 +200,9 @@ ETCD = Engine(
     # The etcd images are distroless: no shell, so everything is in the config file.
     command_template=("etcd", "--config-file", "{startup}"),
     owned_flags=_ETCD_OWNED,
+    # etcd's 3.5 -> 3.6 guide: every member on 3.5.32 or later first (earlier patches
+    # carry upgrade blockers, e.g. the "too many learner members" failure).
+    upgrade_floors={"3.5": "3.5.32"},
 )
 
 XLINE = Engine(

@@ -236,8 +236,15 @@ def _spec(engine: engines.Engine) -> Schema:
             "version": _str(
                 f"{engine.name} version without a leading v (e.g. {engine.default_version}); the image is "
                 f"{engine.image_repository}:v<version>. Defaulted when the cluster is created, so that a "
-                "later operator release does not upgrade it.",
-                default=engine.default_version, pattern=VERSION, maxLength=64),
+                "later operator release does not upgrade it. A change rolls the members one at a time, "
+                "the leader last; it may move one minor release forward at a time, never back.",
+                default=engine.default_version, pattern=VERSION, maxLength=64,
+                **{"x-kubernetes-validations": [_rule(
+                    "int(self.split('.')[0]) == int(oldSelf.split('.')[0]) "
+                    "&& int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) "
+                    "&& int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",
+                    "spec.version may move one minor release forward at a time (e.g. 3.5 -> 3.6): "
+                    "skipping a minor or moving back to an older minor is refused")]}),
             "image": _str("Full image reference of the store; overrides version.", minLength=1, maxLength=512),
             "workloadKind": _enum(
                 "Workload that runs the pods: the builtin StatefulSet, or OpenKruise's Advanced StatefulSet, "
@@ -336,6 +343,8 @@ def _status() -> Schema:
             "readyReplicas": _int("Members whose pods are ready.", format="int32", minimum=0),
             "selector": _str("Label selector of the members' pods, for the scale subresource."),
             "leader": _str("Pod name of the Raft leader, empty when unknown."),
+            "version": _str("The store version every member runs: it moves once a version change has "
+                            "rolled through all of them.", maxLength=64),
             "members": {
                 "type": "array", "description": "The cluster's Raft members.", "items": member,
                 "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
@@ -425,6 +434,8 @@ def crd(engine: engines.Engine) -> dict[str, Any]:
                      "description": "Pod of the Raft leader."},
                     {"name": "Workload", "type": "string", "jsonPath": ".status.workloadKind",
                      "description": "StatefulSet or AdvancedStatefulSet."},
+                    {"name": "Version", "type": "string", "jsonPath": ".status.version",
+                     "description": "The store version every member runs."},
                     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                 ],
                 "schema": {"openAPIV3Schema": root},
@@ -502,7 +513,7 @@ def reference_markdown() -> str:
         "descriptions below are EtcdCluster's (`kubectl explain xlinecluster.spec` shows Xline's).",
         "",
         "Both have the `status` and `scale` subresources (`kubectl scale` sets `spec.replicas`) and the "
-        "printer columns Ready, Desired, Leader, Workload and Age.",
+        "printer columns Ready, Desired, Leader, Workload, Version and Age.",
         "",
         "## Fields",
         "",

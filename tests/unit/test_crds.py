@@ -76,9 +76,14 @@ def _join(items: celtypes.ListType, sep: celtypes.StringType) -> celtypes.String
     return celtypes.StringType(str(sep).join(str(i) for i in items))
 
 
+def _split(text: celtypes.StringType, sep: celtypes.StringType) -> celtypes.ListType:
+    """Kubernetes' strings extension `string.split(sep)`, absent from cel-python."""
+    return celtypes.ListType([celtypes.StringType(part) for part in str(text).split(str(sep))])
+
+
 @lru_cache(maxsize=None)
 def _program(expr: str) -> celpy.Runner:
-    return _CEL.program(_CEL.compile(expr), functions={"join": _join})
+    return _CEL.program(_CEL.compile(expr), functions={"join": _join, "split": _split})
 
 
 def _evaluate(expr: str, **bindings: Any) -> Any:
@@ -232,7 +237,8 @@ def test_names_scope_and_subresources(engine: engines.Engine) -> None:
         "labelSelectorPath": ".status.selector"}}
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns == {"Ready": ".status.readyReplicas", "Desired": ".spec.replicas", "Leader": ".status.leader",
-                       "Workload": ".status.workloadKind", "Age": ".metadata.creationTimestamp"}
+                       "Workload": ".status.workloadKind", "Version": ".status.version",
+                       "Age": ".metadata.creationTimestamp"}
 
 
 def test_short_names_differ() -> None:
@@ -585,3 +591,15 @@ def test_the_parser_applies_the_field_tables_defaults_to_an_empty_spec() -> None
             "sidecar.cleanGracePeriodSeconds": parsed.sidecar.clean_grace,
         }
         assert seen == {path: fields.default(path) for path in seen}
+
+
+@pytest.mark.parametrize(("old", "new", "accepted"), [
+    ("3.5.35", "3.5.36", True), ("3.5.35", "3.6.16", True), ("3.6.16", "3.6.2", True),
+    ("3.5.35", "3.7.3", False),  # a skipped minor
+    ("3.7.3", "3.6.16", False),  # a downgrade
+    ("3.6.0-rc.1", "3.6.0", True),
+])
+def test_the_crd_moves_the_version_one_minor_forward_at_a_time(old: str, new: str, accepted: bool) -> None:
+    schema = crdgen.schema_of(engines.ETCD)["properties"]["spec"]["properties"]["version"]
+    broken = cel_violations(schema, new, old)
+    assert (not broken) is accepted, broken

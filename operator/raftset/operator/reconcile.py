@@ -95,7 +95,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         cluster = spec.parse(body, default_workload_kind=runtime.settings.default_workload_kind,
                              sidecar_image=runtime.settings.sidecar_image)
     except spec.InvalidSpec as error:
-        publish(None, None, None, ("InvalidSpec", str(error)))
+        publish(None, None, None, (error.reason, str(error)))
         return
 
     backend = cluster.backend

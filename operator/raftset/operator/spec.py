@@ -12,11 +12,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raftset import contract, engines, workloads
+from raftset import contract, engines, versions, workloads
 
 
 class InvalidSpec(ValueError):
-    """The spec cannot be rendered; the message says what to fix."""
+    """The spec cannot be rendered; the message says what to fix, `reason` names it in Degraded."""
+
+    def __init__(self, message: str, reason: str = "InvalidSpec") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class Cluster:
     engine: engines.Engine
     backend: workloads.Backend
     replicas: int
+    version: str
     image: str
     storage: Storage
     tls_provider: str
@@ -126,6 +131,12 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
         raise InvalidSpec(f"spec.replicas must be a positive integer, got {replicas!r}")
 
+    version = str(spec.get("version") or engine.default_version)
+    if not spec.get("image"):  # an image override names no version the operator can compare
+        refused = versions.refusal(status.get("version"), version, engine.upgrade_floors)
+        if refused:
+            raise InvalidSpec(refused, reason="VersionChangeRefused")
+
     options = {str(k): str(v) for k, v in (spec.get("options") or {}).items()}
     refused = engine.refused_options(options)
     if refused:
@@ -179,7 +190,8 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
         engine=engine,
         backend=backend,
         replicas=replicas,
-        image=engine.image(spec.get("version"), spec.get("image")),
+        version=version,
+        image=engine.image(version, spec.get("image")),
         storage=storage,
         tls_provider=provider,
         issuer_ref=tls.get("issuerRef"),

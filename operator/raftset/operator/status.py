@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from raftset import contract
+from raftset import contract, versions
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.contract import quorum
 from raftset.operator.planner import STEP_REASONS, Plan, leader, membership
+from raftset.operator.rolls import update_revision
 from raftset.operator.spec import Cluster
 
 
@@ -153,6 +154,11 @@ def status(
                                  sorted(contract.selector_labels(cluster.name).items())),
             "workloadKind": cluster.backend.name,
         })
+    if cluster is not None and plan is not None:
+        version = running_version(workload, cluster.engine.name) or old_status.get("version") \
+            or (cluster.version if plan.action == "create" else None)
+        if version:
+            out["version"] = version
     if plan is not None:
         out.update({
             "replicas": int(workload_status.get("replicas", plan.replicas)),
@@ -171,6 +177,18 @@ def status(
         for m in fresh
     ]
     return out
+
+
+def running_version(workload: Mapping[str, Any] | None, container: str) -> str | None:
+    """The store version every pod runs: known once the controller has rolled the whole template."""
+    if workload is None:
+        return None
+    st = workload.get("status") or {}
+    if update_revision(workload) is None or int(st.get("updatedReplicas") or 0) < int(st.get("replicas") or 0):
+        return None
+    template = ((workload.get("spec") or {}).get("template") or {}).get("spec") or {}
+    image = next((c.get("image", "") for c in template.get("containers") or [] if c.get("name") == container), "")
+    return versions.of_image(image)
 
 
 def _condition(st: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
