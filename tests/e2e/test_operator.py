@@ -93,8 +93,11 @@ def test_operator_killed_mid_scale_resumes(control_plane: Any, operator: Operato
         obj = c.wait_settled(3)
         assert obj["status"]["leader"] == "resume-4"
         assert c.workload()["spec"]["reserveOrdinals"] == [2, 3]
+        # reserveOrdinals [2, 3] at 3 replicas: exactly two steps. The first step's Event may
+        # be lost with the operator (killed right after its write); none may come twice.
         scaled_in = [m for reason, m in c.events() if reason == "ScalingIn"]
-        assert len(scaled_in) == 2, f"each member is removed once, got {scaled_in}"
+        assert 1 <= len(scaled_in) <= 2 and len(set(scaled_in)) == len(scaled_in), \
+            f"each member is removed once, got {scaled_in}"
 
 
 def test_drift_is_repaired(control_plane: Any, operator: Operator, namespace: str) -> None:
