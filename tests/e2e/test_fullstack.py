@@ -113,7 +113,16 @@ def test_builtin_statefulset_hands_leadership_off_before_its_pod_goes(
 def test_a_template_change_rolls_followers_first_and_the_leader_last(
         control_plane: Any, operator: Operator, namespace: str, runner: PodRunner, backend: str) -> None:
     kv = stack(control_plane.kubeconfig, namespace, "kv", runner)
-    kv.create(3, workloadKind=backend, **FAST)
+    volumes = kv.prebind_volumes(0, 1, 2)  # a restart keeps its data (an emptyDir would not)
+    try:
+        roll_under_writes(kv, namespace, control_plane.kubeconfig, backend)
+    finally:
+        for name in volumes:
+            client.CoreV1Api(kv.api).delete_persistent_volume(name)
+
+
+def roll_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backend: str) -> None:
+    kv.create(3, workloadKind=backend, storage={"size": "1Gi"}, **FAST)
     kv.wait_healthy(0, 1, 2)
     kv.move_leader(2, 0, 1, 2)  # the ordinal a controller-driven roll restarts first
     ids = {m.name: m.id for m in kv.members(0, 1, 2)}
@@ -123,7 +132,7 @@ def test_a_template_change_rolls_followers_first_and_the_leader_last(
     writer = Writer([kv.url(o) for o in (0, 1, 2)])
     writer.start()
     try:
-        kubectl(control_plane.kubeconfig, "patch", f"etcdclusters/{kv.name}", "-n", namespace, "--type=merge",
+        kubectl(kubeconfig, "patch", f"etcdclusters/{kv.name}", "-n", namespace, "--type=merge",
                 "-p", json.dumps({"spec": {"options": {**FAST["options"], "snapshot-count": "20000"}}}))
         wait_for(lambda: all(p.metadata.creation_timestamp > before[p.metadata.name] for p in kv.pod_objects())
                  and len(kv.pod_objects()) == 3, 240, "every pod re-created on the new template")
