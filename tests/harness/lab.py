@@ -11,6 +11,7 @@ terminating pod is).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -21,6 +22,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ from kubernetes.client.rest import ApiException
 
 from raftset import contract, engines
 from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
+from tests.harness.engines import DEFAULT, EngineUnderTest
 from tests.harness.waiting import await_for, wait_for
 
 FINALIZER = "raftset.dev/test-hold"
@@ -112,7 +115,7 @@ class Pod:
             "RAFTSET_POD_NAME": self.name,
             "RAFTSET_NAMESPACE": lab.namespace,
             "RAFTSET_CLUSTER": lab.cluster,
-            "RAFTSET_ENGINE": "etcd",
+            "RAFTSET_ENGINE": lab.engine.engine.name,
             "RAFTSET_WORKLOAD_KIND": "StatefulSet",
             # Loopback stand-ins for the pods' DNS names: 127.a.b.(10 + ordinal).
             "RAFTSET_PEER_URL_TEMPLATE": f"http://{lab.prefix}.1{{ordinal}}:2380",
@@ -129,8 +132,7 @@ class Pod:
             "RAFTSET_CLEAN_GRACE": str(lab.clean_grace),
             "RAFTSET_LEAVE_TIMEOUT": "30",
             "RAFTSET_LOG_LEVEL": "INFO",
-            # Fast elections keep the tier short; the same flags a user would pass.
-            "RAFTSET_OPTIONS": json.dumps({"heartbeat-interval": "50", "election-timeout": "500"}),
+            "RAFTSET_OPTIONS": lab.engine.options_json,
             "PYTHONUNBUFFERED": "1",
         }
         env.update(lab.env_extra)
@@ -174,9 +176,11 @@ class Pod:
 
     def start_store(self) -> None:
         assert self.store is None or self.store.poll() is not None, f"{self.name}: store already running"
-        cmd = engines.ETCD.command(str(self.run_dir))
+        cmd = self.lab.engine.engine.command(str(self.run_dir))
+        # The engine's command names its binary: the chosen build comes first on PATH.
+        env = {**os.environ, "PATH": f"{self.lab.engine.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
         log = open(self.store_log, "ab")  # noqa: SIM115
-        self.store = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.store = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
 
     def start(self, timeout: float = 30.0) -> None:
@@ -282,8 +286,10 @@ class Lab:
     """One test's cluster: a namespace, a workload object, pods on 127.x loopback."""
 
     def __init__(self, kubeconfig: str, workdir: Path, *, replicas: int, clean_grace: float = 3.0,
-                 tls_dir: str | None = None, env_extra: dict[str, str] | None = None) -> None:
+                 tls_dir: str | None = None, env_extra: dict[str, str] | None = None,
+                 engine: EngineUnderTest = DEFAULT) -> None:
         self.kubeconfig = kubeconfig
+        self.engine = engine
         self.workdir = workdir
         rng = random.SystemRandom()
         self.prefix = f"127.{rng.randrange(192, 255)}.{rng.randrange(0, 256)}"
@@ -422,8 +428,17 @@ class Lab:
             if leader is not None:
                 async with MemberClient(self.pod(leader).client_url, self.client_tls(), timeout=5) as c:
                     await c.move_leader(target)
+                # One MoveLeader, then time to settle: back-to-back ones broke Xline clusters.
+                with contextlib.suppress(AssertionError):
+                    await await_for(self._leads(ordinal), 5, f"leadership on ordinal {ordinal}")
+                    return True
             return False
         await await_for(moved, timeout, f"leadership on ordinal {ordinal}")
+
+    def _leads(self, ordinal: int) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return await self.leader_ordinal() == ordinal
+        return check
 
     async def logged(self, text: str, *ordinals: int, timeout: float = 10.0) -> int:
         """The first of these pods (default: all) whose sidecar logged `text`.

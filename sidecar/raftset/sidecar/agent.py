@@ -516,7 +516,8 @@ class Agent:
         client, members = await etcd.member_list(urls)
         statuses = await self._statuses(members)
         ordinals = self._ordinals(members)
-        decision = leave.plan(fate, own_id, members, statuses, ordinals, kept)
+        decision = leave.plan(fate, own_id, members, statuses, ordinals, kept,
+                              hand_off=self.s.engine.capabilities.hand_off)
         result: dict[str, Any] = {"final": True, "scaled_away": fate.scaled_away, "reason": decision.reason,
                                   "moved_leader_to": None, "removed": False}
         if decision.move_leader_to is not None:
@@ -555,7 +556,8 @@ class Agent:
             async with client.lock(LOCK_NAME, timeout=10):
                 members = await client.member_list()
                 statuses = await self._statuses(members)
-                decision = leave.plan(fate, own_id, members, statuses, ordinals, kept)
+                decision = leave.plan(fate, own_id, members, statuses, ordinals, kept,
+                                      hand_off=self.s.engine.capabilities.hand_off)
                 if not decision.remove:
                     return decision
                 error = await self._member_remove(client, own_id)
