@@ -41,7 +41,7 @@ from kubernetes.client.rest import ApiException
 
 from raftset import contract, engines
 from tools.devcluster import kubeconfig as kubeconfigs
-from tools.devcluster import procs
+from tools.devcluster import build, procs
 
 log = logging.getLogger("raftset.podrunner")
 
@@ -187,7 +187,10 @@ def _http_get(url: str, timeout: float) -> int:
 
 
 def _base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in _INHERITED} | {"PYTHONUNBUFFERED": "1"}
+    """The default etcd's build comes first on PATH: the store's command names its binary."""
+    env = {k: v for k, v in os.environ.items() if k in _INHERITED} | {"PYTHONUNBUFFERED": "1"}
+    env["PATH"] = f"{build.ETCD.out_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
 
 
 # ---- the shell
