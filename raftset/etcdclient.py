@@ -284,8 +284,11 @@ class MemberClient:
             db_size=int(r.dbSize),
         )
 
-    async def member_list(self) -> list[Member]:
-        r = await self._call("MemberList", lambda: self._cluster.member_list(timeout=self.timeout))
+    async def member_list(self, *, linearizable: bool = True) -> list[Member]:
+        """Linearizable by default (etcd >= 3.5 honours it; then it needs a quorum);
+        serializable is this member's own, possibly stale, view."""
+        r = await self._call("MemberList", lambda: self._cluster.member_list(
+            linearizable=linearizable, timeout=self.timeout))
         return _members(r.members)
 
     async def get(self, key: str, *, serializable: bool = False) -> bytes | None:

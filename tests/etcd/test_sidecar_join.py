@@ -113,7 +113,7 @@ async def test_restart_keeps_member_id_and_data(make_lab, engine_under_test: Eng
     await lab.put("/restart/key", "kept")
     pod = lab.pod(1)
     member_id = pod.heartbeat()["member_id"]
-    leading = pod.heartbeat()["role"] == "leader"
+    leading = (await lab.status(1)).is_leader
     result = pod.terminate()  # replicas stay 3: a restart (rolling update, drain, eviction)
     assert result is not None and not result["removed"] and result["action"] == "kept", result
     # A leader hands leadership off first, where the engine's MoveLeader is safe.

@@ -386,13 +386,14 @@ class Lab:
             self.namespace, label_selector=f"{contract.LABEL_HEARTBEAT}=true").items
         return {lease.spec.holder_identity: lease for lease in items}
 
-    async def members(self, *ordinals: int) -> list[Member]:
+    async def members(self, *ordinals: int, linearizable: bool = True) -> list[Member]:
+        """MemberList; `linearizable=False` reads a member's own view, which needs no quorum."""
         urls = [self.pod(o).client_url for o in (ordinals or sorted(self.pods))]
         last: Exception | None = None
         for url in urls:
             try:
                 async with MemberClient(url, self.client_tls(), timeout=3) as c:
-                    return await c.member_list()
+                    return await c.member_list(linearizable=linearizable)
             except EtcdClientError as exc:
                 last = exc
         raise AssertionError(f"no member answered MemberList: {last}")
