@@ -23,12 +23,14 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-# Debian's etcd 3.4 server and client: the real members of the etcd tier.
+# What building Xline needs: protoc, libclang (RocksDB's bindgen) and its pinned Rust toolchain.
 system-deps:
-	@command -v etcd >/dev/null && command -v etcdctl >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client; }
+	@command -v protoc >/dev/null && command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler libclang-dev clang; }
+	@rustup toolchain list | grep -q '^1\.74\.0-' || rustup toolchain install 1.74.0 --profile minimal
 
-# kube-apiserver, controller-manager, scheduler, OpenKruise and kwok, built once into a cache.
+# etcd 3.5/3.6/3.7, kube-apiserver, controller-manager, scheduler, OpenKruise, kwok and Xline,
+# built once into a cache (Xline from $$RAFTSET_XLINE_SOURCE, else a clone of its pinned commit).
 controlplane: venv
 	$(PY) -m tools.devcluster build
 
@@ -41,8 +43,9 @@ test: deps controlplane
 run: deps controlplane
 	$(PY) -m tools.devcluster run --overlay $(OVERLAY)
 
+# The benchmarks call etcd and etcdctl by name: the default etcd's build comes first on PATH.
 bench: deps controlplane
-	$(PY) -m tests.bench $(BENCH_ARGS)
+	PATH="$$($(PY) -c 'from tools.devcluster import build; print(build.ETCD.out_dir)'):$$PATH" $(PY) -m tests.bench $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,7 +1,10 @@
-"""The one place where etcd and Xline differ: image, binary, flags and startup file.
+"""The one place where etcd and Xline differ: image, binary, flags, startup file, and how
+each answers the etcd v3 API calls the sidecar makes (`Capabilities`).
 
 Everything else (the pod template, the sidecar's join/leave/clean logic, the planner)
-is written once against `Engine` and never asks which engine it is talking to.
+is written once against `Engine` and never asks which engine it is talking to; where the
+answers differ, the code reads a capability, not the engine's name. docs/engines.md
+explains each difference and how it was measured.
 """
 
 from __future__ import annotations
@@ -134,6 +137,72 @@ def _xline_args(cfg: StartupConfig) -> str:
 
 
 @dataclass(frozen=True)
+class Capabilities:
+    """How an engine answers the etcd v3 API, where that differs between engines.
+
+    etcd's answers are the reference; a False here is a difference the sidecar (or a person
+    reading status and docs) must make up for.
+    """
+
+    # Leadership hand-off (MoveLeader to the leader) is safe under writes, so a terminating
+    # leader may use it. Xline: consecutive MoveLeaders broke its clusters (election loop, or a
+    # member stuck on "WrongClusterVersion"); without it an election follows the leader's exit.
+    hand_off: bool
+    # MoveLeader sent to a follower is refused ("not leader"); Xline forwards it. The sidecar
+    # only ever asks the member it runs beside, and only when that member leads.
+    move_leader_refused_by_follower: bool
+    # A removed member's process exits by itself. Xline's keeps running with its ports closed:
+    # the store container's TCP liveness probe on the client port ends it.
+    removed_member_exits: bool
+    # MemberAdd refuses a peer URL already in use, and a second learner. Xline accepts both
+    # (a duplicate member, several learners): the sidecar's own checks under its lock
+    # (MemberList by name and peer URL, one joining member at a time) are the only guard.
+    refuses_duplicate_peer_url: bool
+    refuses_second_learner: bool
+    # MemberPromote of a voter is refused. Xline's server task panics: the sidecar promotes
+    # only an entry MemberList shows as a learner.
+    refuses_promoting_a_voter: bool
+    # Status.raftIndex is the last log index; Xline reports the commit index there.
+    raft_index_is_last_log_index: bool
+    defragment: bool  # Maintenance.Defragment is implemented
+    hash_kv_revision: bool  # HashKV answers with the hash_revision field
+    # Refusal (raftset.etcdclient.Refusal member name) -> lower-case fragments of the
+    # engine's own messages, for the refusals whose text differs from etcd's.
+    refusal_texts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+ETCD_CAPABILITIES = Capabilities(
+    hand_off=True,
+    move_leader_refused_by_follower=True,
+    removed_member_exits=True,
+    refuses_duplicate_peer_url=True,
+    refuses_second_learner=True,
+    refuses_promoting_a_voter=True,
+    raft_index_is_last_log_index=True,
+    defragment=True,
+    hash_kv_revision=True,
+)
+
+# Xline 0.6.1 (71479a4f): texts from crates/curp/src/rpc/mod.rs (From<CurpError> for Status).
+XLINE_CAPABILITIES = Capabilities(
+    hand_off=False,
+    move_leader_refused_by_follower=False,
+    removed_member_exits=False,
+    refuses_duplicate_peer_url=False,
+    refuses_second_learner=False,
+    refuses_promoting_a_voter=False,
+    raft_index_is_last_log_index=False,
+    defragment=False,
+    hash_kv_revision=False,
+    refusal_texts={
+        "LEARNER_NOT_READY": ("learner not caught up",),
+        "MEMBER_NOT_FOUND": ("node not found",),
+        "MEMBER_EXISTS": ("node already exists",),
+    },
+)
+
+
+@dataclass(frozen=True)
 class Engine:
     """How one Raft store is named, imaged, configured and started."""
 
@@ -148,6 +217,7 @@ class Engine:
     command_template: tuple[str, ...]  # "{startup}" is replaced by the startup file's path
     # Flags the operator decides itself; a user may not set them through spec.options.
     owned_flags: frozenset[str]
+    capabilities: Capabilities
     # The engine's own upgrade precondition: the lowest patch of a minor series that may
     # move to the next minor (raftset.versions.refusal).
     upgrade_floors: Mapping[str, str] = field(default_factory=dict)
@@ -194,12 +264,14 @@ ETCD = Engine(
     plural=contract.PLURAL_ETCD,
     short_name="etcdc",
     image_repository="gcr.io/etcd-development/etcd",
-    default_version="3.5.17",
+    # The newest supported stable release; tools/devcluster/versions.py builds it.
+    default_version="3.7.3",
     startup_file="etcd.conf.yaml",
     render_startup=_etcd_config,
     # The etcd images are distroless: no shell, so everything is in the config file.
     command_template=("etcd", "--config-file", "{startup}"),
     owned_flags=_ETCD_OWNED,
+    capabilities=ETCD_CAPABILITIES,
     # etcd's 3.5 -> 3.6 guide: every member on 3.5.32 or later first (earlier patches
     # carry upgrade blockers, e.g. the "too many learner members" failure).
     upgrade_floors={"3.5": "3.5.32"},
@@ -218,6 +290,7 @@ XLINE = Engine(
     # argument list and the (Debian-based) image's shell expands it.
     command_template=("sh", "-c", 'eval "exec xline $(cat {startup})"'),
     owned_flags=_XLINE_OWNED,
+    capabilities=XLINE_CAPABILITIES,
 )
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (ETCD, XLINE)}

@@ -8,7 +8,8 @@ per member and passes `max_attempts=1` to every call; read-only calls are retrie
 with tenacity, membership mutations never are. Callers make mutations idempotent by
 reading MemberList first (see docs/etcd-client.md).
 
-Both etcd and Xline speak this API, so nothing here depends on the engine.
+Both etcd and Xline speak this API; where their refusal texts differ, each engine's
+texts come from its description in raftset/engines.py.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from etcd3aio.maintenance import MaintenanceService
 from etcd3aio.watch import WatchService
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from raftset.engines import TLSFiles
+from raftset.engines import ENGINES, TLSFiles
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +79,16 @@ class Refusal(Enum):
 
     @classmethod
     def of(cls, message: str) -> Refusal:
+        """etcd's texts are the members' values; other engines' texts come from their
+        capabilities (a client does not know which engine answers)."""
         text = message.lower().replace("peer urls already exists", "peerurl exists")
         for refusal in cls:
             if refusal is not cls.OTHER and refusal.value in text:
                 return refusal
+        for engine in ENGINES.values():
+            for name, fragments in engine.capabilities.refusal_texts.items():
+                if any(fragment in text for fragment in fragments):
+                    return cls[name]
         return cls.OTHER
 
 
@@ -277,8 +284,11 @@ class MemberClient:
             db_size=int(r.dbSize),
         )
 
-    async def member_list(self) -> list[Member]:
-        r = await self._call("MemberList", lambda: self._cluster.member_list(timeout=self.timeout))
+    async def member_list(self, *, linearizable: bool = True) -> list[Member]:
+        """Linearizable by default (etcd >= 3.5 honours it; then it needs a quorum);
+        serializable is this member's own, possibly stale, view."""
+        r = await self._call("MemberList", lambda: self._cluster.member_list(
+            linearizable=linearizable, timeout=self.timeout))
         return _members(r.members)
 
     async def get(self, key: str, *, serializable: bool = False) -> bytes | None:

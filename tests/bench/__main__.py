@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tools.devcluster import start
+from tools.devcluster import build, start
 from tools.devcluster.plane import kruise_source
 from tests.bench import footprint, operator_cost, report, scalein, scaleout
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
@@ -98,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--page-only", action="store_true",
                         help="measure nothing: write the page again from OUT/results.json")
     args = parser.parse_args(argv)
+    # The members and `etcdctl member add` are the default etcd's build, not whatever is on PATH.
+    os.environ["PATH"] = f"{build.ETCD.out_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     params = SMOKE if args.smoke else FULL
     out: Path = args.out.resolve()
     doc: Path = (args.doc or (ROOT / "docs" / "benchmarks.md" if out == DEFAULT_OUT else out / "benchmarks.md"))

@@ -1,31 +1,41 @@
-"""Fixtures of the etcd tier: a `make_lab` factory that cleans up every process it started."""
+"""Fixtures of the etcd tier: the engine matrix and a `make_lab` factory that cleans up
+every process it started.
+
+Every test runs on the default etcd version; tests marked `lifecycle` (the membership
+lifecycle subset) also run on every other supported etcd version and on Xline. The test
+id names the build: `test_x[etcd-3.7.3]`, `test_x[xline-0.6.1+71479a4f]`.
+"""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.harness import engines
+from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import Lab
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _etcd_binaries() -> None:
-    """This tier needs Debian's etcd; without it every test here fails loudly."""
-    missing = [b for b in ("etcd", "etcdctl") if shutil.which(b) is None]
-    if missing:
-        pytest.fail(f"etcd tier needs {', '.join(missing)} (apt-get install etcd-server etcd-client)")
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "engine_under_test" in metafunc.fixturenames:
+        chosen = engines.MATRIX if metafunc.definition.get_closest_marker("lifecycle") else (engines.DEFAULT,)
+        metafunc.parametrize("engine_under_test", chosen, ids=[e.label for e in chosen], scope="session")
 
 
 @pytest.fixture
-def make_lab(kube_apiserver: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
+def make_lab(kube_apiserver: Any, engine_under_test: EngineUnderTest, tmp_path: Path,
+             request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
+    try:
+        engines.ready(engine_under_test)
+    except Exception as exc:  # noqa: BLE001 - a missing engine fails its tests, never skips them
+        pytest.fail(f"{engine_under_test.label}: its binaries could not be built or found: {exc}")
     labs: list[Lab] = []
 
     def make(**kwargs: Any) -> Lab:
-        lab = Lab(kube_apiserver.kubeconfig, tmp_path / f"lab{len(labs)}", **kwargs)
+        lab = Lab(kube_apiserver.kubeconfig, tmp_path / f"lab{len(labs)}", engine=engine_under_test, **kwargs)
         labs.append(lab)
         return lab
 

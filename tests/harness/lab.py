@@ -11,12 +11,14 @@ terminating pod is).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
 import subprocess
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from kubernetes.client.rest import ApiException
 from raftset import contract, engines
 from raftset.contract import SidecarEnv
 from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
+from tests.harness.engines import DEFAULT, EngineUnderTest
 from tests.harness.waiting import await_for, wait_for
 from tools.devcluster import kubelet, procs
 
@@ -53,7 +56,7 @@ class Pod:
         if self._containers is None:
             self.root.mkdir(parents=True, exist_ok=True)
             self._containers = kubelet.MemberContainers(
-                procs.Supervisor(self.root), "", engines.ETCD, run_dir=self.run_dir,
+                procs.Supervisor(self.root), "", self.lab.engine.engine, run_dir=self.run_dir,
                 sidecar_url=self.sidecar_url, sidecar_env=self.env(), store_env=self.store_env())
         return self._containers
 
@@ -103,7 +106,7 @@ class Pod:
             SidecarEnv.POD_NAME: self.name,
             SidecarEnv.NAMESPACE: lab.namespace,
             SidecarEnv.CLUSTER: lab.cluster,
-            SidecarEnv.ENGINE: "etcd",
+            SidecarEnv.ENGINE: lab.engine.engine.name,
             SidecarEnv.WORKLOAD_KIND: "StatefulSet",
             # Loopback stand-ins for the pods' DNS names: 127.a.b.(10 + ordinal).
             SidecarEnv.PEER_URL_TEMPLATE: f"http://{lab.prefix}.1{{ordinal}}:2380",
@@ -120,8 +123,7 @@ class Pod:
             SidecarEnv.CLEAN_GRACE: str(lab.clean_grace),
             SidecarEnv.LEAVE_TIMEOUT: "30",
             SidecarEnv.LOG_LEVEL: "INFO",
-            # Fast elections keep the tier short; the same flags a user would pass.
-            SidecarEnv.OPTIONS: json.dumps({"heartbeat-interval": "50", "election-timeout": "500"}),
+            SidecarEnv.OPTIONS: lab.engine.options_json,
             "PYTHONUNBUFFERED": "1",
         }
         env.update(lab.env_extra)
@@ -156,7 +158,8 @@ class Pod:
         wait_for(ok, timeout, f"{self.name} /startup")
 
     def store_env(self) -> dict[str, str]:
-        return {**os.environ}
+        """The engine's command names its binary: the chosen build comes first on PATH."""
+        return {**os.environ, "PATH": f"{self.lab.engine.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
     def start_store(self) -> None:
         self.containers.start_store()
@@ -260,8 +263,10 @@ class Lab:
     """One test's cluster: a namespace, a workload object, pods on 127.x loopback."""
 
     def __init__(self, kubeconfig: str, workdir: Path, *, replicas: int, clean_grace: float = 3.0,
-                 tls_dir: str | None = None, env_extra: dict[str, str] | None = None) -> None:
+                 tls_dir: str | None = None, env_extra: dict[str, str] | None = None,
+                 engine: EngineUnderTest = DEFAULT) -> None:
         self.kubeconfig = kubeconfig
+        self.engine = engine
         self.workdir = workdir
         rng = random.SystemRandom()
         self.prefix = f"127.{rng.randrange(192, 255)}.{rng.randrange(0, 256)}"
@@ -358,13 +363,14 @@ class Lab:
             self.namespace, label_selector=f"{contract.LABEL_HEARTBEAT}=true").items
         return {lease.spec.holder_identity: lease for lease in items}
 
-    async def members(self, *ordinals: int) -> list[Member]:
+    async def members(self, *ordinals: int, linearizable: bool = True) -> list[Member]:
+        """MemberList; `linearizable=False` reads a member's own view, which needs no quorum."""
         urls = [self.pod(o).client_url for o in (ordinals or sorted(self.pods))]
         last: Exception | None = None
         for url in urls:
             try:
                 async with MemberClient(url, self.client_tls(), timeout=3) as c:
-                    return await c.member_list()
+                    return await c.member_list(linearizable=linearizable)
             except EtcdClientError as exc:
                 last = exc
         raise AssertionError(f"no member answered MemberList: {last}")
@@ -400,8 +406,17 @@ class Lab:
             if leader is not None:
                 async with MemberClient(self.pod(leader).client_url, self.client_tls(), timeout=5) as c:
                     await c.move_leader(target)
+                # One MoveLeader, then time to settle: back-to-back ones broke Xline clusters.
+                with contextlib.suppress(AssertionError):
+                    await await_for(self._leads(ordinal), 5, f"leadership on ordinal {ordinal}")
+                    return True
             return False
         await await_for(moved, timeout, f"leadership on ordinal {ordinal}")
+
+    def _leads(self, ordinal: int) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return await self.leader_ordinal() == ordinal
+        return check
 
     async def logged(self, text: str, *ordinals: int, timeout: float = 10.0) -> int:
         """The first of these pods (default: all) whose sidecar logged `text`.

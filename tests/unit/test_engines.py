@@ -69,7 +69,7 @@ def test_engine_registry() -> None:
 
 
 @pytest.mark.parametrize(("engine", "version", "image", "expected"), [
-    (ETCD, None, None, "gcr.io/etcd-development/etcd:v3.5.17"),
+    (ETCD, None, None, "gcr.io/etcd-development/etcd:v3.7.3"),
     (ETCD, "3.4.23", None, "gcr.io/etcd-development/etcd:v3.4.23"),
     (ETCD, "3.4.23", "registry.local/etcd:custom", "registry.local/etcd:custom"),
     (XLINE, None, None, "ghcr.io/xline-kv/xline:v0.7.0"),

@@ -139,6 +139,8 @@ def test_store_container(kind: str, backend: str) -> None:
     assert container["lifecycle"] == {"preStop": {"httpGet": {"path": "/leave", "port": contract.SIDECAR_PORT}}}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": contract.SIDECAR_PORT}
     assert "restartPolicy" not in container
+    # A removed Xline member keeps running with its ports closed: this probe is what ends it.
+    assert container["livenessProbe"]["tcpSocket"] == {"port": contract.CLIENT_PORT}
 
 
 @pytest.mark.parametrize("kind", ENGINES)

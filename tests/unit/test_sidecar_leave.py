@@ -126,3 +126,15 @@ def test_transfer_skips_learners_unhealthy_and_erroring_members() -> None:
     sts_ = {mid(0): status(0, leader=0), mid(1): status(1, learner=True, applied=999), mid(2): None,
             mid(3): status(3, errors=("NOSPACE",), applied=999)}
     assert transfer_target(mid(0), members, sts_, {mid(i): i for i in range(4)}, [0, 1, 2, 3]) is None
+
+
+@pytest.mark.parametrize("away", [True, False])
+def test_leader_of_an_engine_without_safe_hand_off_never_moves_leadership(away: bool) -> None:
+    got = plan(Fate(away, "why"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1], hand_off=False)
+    assert got.move_leader_to is None and got.remove is away
+    assert "no leadership hand-off" in got.reason
+
+
+def test_follower_reason_is_unchanged_without_hand_off() -> None:
+    got = plan(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=0), ORD, [0, 1], hand_off=False)
+    assert got.reason == "away" and got.remove

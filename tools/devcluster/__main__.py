@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from raftset import contract
-from tools.devcluster import build, net, plane
+from tools.devcluster import build, net, plane, xline
 from tools.devcluster.podrunner import PodRunner, pod_ip
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,12 +41,14 @@ def _wait_forever(p: plane.Plane) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
-    known = {c.name for c in build.COMPONENTS}
+    known = {c.name for c in build.COMPONENTS} | {xline.XLINE.name}
     unknown = set(args.components) - known
     if unknown:
         raise SystemExit(f"unknown component(s) {sorted(unknown)}; choose from {sorted(known)}")
     chosen = tuple(c for c in build.COMPONENTS if not args.components or c.name in args.components)
     took = build.ensure_all(chosen)
+    if not args.components or xline.XLINE.name in args.components:
+        took[xline.XLINE.label] = xline.ensure(xline.XLINE)
     print("timings: " + ", ".join(f"{name} {s:.1f}s" for name, s in took.items()) + f"; total {time.monotonic() - t0:.1f}s")
     return 0
 
@@ -194,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse from the cache) the control-plane binaries")
     # No argparse `choices` here: with nargs="*" it rejects the empty default on Python < 3.12.
-    b.add_argument("components", nargs="*", help=f"any of {', '.join(c.name for c in build.COMPONENTS)}; default: all")
+    b.add_argument("components", nargs="*", help=f"any of {', '.join(sorted({c.name for c in build.COMPONENTS} | {xline.XLINE.name}))}; default: all")
     b.set_defaults(func=cmd_build)
     up = sub.add_parser("up", help="start the control plane and keep it until Ctrl-C/SIGTERM")
     up.add_argument("--apiserver-only", action="store_true", help="etcd + kube-apiserver only")

@@ -49,6 +49,9 @@ class Component:
     binaries: tuple[str, ...]
     ldflags: tuple[str, ...] = ()
     patch: Patch | None = None
+    # `go build -o dir/` names a binary after its package (`server` for .../server/v3);
+    # these renames give it the name its users call.
+    renames: tuple[tuple[str, str], ...] = ()
 
     @property
     def module_dir(self) -> Path:
@@ -116,7 +119,24 @@ KWOK = Component(
     binaries=("kwok",),
 )
 
-COMPONENTS = (KUBE, KRUISE, KWOK)
+def _etcd(version: str) -> Component:
+    """One wrapper module per etcd minor: server, etcdctl and etcdutl of one patch release."""
+    minor = version.rsplit(".", 1)[0]
+    return Component(
+        name="etcd",
+        version=version,
+        module=f"etcd-{minor}",
+        packages=tuple(f"go.etcd.io/etcd/{p}/v3" for p in ("server", "etcdctl", "etcdutl")),
+        binaries=("etcd", "etcdctl", "etcdutl"),
+        renames=(("server", "etcd"),),
+    )
+
+
+ETCDS = tuple(_etcd(v) for v in versions.ETCD)
+# The local control plane's own store: the newest supported etcd.
+ETCD = ETCDS[0]
+
+COMPONENTS = (*ETCDS, KUBE, KRUISE, KWOK)
 
 
 def go_env() -> dict[str, str]:
@@ -150,7 +170,7 @@ def inputs_digest(component: Component, go_version: str) -> str:
     h = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         h.update((component.module_dir / name).read_bytes())
-    h.update(repr((component.packages, component.ldflags, component.patch, go_version)).encode())
+    h.update(repr((component.packages, component.ldflags, component.patch, component.renames, go_version)).encode())
     return h.hexdigest()
 
 
@@ -162,10 +182,10 @@ def is_built(component: Component, digest: str) -> bool:
 
 
 @contextmanager
-def _locked(component: Component) -> Iterator[None]:
-    """One builder per component across concurrent test sessions on this machine."""
+def locked(name: str) -> Iterator[None]:
+    """One builder per component name across concurrent test sessions on this machine."""
     versions.bin_root().mkdir(parents=True, exist_ok=True)
-    with open(versions.bin_root() / f".{component.name}.lock", "w") as lock:
+    with open(versions.bin_root() / f".{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 
@@ -206,6 +226,8 @@ def _build(component: Component, digest: str, log: Callable[[str], None]) -> Non
             args += ["-o", str(out) + os.sep, *component.packages]
         log(f"building {component.name} {component.version} ({' '.join(component.packages)})")
         _go(args, cwd=cwd)
+        for old, new in component.renames:
+            (out / old).rename(out / new)
         (out / STAMP).write_text(digest + "\n")
         if component.out_dir.exists():
             shutil.rmtree(component.out_dir)
@@ -218,7 +240,7 @@ def ensure(component: Component, log: Callable[[str], None] = print) -> float:
     go_version = _go(["env", "GOVERSION"], cwd=component.module_dir, capture=True).strip()
     digest = inputs_digest(component, go_version)
     if not is_built(component, digest):
-        with _locked(component):
+        with locked(component.name):
             if not is_built(component, digest):
                 _build(component, digest, log)
     took = time.monotonic() - start
@@ -227,5 +249,5 @@ def ensure(component: Component, log: Callable[[str], None] = print) -> float:
 
 
 def ensure_all(components: tuple[Component, ...] = COMPONENTS, log: Callable[[str], None] = print) -> dict[str, float]:
-    return {c.name: ensure(c, log) for c in components}
+    return {f"{c.name}-{c.version}": ensure(c, log) for c in components}
 

@@ -25,7 +25,6 @@ import yaml
 
 from tools.devcluster import build, kubeconfig, net, pki, procs
 
-ETCD = "/usr/bin/etcd"
 KUBECTL = "kubectl"
 KRUISE_NAMESPACE = "kruise-system"
 KRUISE_WEBHOOK_HOST = "127.0.0.1"
@@ -141,7 +140,7 @@ def _start_etcd(sup: procs.Supervisor, workdir: Path, host: str) -> tuple[str, p
     proc = sup.start(
         "etcd",
         [
-            ETCD,
+            str(build.ETCD.binary("etcd")),
             "--name=devcluster",
             f"--data-dir={workdir / 'etcd'}",
             f"--listen-client-urls={client_url}",
@@ -181,11 +180,6 @@ def _start_apiserver(sup: procs.Supervisor, workdir: Path, block: net.Block, cer
             f"--service-account-key-file={certs.sa_public}",
             f"--service-account-signing-key-file={certs.sa_private}",
             "--authorization-mode=RBAC",
-            # With WatchList on, a watch from resourceVersion 0 (kwok makes only those) is
-            # served as a watch-list stream, which needs etcd's progress requests (etcd >=
-            # 3.4.31); on Debian's 3.4.23 every such watch fails and kwok only sees changes
-            # at its next relist, seconds to a minute later.
-            "--feature-gates=WatchList=false",
             "--allow-privileged=true",
             "--profiling=false",
             f"--cert-dir={workdir / 'apiserver'}",
@@ -384,7 +378,7 @@ def _base_env() -> dict[str, str]:
 
 def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: Log = _quiet) -> Plane:
     """Start a plane (building missing binaries first); on any failure nothing is left running."""
-    components = build.COMPONENTS if full else (build.KUBE,)
+    components = build.COMPONENTS if full else (build.ETCD, build.KUBE)
     build.ensure_all(components, log=log)
 
     owns = workdir is None

@@ -39,7 +39,7 @@ from kubernetes.client.rest import ApiException
 from raftset import contract, engines
 from raftset.contract import SidecarEnv
 from tools.devcluster import kubeconfig as kubeconfigs
-from tools.devcluster import kubelet, procs
+from tools.devcluster import build, kubelet, procs
 
 log = logging.getLogger("raftset.podrunner")
 
@@ -175,7 +175,10 @@ def token_kubeconfig(admin: Mapping[str, Any], token: str) -> dict[str, Any]:
 
 
 def _base_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k in _INHERITED} | {"PYTHONUNBUFFERED": "1"}
+    """The default etcd's build comes first on PATH: the store's command names its binary."""
+    env = {k: v for k, v in os.environ.items() if k in _INHERITED} | {"PYTHONUNBUFFERED": "1"}
+    env["PATH"] = f"{build.ETCD.out_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
 
 
 # ---- the shell

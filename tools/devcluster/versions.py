@@ -12,6 +12,14 @@ from pathlib import Path
 KUBERNETES = "v1.32.10"
 KRUISE = "v1.9.0"
 KWOK = "v0.7.0"
+# The newest patch of each supported etcd minor on the Go module proxy, newest first;
+# each has its wrapper module go/etcd-<minor>.
+ETCD = ("3.7.3", "3.6.16", "3.5.35")
+# Xline master (crate version 0.6.1, `git describe` v0.7.0-40) and the toolchain its
+# rust-toolchain.toml pins; the binary's cache directory is keyed by both.
+XLINE = "0.6.1"
+XLINE_COMMIT = "71479a4f"
+RUST_TOOLCHAIN = "1.74.0"
 
 GO_DIR = Path(__file__).resolve().parent / "go"
 

@@ -72,12 +72,19 @@ def transfer_target(
 
 def plan(
     fate: Fate, own_id: int, members: Sequence[Member], statuses: Mapping[int, Status | None],
-    ordinal_of: Mapping[int, int | None], kept: Sequence[int],
+    ordinal_of: Mapping[int, int | None], kept: Sequence[int], *, hand_off: bool = True,
 ) -> LeavePlan:
-    """Hand leadership away if we lead; remove ourselves if scaled away and quorum allows."""
+    """Hand leadership away if we lead; remove ourselves if scaled away and quorum allows.
+
+    `hand_off` is the engine's capability: where MoveLeader is not safe (Xline), a leaving
+    leader does not move leadership, and the others elect a new leader once it is gone.
+    """
     own = statuses.get(own_id)
     leading = own is not None and own.is_leader
-    target = transfer_target(own_id, members, statuses, ordinal_of, kept) if leading else None
+    target = transfer_target(own_id, members, statuses, ordinal_of, kept) if leading and hand_off else None
+    if leading and not hand_off:
+        fate = Fate(fate.scaled_away, f"{fate.reason}; no leadership hand-off (MoveLeader is not safe on this "
+                                      f"engine): an election follows this member's exit")
     if not fate.scaled_away:
         return LeavePlan(target, False, fate.reason)
     if not any(m.id == own_id for m in members):

@@ -68,7 +68,8 @@ class Leaver(Shell):
         client, members = await agent.etcd().member_list([settings.client_url, *agent.candidates(kept, [])])
         statuses = await agent.statuses(members)
         ordinals = agent.ordinals(members)
-        decision = leave.plan(fate, own_id, members, statuses, ordinals, kept)
+        decision = leave.plan(fate, own_id, members, statuses, ordinals, kept,
+                              hand_off=settings.engine.capabilities.hand_off)
         result: dict[str, Any] = {"final": True, "scaled_away": fate.scaled_away, "reason": decision.reason,
                                   "moved_leader_to": None, "removed": False}
         if decision.move_leader_to is not None:
@@ -107,7 +108,8 @@ class Leaver(Shell):
             client, _ = await agent.etcd().member_list(others)
             async with client.lock(LOCK_NAME, timeout=10):
                 members = await client.member_list()
-                decision = leave.plan(fate, own_id, members, await agent.statuses(members), ordinals, kept)
+                decision = leave.plan(fate, own_id, members, await agent.statuses(members), ordinals, kept,
+                                    hand_off=self.settings.engine.capabilities.hand_off)
                 if not decision.remove:
                     return decision
                 error = await agent.member_remove(client, own_id)

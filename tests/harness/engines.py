@@ -1,0 +1,69 @@
+"""Which real store a test runs: an engine, a version and the directory of its binaries.
+
+The etcd tier runs in full on the default etcd version; every other supported etcd and Xline
+run the membership lifecycle subset (tests marked `lifecycle`). The test id names the
+engine build, e.g. `[etcd-3.7.3]` or `[xline-0.6.1+71479a4f]`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raftset import engines
+from raftset.engines import Engine
+from tools.devcluster import build, xline
+
+
+@dataclass(frozen=True)
+class EngineUnderTest:
+    engine: Engine
+    label: str  # the test id
+    bin_dir: Path
+    # Flags every lab member gets (RAFTSET_OPTIONS): the same ones a user would pass.
+    options: Mapping[str, str] = field(default_factory=dict)
+    # Builds (or finds cached) the binaries; raises when it cannot.
+    ensure: Callable[[], object] = lambda: None
+
+    @property
+    def options_json(self) -> str:
+        return json.dumps(dict(self.options))
+
+
+def _etcd(component: build.Component) -> EngineUnderTest:
+    return EngineUnderTest(
+        engine=engines.ETCD,
+        label=f"etcd-{component.version}",
+        bin_dir=component.out_dir,
+        # Fast elections keep the tier short.
+        options={"heartbeat-interval": "50", "election-timeout": "500"},
+        ensure=functools.partial(build.ensure, component, log=lambda _: None),
+    )
+
+
+XLINE = EngineUnderTest(
+    engine=engines.XLINE,
+    label=xline.XLINE.label,
+    bin_dir=xline.XLINE.out_dir,
+    # Xline serves metrics on 0.0.0.0:<metrics-port> and cannot turn them off; in push mode it
+    # listens on nothing and only dials its collector, 127.0.0.1:4318 by default.
+    options={"metrics-push": "", "metrics-push-endpoint": "http://127.0.0.1:4318"},
+    ensure=functools.partial(xline.ensure, xline.XLINE, log=lambda _: None),
+)
+
+ETCDS = tuple(_etcd(c) for c in build.ETCDS)
+DEFAULT = next(e for e in ETCDS if e.label == f"etcd-{engines.ETCD.default_version}")
+MATRIX = (*ETCDS, XLINE)
+
+
+_READY: set[str] = set()
+
+
+def ready(under_test: EngineUnderTest) -> None:
+    """Build (or find cached) the engine's binaries once per session; raises when impossible."""
+    if under_test.label not in _READY:
+        under_test.ensure()
+        _READY.add(under_test.label)

@@ -1,0 +1,54 @@
+"""What each engine's etcd API does differently, and the decisions that read it."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftset.engines import ETCD, XLINE
+from raftset.etcdclient import Refusal
+from raftset.sidecar import join
+from tests.unit.sidecar_data import NAMING, member, mid
+
+pytestmark = pytest.mark.unit
+
+
+def test_xline_differences_are_recorded_as_capabilities() -> None:
+    etcd, xline = ETCD.capabilities, XLINE.capabilities
+    # etcd is the reference: everything true.
+    assert all(v for k, v in vars(etcd).items() if k != "refusal_texts")
+    # Xline, as measured (docs/engines.md): everything differs.
+    assert not any(v for k, v in vars(xline).items() if k != "refusal_texts")
+
+
+@pytest.mark.parametrize(("message", "refusal"), [
+    # Xline (crates/curp/src/rpc/mod.rs)
+    ("Learner not caught up error: The learner has not caught up.", Refusal.LEARNER_NOT_READY),
+    ("Node not found error: The specified node does not exist.", Refusal.MEMBER_NOT_FOUND),
+    ("Node already exists error: The node already exists.", Refusal.MEMBER_EXISTS),
+    ("etcdserver: no leader", Refusal.NO_LEADER),
+    # etcd
+    ("etcdserver: can only promote a learner member which is in sync with leader", Refusal.LEARNER_NOT_READY),
+    ("etcdserver: member not found", Refusal.MEMBER_NOT_FOUND),
+    ("Wrong cluster version error: The cluster version is incorrect.", Refusal.OTHER),
+])
+def test_refusals_are_recognised_in_either_engines_words(message: str, refusal: Refusal) -> None:
+    assert Refusal.of(message) is refusal
+
+
+def _view(members) -> join.JoinView:
+    return join.JoinView(name="demo-3", ordinal=3, peer_url=NAMING.peer_url(3), kept=[0, 1, 2, 3],
+                         has_data=False, marker=None, members=members, cluster_evidence=True)
+
+
+def test_a_second_learner_waits_even_where_the_engine_would_accept_it() -> None:
+    """Xline accepts several learners: the sidecar's own check holds one change at a time."""
+    members = [member(0), member(1), member(2), member(4, learner=True)]
+    plan = join.decide(_view(members))
+    assert plan.action is join.Action.WAIT and "still joining" in plan.reason
+
+
+def test_an_entry_with_our_peer_url_is_reused_never_added_twice() -> None:
+    """Xline accepts a duplicate peer URL: MemberList by peer URL decides before MemberAdd."""
+    unstarted = member(3, started=False, learner=True)
+    plan = join.decide(_view([member(0), member(1), member(2), unstarted]))
+    assert plan.action is join.Action.REUSE_ENTRY and plan.member_id == mid(3)
