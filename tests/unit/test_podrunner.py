@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import json
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +118,8 @@ def test_loopback_env_overrides_only_network_volumes_and_credentials() -> None:
 @pytest.mark.parametrize("declared,reason", [
     ({"RAFTSET_ENGINE": "etcd", "RAFTSET_TLS_DIR": ""}, None),
     ({}, None),  # the sidecar's defaults: etcd, plaintext
-    ({"RAFTSET_ENGINE": "xline"}, "only etcd"),
+    ({"RAFTSET_ENGINE": "xline"}, None),
+    ({"RAFTSET_ENGINE": "tikv"}, "not one raftset knows"),
     ({"RAFTSET_ENGINE": "etcd", "RAFTSET_TLS_DIR": "/etc/raftset/tls"}, "plaintext only"),
 ])
 def test_skip_reason(declared: dict[str, str], reason: str | None) -> None:
@@ -150,3 +152,21 @@ def test_token_kubeconfig_keeps_server_and_ca_and_drops_the_admin_credentials() 
     assert config["clusters"][0]["cluster"] == {"server": "https://127.70.4.1:6443", "certificate-authority-data": "Q0E="}
     assert config["users"] == [{"name": "pod", "user": {"token": "tok"}}]
     assert "secret" not in repr(config)
+
+
+def test_the_store_runs_the_build_its_image_names() -> None:
+    from tools.devcluster import build, xline
+
+    by_version = {c.version: c.out_dir for c in build.ETCDS}
+    assert podrunner.store_bin_dir("etcd", "gcr.io/etcd-development/etcd:v3.6.16") == by_version["3.6.16"]
+    assert podrunner.store_bin_dir("etcd", "gcr.io/etcd-development/etcd:v3.5.35") == by_version["3.5.35"]
+    assert podrunner.store_bin_dir("etcd", "mirror/etcd:custom") == build.ETCD.out_dir
+    assert podrunner.store_bin_dir("xline", "ghcr.io/xline-kv/xline:v0.7.0") == xline.XLINE.out_dir
+
+
+def test_an_xline_member_pushes_its_metrics_instead_of_binding_all_interfaces() -> None:
+    declared = {**podrunner.declared_env(pod("kv-0")), "RAFTSET_ENGINE": "xline",
+                "RAFTSET_OPTIONS": json.dumps({"quota-bytes": "1"})}
+    env = podrunner.loopback_env(declared, "127.150.3", 0, data_dir=Path("/d"), run_dir=Path("/r"), kubeconfig="/k")
+    assert json.loads(env["RAFTSET_OPTIONS"]) == {"quota-bytes": "1", "metrics-push": "",
+                                                  "metrics-push-endpoint": "http://127.0.0.1:4318"}

@@ -101,13 +101,14 @@ def _operator_command(configured: str | None, host: str) -> list[str]:
 
 
 DEMO = "demo"
+DEMO_XLINE = "demo-xline"
 
 
-def _demo_cluster() -> dict:
+def _demo_cluster(kind: str = contract.KIND_ETCD, name: str = DEMO) -> dict:
     return {
         "apiVersion": contract.API_VERSION,
-        "kind": contract.KIND_ETCD,
-        "metadata": {"name": DEMO, "namespace": "default"},
+        "kind": kind,
+        "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "replicas": 3,
             # The pod runner serves the members on 127.x loopback addresses, which the
@@ -125,7 +126,7 @@ def _print_guide(kubeconfig: str, overlay: str, endpoints: str | None, workdir: 
 raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + etcd per pod)' if endpoints else ''}.
 
   export KUBECONFIG={kubeconfig}
-  kubectl get etcdc                          # READY 3/3 and the LEADER, from the members' heartbeats
+  kubectl get etcdc,xc                       # READY 3/3 and the LEADER, from the members' heartbeats
   kubectl get pods -L raftset.dev/role       # one leader, two followers
   kubectl scale etcdc {DEMO} --replicas=5
 """
@@ -168,7 +169,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             runner = PodRunner(kubeconfig, workdir / "podrunner").__enter__()
             prefix = runner.addresses.prefix("default", DEMO)
             endpoints = ",".join(f"http://{pod_ip(prefix, o)}:{contract.CLIENT_PORT}" for o in range(5))
-        _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(_demo_cluster()))
+        demos = [_demo_cluster(), _demo_cluster(contract.KIND_XLINE, DEMO_XLINE)]
+        _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(demos))
         _print_guide(kubeconfig, args.overlay, endpoints, workdir)
         while operator.poll() is None and (p is None or not p.dead()):
             time.sleep(1)

@@ -13,8 +13,9 @@ Only what a pod network and volumes would give is replaced: each cluster gets on
 dir survives pod re-creation like a PVC (wiped when the pod's `data` volume is an
 emptyDir), the run dir is per pod uid like an emptyDir, and the API credentials are a
 TokenRequest token of the pod's own ServiceAccount, so the member Role is exercised.
-Only etcd pods without TLS are run: Xline has no binary here, and the certificates the
-operator issues name the pods' DNS names, not loopback IPs.
+The store is the cached build its image names (etcd 3.5/3.6/3.7 by version, or Xline).
+Only pods without TLS are run: the certificates the operator issues name the pods' DNS
+names, not loopback IPs.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-from raftset import contract, engines
+from raftset import contract, engines, versions
 from raftset.contract import SidecarEnv
 from tools.devcluster import kubeconfig as kubeconfigs
-from tools.devcluster import build, kubelet, procs
+from tools.devcluster import build, kubelet, procs, xline
 
 log = logging.getLogger("raftset.podrunner")
 
@@ -122,12 +123,22 @@ def declared_env(pod: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
+# Where a pod would bind a port on its own network, a loopback member must not: Xline serves
+# metrics on 0.0.0.0:9100 and cannot turn them off, so on loopback it pushes them instead.
+LOOPBACK_OPTIONS = {engines.XLINE.name: {"metrics-push": "", "metrics-push-endpoint": "http://127.0.0.1:4318"}}
+
+
 def loopback_env(declared: Mapping[str, str], prefix: str, ordinal: int, *, data_dir: Path, run_dir: Path,
                  kubeconfig: str) -> dict[str, str]:
     """The declared env with only the pod network, the volumes and the credentials replaced."""
     ip = pod_ip(prefix, ordinal)
+    env = dict(declared)
+    loopback_options = LOOPBACK_OPTIONS.get(declared.get(SidecarEnv.ENGINE, ""))
+    if loopback_options:
+        options = json.loads(declared.get(SidecarEnv.OPTIONS) or "{}") | loopback_options
+        env[SidecarEnv.OPTIONS] = json.dumps(options, sort_keys=True)
     return {
-        **declared,
+        **env,
         SidecarEnv.PEER_URL_TEMPLATE: f"http://{prefix}.1{{ordinal}}:{contract.PEER_PORT}",
         SidecarEnv.CLIENT_URL_TEMPLATE: f"http://{prefix}.1{{ordinal}}:{contract.CLIENT_PORT}",
         SidecarEnv.LISTEN_PEER_URL: f"http://{ip}:{contract.PEER_PORT}",
@@ -139,11 +150,24 @@ def loopback_env(declared: Mapping[str, str], prefix: str, ordinal: int, *, data
     }
 
 
+def store_bin_dir(engine: str, image: str) -> Path:
+    """The cached build the store runs: Xline's, or the etcd its image names (the default etcd else)."""
+    if engine == engines.XLINE.name:
+        return xline.XLINE.out_dir
+    version = versions.of_image(image)
+    return next((c.out_dir for c in build.ETCDS if c.version == version), build.ETCD.out_dir)
+
+
+def store_image(pod: Mapping[str, Any], engine: str) -> str:
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return next((c.get("image", "") for c in containers if c.get("name") == engine), "")
+
+
 def skip_reason(declared: Mapping[str, str]) -> str | None:
     """Why this runner cannot run the pod's member, or None if it can."""
     engine = declared.get(SidecarEnv.ENGINE, "etcd")
-    if engine != engines.ETCD.name:
-        return f"engine {engine!r}: only etcd has a binary on this machine"
+    if engine not in engines.ENGINES:
+        return f"engine {engine!r} is not one raftset knows"
     if declared.get(SidecarEnv.TLS_DIR):
         return "TLS: the runner serves plaintext only (the certificates name pod DNS names, not loopback IPs)"
     return None
@@ -174,10 +198,10 @@ def token_kubeconfig(admin: Mapping[str, Any], token: str) -> dict[str, Any]:
     }
 
 
-def _base_env() -> dict[str, str]:
-    """The default etcd's build comes first on PATH: the store's command names its binary."""
+def _base_env(bin_dir: Path) -> dict[str, str]:
+    """`bin_dir` comes first on PATH: the store's command names its binary, not where it is."""
     env = {k: v for k, v in os.environ.items() if k in _INHERITED} | {"PYTHONUNBUFFERED": "1"}
-    env["PATH"] = f"{build.ETCD.out_dir}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 
@@ -208,13 +232,14 @@ class _Pod:
 class _Worker(threading.Thread):
     """kubelet for one pod: sidecar, startup probe, store, restarts, termination."""
 
-    def __init__(self, runner: PodRunner, pod: _Pod, env: dict[str, str], engine: engines.Engine) -> None:
+    def __init__(self, runner: PodRunner, pod: _Pod, env: dict[str, str], engine: engines.Engine,
+                 store_env: dict[str, str]) -> None:
         super().__init__(name=f"podrunner {pod.key}", daemon=True)
         self.runner, self.pod = runner, pod
         self.containers = kubelet.MemberContainers(
             runner.supervisor, f"{pod.namespace}.{pod.name}.{pod.uid[:8]}.", engine,
             run_dir=Path(env[SidecarEnv.RUN_DIR]), sidecar_url=pod.sidecar_url, sidecar_env=env,
-            store_env=_base_env())
+            store_env=store_env)
         self.terminating = False  # deletionTimestamp seen: the termination path
         self.closing = False  # the runner stops or the pod vanished: stop the processes, nothing else
         self._wake = threading.Event()
@@ -395,11 +420,13 @@ class PodRunner:
         volume.mkdir(parents=True, exist_ok=True)
         self._add_finalizer(meta)
         kubeconfig = self._pod_kubeconfig(pod, root / "kubeconfig")
-        env = _base_env() | loopback_env(declared, prefix, ordinal, data_dir=volume / "data",
-                                         run_dir=root / "run", kubeconfig=kubeconfig)
+        engine = engines.ENGINES[declared.get(SidecarEnv.ENGINE, engines.ETCD.name)]
+        store_env = _base_env(store_bin_dir(engine.name, store_image(pod, engine.name)))
+        env = store_env | loopback_env(declared, prefix, ordinal, data_dir=volume / "data",
+                                       run_dir=root / "run", kubeconfig=kubeconfig)
         info = _Pod(meta["namespace"], meta["name"], meta["uid"], ordinal, pod_ip(prefix, ordinal),
                     grace_seconds(pod), root)
-        worker = _Worker(self, info, env, engines.ENGINES[declared.get(SidecarEnv.ENGINE, "etcd")])
+        worker = _Worker(self, info, env, engine, store_env)
         self.workers[meta["uid"]] = worker
         log.info("%s: running its member on %s", key, info.ip)
         worker.start()
