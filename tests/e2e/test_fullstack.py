@@ -8,6 +8,7 @@ the members themselves, while a writer keeps putting keys.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
+from raftset.etcdclient import MemberClient
 from tests.harness.lab import Writer
 from tests.harness.operator import Operator, install_crds, kubectl, wait_for
 from tests.harness.view import ClusterView
@@ -148,5 +150,54 @@ def roll_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backend:
     assert len(rolled) == 3, rolled
     print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
     assert writer.ok > 50, f"the writer barely wrote ({writer.ok})"
+    assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
+    assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"
+
+
+@pytest.mark.parametrize("backend", ["StatefulSet", "AdvancedStatefulSet"])
+def test_an_upgrade_3_5_to_3_7_goes_one_minor_at_a_time_leader_last(
+        control_plane: Any, operator: Operator, namespace: str, runner: PodRunner, backend: str) -> None:
+    kv = stack(control_plane.kubeconfig, namespace, "kv", runner)
+    volumes = kv.prebind_volumes(0, 1, 2)
+    try:
+        upgrade_under_writes(kv, namespace, control_plane.kubeconfig, backend)
+    finally:
+        for name in volumes:
+            client.CoreV1Api(kv.api).delete_persistent_volume(name)
+
+
+def member_versions(kv: ClusterView, *ordinals: int) -> set[str]:
+    async def ask() -> set[str]:
+        found = set()
+        for ordinal in ordinals:
+            async with MemberClient(kv.url(ordinal), timeout=3) as c:
+                found.add((await c.status()).version)
+        return found
+    return asyncio.run(ask())
+
+
+def upgrade_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backend: str) -> None:
+    kv.create(3, workloadKind=backend, version="3.5.35", storage={"size": "1Gi"}, **FAST)
+    kv.wait_healthy(0, 1, 2)
+    assert member_versions(kv, 0, 1, 2) == {"3.5.35"}
+    ids = {m.name: m.id for m in kv.members(0, 1, 2)}
+    writer = Writer([kv.url(o) for o in (0, 1, 2)])
+    writer.start()
+    leader_changes = []
+    try:
+        for version in ("3.6.16", "3.7.3"):
+            term = kv.raft_term(0, 1, 2)
+            kubectl(kubeconfig, "patch", f"etcdclusters/{kv.name}", "-n", namespace, "--type=merge",
+                    "-p", json.dumps({"spec": {"version": version}}))
+            wait_for(lambda v=version: kv.status().get("version") == v, 300, f"every member on {version}")
+            kv.wait_healthy(0, 1, 2)
+            assert member_versions(kv, 0, 1, 2) == {version}
+            leader_changes.append(kv.raft_term(0, 1, 2) - term)
+    finally:
+        writer.stop()
+    assert {m.name: m.id for m in kv.members(0, 1, 2)} == ids, "an upgrade keeps every member"
+    assert leader_changes == [1, 1], "one leader change per roll: the leader's own hand-off"
+    print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
+    assert writer.ok > 100, f"the writer barely wrote ({writer.ok})"
     assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
     assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"

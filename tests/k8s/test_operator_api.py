@@ -7,6 +7,8 @@ asking for Advanced StatefulSet where OpenKruise is absent is Degraded, not cras
 
 from __future__ import annotations
 
+import json
+import subprocess
 from datetime import datetime, timezone
 from typing import Any
 
@@ -90,3 +92,41 @@ def test_advanced_statefulset_without_openkruise_is_degraded(kube_apiserver: Any
     events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=nokruise").items
     assert any(e.reason == "WorkloadAPIMissing" and e.type == "Warning" for e in events)
     assert bare_operator.alive(), "a bad cluster must not crash the operator"
+
+
+def test_a_skipped_minor_or_a_downgrade_is_refused(kube_apiserver: Any, bare_operator: Operator,
+                                                   namespace: str) -> None:
+    kubeconfig = kube_apiserver.kubeconfig
+    create(kubeconfig, "EtcdCluster", "versions", namespace, workloadKind="StatefulSet", version="3.5.35")
+    custom = client.CustomObjectsApi(api(kubeconfig))
+
+    def obj() -> dict[str, Any]:
+        return custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters",
+                                                   "versions")
+
+    wait_for(lambda: (obj().get("status") or {}).get("version") == "3.5.35", 30, "status.version recorded")
+
+    def patch(version: str) -> subprocess.CompletedProcess[str]:
+        return kubectl(kubeconfig, "patch", "etcdclusters/versions", "-n", namespace, "--type=merge",
+                       "-p", json.dumps({"spec": {"version": version}}), check=False)
+
+    # The CRD refuses what it can see on its own: a skip, a downgrade.
+    for refused in ("3.7.3", "3.4.23"):
+        result = patch(refused)
+        assert result.returncode != 0 and "one minor release forward at a time" in result.stderr, result.stderr
+    # 3.5 -> 3.6 is fine, and 3.6 -> 3.7 looks fine to the CRD; but the members still run 3.5
+    # (no controller rolls them here), so the operator refuses the second change.
+    apps = client.AppsV1Api(api(kubeconfig))
+
+    def store_image() -> str:
+        template = apps.read_namespaced_stateful_set("versions", namespace).spec.template
+        return next(c.image for c in template.spec.containers if c.name == "etcd")
+
+    assert patch("3.6.16").returncode == 0
+    wait_for(lambda: store_image().endswith(":v3.6.16"), 30, "the 3.6 template applied")
+    assert patch("3.7.3").returncode == 0
+    refused = wait_for(lambda: (o := obj()) and condition(o, "Degraded").get("reason") == "VersionChangeRefused"
+                       and o, 30, "Degraded=VersionChangeRefused")
+    assert "skips a minor" in condition(refused, "Degraded")["message"]
+    assert refused["status"]["version"] == "3.5.35"
+    assert store_image().endswith(":v3.6.16"), "the refused change touched nothing"
