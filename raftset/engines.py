@@ -272,9 +272,10 @@ ETCD = Engine(
     command_template=("etcd", "--config-file", "{startup}"),
     owned_flags=_ETCD_OWNED,
     capabilities=ETCD_CAPABILITIES,
-    # etcd's 3.5 -> 3.6 guide: every member on 3.5.32 or later first (earlier patches
-    # carry upgrade blockers, e.g. the "too many learner members" failure).
-    upgrade_floors={"3.5": "3.5.32"},
+    # etcd's upgrade guides: every member on 3.5.32 or later before 3.6 (earlier patches
+    # carry upgrade blockers, e.g. the "too many learner members" failure), on 3.6.11 or
+    # later before 3.7.
+    upgrade_floors={"3.5": "3.5.32", "3.6": "3.6.11"},
 )
 
 XLINE = Engine(

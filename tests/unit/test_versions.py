@@ -26,6 +26,7 @@ FLOORS = engines.ETCD.upgrade_floors
     ("3.6.16", "3.6.2", "downgrades"),
     ("3.5.17", "3.6.16", "3.5.32 or later"),
     ("3.5.17", "3.5.35", None),  # the way there: the newest 3.5 patch first
+    ("3.6.10", "3.7.3", "3.6.11 or later"),
 ])
 def test_refusal(running: str | None, wanted: str, refused: str | None) -> None:
     message = versions.refusal(running, wanted, FLOORS)
