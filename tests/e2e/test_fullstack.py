@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
-from raftset.etcdclient import MemberClient
+from raftset.etcdclient import EtcdClientError, MemberClient
 from tests.harness.lab import Writer
 from tests.harness.operator import Operator, install_crds, kubectl, wait_for
 from tests.harness.view import ClusterView
@@ -166,14 +166,18 @@ def test_an_upgrade_3_5_to_3_7_goes_one_minor_at_a_time_leader_last(
             client.CoreV1Api(kv.api).delete_persistent_volume(name)
 
 
-def member_versions(kv: ClusterView, *ordinals: int) -> set[str]:
-    async def ask() -> set[str]:
-        found = set()
+def wait_versions(kv: ClusterView, version: str, *ordinals: int) -> None:
+    """Every one of these members answers Status with `version`."""
+    async def ask() -> set[str | None]:
+        found: set[str | None] = set()
         for ordinal in ordinals:
-            async with MemberClient(kv.url(ordinal), timeout=3) as c:
-                found.add((await c.status()).version)
+            try:
+                async with MemberClient(kv.url(ordinal), timeout=3) as c:
+                    found.add((await c.status()).version)
+            except EtcdClientError:
+                found.add(None)
         return found
-    return asyncio.run(ask())
+    wait_for(lambda: asyncio.run(ask()) == {version}, 60, f"members {ordinals} serving on {version}")
 
 
 def upgrade_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backend: str) -> None:
@@ -184,7 +188,7 @@ def upgrade_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backe
     kv.create(3, workloadKind=backend, version="3.5.35", storage={"size": "1Gi"},
               sidecar=FAST["sidecar"], options=options)
     kv.wait_healthy(0, 1, 2)
-    assert member_versions(kv, 0, 1, 2) == {"3.5.35"}
+    wait_versions(kv, "3.5.35", 0, 1, 2)
     ids = {m.name: m.id for m in kv.members(0, 1, 2)}
     writer = Writer([kv.url(o) for o in (0, 1, 2)])
     writer.start()
@@ -197,7 +201,7 @@ def upgrade_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backe
             wait_for(lambda v=version: kv.status().get("version") == v, 300, f"every member on {version}")
             kv.wait_healthy(0, 1, 2)
             wait_for(lambda: writer.ok > 400 * len(leader_changes) + 400, 120, "a snapshot's worth of writes")
-            assert member_versions(kv, 0, 1, 2) == {version}
+            wait_versions(kv, version, 0, 1, 2)
             leader_changes.append(kv.raft_term(0, 1, 2) - term)
     finally:
         writer.stop()
