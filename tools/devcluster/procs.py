@@ -3,13 +3,14 @@
 Teardown runs on an explicit stop and at interpreter exit (atexit; the CLI turns SIGTERM
 into an orderly exit). Each child also asks the kernel for SIGKILL when the thread that
 started it dies (PR_SET_PDEATHSIG), which covers a parent killed outright; so start a plane
-from a thread that lives as long as the plane should (the main thread, normally).
+from a thread that lives as long as the plane should (the main thread, normally). The
+death signal is set by util-linux's `setpriv` in front of the command, not by Python code
+in the forked child: a child of a process that runs gRPC threads crashed there.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import signal
 import subprocess
@@ -18,13 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-PR_SET_PDEATHSIG = 1
 STOP_GRACE_S = 10.0
 
 
-def _die_with_parent() -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+# Kept across exec: the command itself dies with the thread that started it.
+DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL", "--")
 
 
 @dataclass
@@ -59,14 +58,13 @@ class Supervisor:
         log = self.log_dir / f"{name}.log"
         with open(log, "ab") as out:
             popen = subprocess.Popen(
-                list(argv),
+                [*DIE_WITH_PARENT, *argv],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
                 start_new_session=True,  # own process group: killpg reaches its children only
-                preexec_fn=_die_with_parent,
             )
         proc = Proc(name, popen, log)
         self.procs.append(proc)
