@@ -17,7 +17,7 @@ from kubernetes import client
 
 from raftset import contract
 from tools.devcluster.podrunner import PodRunner, pod_ip
-from tests.harness.lab import Writer
+from tests.harness.checker import Writer
 from tests.harness.operator import Operator, install_crds
 from tests.harness.view import ClusterView
 

@@ -10,15 +10,12 @@ terminating pod is).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
-import threading
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -225,58 +222,6 @@ class Pod:
 
     def marker(self) -> dict[str, Any]:
         return json.loads((self.data_dir.parent / "data.member.json").read_text())
-
-
-class Writer(threading.Thread):
-    """Puts keys without pause on its own event loop; a write that no endpoint took fails."""
-
-    def __init__(self, endpoints: list[str], tls: ClientTLS | None = None, timeout: float = 2.0) -> None:
-        super().__init__(daemon=True)
-        self.endpoints = endpoints
-        self.tls = tls
-        self.timeout = timeout
-        self.done = threading.Event()
-        self.ok = 0
-        self.failed = 0
-        self.errors: list[str] = []
-        self.longest_stall = 0.0
-        self.last_ok: float | None = None
-
-    def run(self) -> None:
-        asyncio.run(self._run())
-
-    async def _run(self) -> None:
-        clients = [MemberClient(u, self.tls, timeout=self.timeout) for u in self.endpoints]
-        deadline = time.monotonic() + 300  # a writer never outlives a test by much
-        i = 0
-        try:
-            while not self.done.is_set() and time.monotonic() < deadline:
-                i += 1
-                wrote = False
-                for client in clients:
-                    try:
-                        await client.put(f"/writer/{i % 500}", str(i))
-                        wrote = True
-                        break
-                    except EtcdClientError as exc:
-                        self.errors.append(str(exc))
-                now = time.monotonic()
-                if wrote:
-                    if self.last_ok is not None:
-                        self.longest_stall = max(self.longest_stall, now - self.last_ok)
-                    self.last_ok = now
-                    self.ok += 1
-                else:
-                    self.failed += 1
-                await asyncio.sleep(0.01)
-        finally:
-            for client in clients:
-                await client.close()
-
-    def stop(self) -> Writer:
-        self.done.set()
-        self.join(20)
-        return self
 
 
 class Lab:
