@@ -29,6 +29,7 @@ from kubernetes.client.rest import ApiException
 from raftset import contract, engines
 from raftset.contract import SidecarEnv
 from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
+from raftset.membership import RaftMembership, parse_membership
 from tests.harness.waiting import await_for, wait_for
 
 FINALIZER = "raftset.dev/test-hold"
@@ -325,6 +326,17 @@ class Lab:
         items = self.coordination.list_namespaced_lease(
             self.namespace, label_selector=f"{contract.LABEL_HEARTBEAT}=true").items
         return {lease.spec.holder_identity: lease for lease in items}
+
+    def membership(self) -> RaftMembership | None:
+        """The Raft membership the leader's sidecar published, None while there is none."""
+        try:
+            lease = self.coordination.read_namespaced_lease(contract.membership_lease_name(self.cluster),
+                                                            self.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return parse_membership((lease.metadata.annotations or {}).get(contract.ANNOTATION_MEMBERSHIP))
 
     async def members(self, *ordinals: int) -> list[Member]:
         urls = [self.pod(o).client_url for o in (ordinals or sorted(self.pods))]

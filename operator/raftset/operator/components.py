@@ -134,7 +134,7 @@ class Workload(_NothingToRelease):
 
 
 class HeartbeatLeases:
-    """Written by the sidecars, not owned by the cluster: the operator deletes what is left."""
+    """The heartbeat and membership Leases: written by the sidecars, not owned by the cluster, so the operator deletes what is left."""
 
     name = "leases"
 
@@ -142,9 +142,10 @@ class HeartbeatLeases:
         return step
 
     async def release(self, kube: KubeAPI, namespace: str, cluster: str) -> None:
-        selector = f"{contract.LABEL_INSTANCE}={cluster},{contract.LABEL_HEARTBEAT}=true"
-        for lease in await kube.list("coordination.k8s.io/v1", "Lease", namespace, selector):
-            await kube.delete("coordination.k8s.io/v1", "Lease", namespace, lease["metadata"]["name"])
+        for label in (contract.LABEL_HEARTBEAT, contract.LABEL_MEMBERSHIP):
+            selector = f"{contract.LABEL_INSTANCE}={cluster},{label}=true"
+            for lease in await kube.list("coordination.k8s.io/v1", "Lease", namespace, selector):
+                await kube.delete("coordination.k8s.io/v1", "Lease", namespace, lease["metadata"]["name"])
 
 
 def _member_rbac(step: Step) -> list[Manifest]:

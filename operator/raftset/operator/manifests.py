@@ -318,7 +318,7 @@ def pod_disruption_budget(cluster: Cluster) -> dict[str, Any] | None:
 def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
     """What a member's sidecar may do, by name wherever RBAC can say it.
 
-    Its heartbeat Lease (server-side apply that creates an object is authorized as
+    Its heartbeat Lease and, when it leads, the cluster's membership Lease (server-side apply that creates an object is authorized as
     `create` of that name, so `resourceNames` bounds it; a plain POST has no name and is
     refused), its pod's role label, a read of its workload, and a list of the cluster's
     Leases for membership-clean.
@@ -335,7 +335,8 @@ def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
         "metadata": metadata(cluster, sa, "member"),
         "rules": [
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "resourceNames": [contract.lease_name(p) for p in pods],
+             "resourceNames": [contract.lease_name(p) for p in pods]
+             + [contract.membership_lease_name(cluster.name)],
              "verbs": ["get", "create", "update", "patch", "delete"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
             {"apiGroups": [""], "resources": ["pods"], "resourceNames": pods, "verbs": ["get", "patch"]},
