@@ -316,12 +316,17 @@ def _status() -> Schema:
         required=["type", "status", "lastTransitionTime"],
     )
     member = _obj(
-        "One Raft member, as its heartbeat record reports it.",
+        "One member: Raft membership as the leader published it, joined with the pod's heartbeat.",
         {
-            "name": _str("Member name, which is its pod's name."),
+            "name": _str("The member's pod name (its Raft name, or its ID when no pod of this cluster matches)."),
             "id": _str("Raft member ID in hexadecimal."),
             "role": _enum("The member's role.", list(contract.ROLES)),
+            "learner": _bool("Whether Raft lists the member as a non-voting learner."),
+            "inRaft": _bool("Whether the published Raft membership lists the member; "
+                            "false for a pod whose heartbeat names a member Raft does not have."),
             "healthy": _bool("Whether the member answered its last health check."),
+            "indexLag": _int("How far the member's raft index trailed the leader's when the membership "
+                             "was published.", format="int64", minimum=0),
             "lastHeartbeat": _str("When the member's sidecar last renewed its heartbeat.", format="date-time"),
         },
         required=["name"],
@@ -339,6 +344,12 @@ def _status() -> Schema:
             "members": {
                 "type": "array", "description": "The cluster's Raft members.", "items": member,
                 "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+            },
+            "disagreements": {
+                "type": "array",
+                "description": "Where Raft membership, the workload's pods and the heartbeats differ, one "
+                               "sentence each: a member in Raft with no pod, a pod with no member.",
+                "items": _str("One disagreement."),
             },
             "workloadKind": _enum("The workload that runs the pods.", list(workloads.BACKENDS)),
             "reservedOrdinals": {

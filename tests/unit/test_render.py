@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from raftset import contract
+from raftset.membership import SCALE_IN, ScaleStep, parse_step
 from raftset.operator import manifests
 from raftset.operator.spec import Cluster
 from tests.unit.builders import cluster, owned_objects
@@ -383,3 +384,11 @@ def test_renderers_are_pure() -> None:
 ])
 def test_which_watch_events_are_someone_elses_edit(event: str | None, obj: dict[str, Any], edited: bool) -> None:
     assert manifests.edited_behind_our_back(event, obj) is edited
+
+
+def test_the_workload_carries_the_scale_step_it_is_written_with() -> None:
+    step = ScaleStep(SCALE_IN, "demo-2", "3", 100, "2026-01-01T12:00:00Z")
+    annotations = manifests.workload(cluster("EtcdCluster", "StatefulSet"), 2, scale_step=step)["metadata"]
+    assert parse_step(annotations["annotations"][contract.ANNOTATION_SCALE_STEP]) == step
+    without = manifests.workload(cluster("EtcdCluster", "StatefulSet"), 2)["metadata"].get("annotations") or {}
+    assert contract.ANNOTATION_SCALE_STEP not in without  # server-side apply drops a confirmed record

@@ -124,7 +124,8 @@ class Workload(_NothingToRelease):
     @staticmethod
     def render(step: Step) -> list[Manifest]:
         return [manifests.workload(step.cluster, step.plan.replicas, step.plan.reserved,
-                                   tls_revision=step.tls_revision, claims=step.claims)]
+                                   tls_revision=step.tls_revision, claims=step.claims,
+                                   scale_step=step.plan.record)]
 
     async def sync(self, kube: KubeAPI, step: Step) -> Step:
         if not step.write:

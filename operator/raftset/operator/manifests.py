@@ -13,6 +13,7 @@ from typing import Any
 
 from raftset import contract
 from raftset.contract import SidecarEnv, quorum
+from raftset.membership import ScaleStep
 from raftset.operator import certificates
 from raftset.operator.spec import Cluster
 from raftset.operator.storage import Claims
@@ -237,16 +238,24 @@ def _volume_claim_templates(cluster: Cluster, claims: Claims | None) -> list[dic
 
 
 def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
-             tls_revision: str | None = None, claims: Claims | None = None) -> dict[str, Any]:
+             tls_revision: str | None = None, claims: Claims | None = None,
+             scale_step: ScaleStep | None = None) -> dict[str, Any]:
     """The StatefulSet (builtin or Advanced) running `replicas` pods around the `reserved` ordinals.
 
     `claims` (from the live workload, see raftset.operator.storage) keeps the claim
-    template as created and records how far the PVCs were expanded.
+    template as created and records how far the PVCs were expanded. `scale_step` is the
+    step Raft has yet to confirm: written in the same apply as the step, so the record and
+    the step never part.
     """
     backend = cluster.backend
     meta = metadata(cluster, cluster.name, "member")
+    annotations: dict[str, str] = {}
     if claims is not None and not cluster.storage.ephemeral:
-        meta["annotations"] = claims.annotations()
+        annotations.update(claims.annotations())
+    if scale_step is not None:
+        annotations[contract.ANNOTATION_SCALE_STEP] = scale_step.to_json()
+    if annotations:
+        meta["annotations"] = annotations
     return {
         "apiVersion": backend.api_version,
         "kind": backend.kind,
