@@ -1,6 +1,7 @@
 """Raft membership as the truth, on the real control plane: a leave that Raft never
 confirms blocks the next scale step and is reported, and the scale resumes once Raft
-drops the member.
+drops the member; evictions half-way through a scale-in keep the quorum of the
+membership as it is (fault a).
 
 Pods are kwok pods; `Sidecars` writes the heartbeat Leases and the leader's membership
 Lease; a member whose leave is refused stays in that membership after its pod is gone.
@@ -13,6 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from tests.harness.operator import Operator, Sidecars, install_crds, member_id, wait_for
 from tests.harness.view import STEP_TIMEOUT, ClusterView
@@ -65,3 +68,39 @@ def test_a_refused_leave_blocks_the_next_step_and_is_reported(
         assert {m["name"] for m in obj["status"]["members"]} == c.pod_names(0, 1, 2)
         assert c.condition("Degraded")["status"] == "False"
         assert any(reason == "Recovered" for reason, _ in c.events())
+
+
+def test_evictions_in_the_middle_of_a_scale_in_keep_the_quorum_of_the_current_membership(
+        control_plane: Any, operator: Operator, namespace: str) -> None:
+    """Fault a: desired 3, Raft still 5 voters, 4 pods. The PDB must keep quorum(5) = 3 pods,
+    so the real Eviction API lets one go and refuses the second (with minAvailable from the
+    desired size, 2, it let both go and left 2 of 5 voters)."""
+    c = ClusterView(control_plane.kubeconfig, "EtcdCluster", "evict", namespace, "StatefulSet")
+    c.create(5)
+    policy = client.PolicyV1Api(c.api)
+    with Sidecars(c.api, namespace, c.name, leader=0) as sidecars:
+        sidecars.refusing.add(4)  # holds the scale-in half-way: ordinal 4's member stays in Raft
+        c.wait_pods(0, 1, 2, 3, 4)
+        c.wait_settled(5)
+        c.scale(3)
+        c.wait_pods(0, 1, 2, 3)
+
+        def budget() -> Any:
+            pdb = policy.read_namespaced_pod_disruption_budget(c.name, namespace)
+            st = pdb.status
+            return pdb if st is not None and st.current_healthy == 4 and st.observed_generation == \
+                pdb.metadata.generation else None
+
+        pdb = wait_for(budget, STEP_TIMEOUT, "the PDB observed with 4 healthy pods")
+        assert pdb.spec.min_available == 3 and pdb.status.disruptions_allowed == 1
+
+        def evict(ordinal: int) -> None:
+            name = f"{c.name}-{ordinal}"
+            client.CoreV1Api(c.api).create_namespaced_pod_eviction(
+                name, namespace, client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace)))
+
+        evict(1)
+        with pytest.raises(ApiException) as refused:
+            evict(2)
+        assert refused.value.status == 429, refused.value
+        sidecars.refusing.clear()

@@ -300,7 +300,7 @@ def test_services(kind: str, backend: str) -> None:
 @pytest.mark.parametrize(("replicas", "quorum"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 4)])
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_pdb_min_available_is_the_quorum(kind: str, backend: str, replicas: int, quorum: int) -> None:
-    pdb = manifests.pod_disruption_budget(cluster(kind, backend, replicas=replicas))
+    pdb = manifests.pod_disruption_budget(cluster(kind, backend, replicas=replicas), replicas)
     assert pdb is not None
     assert (pdb["apiVersion"], pdb["kind"]) == ("policy/v1", "PodDisruptionBudget")
     assert pdb["spec"] == {"minAvailable": quorum, "selector": {"matchLabels": contract.selector_labels("demo")}}
@@ -308,13 +308,22 @@ def test_pdb_min_available_is_the_quorum(kind: str, backend: str, replicas: int,
 
 @pytest.mark.parametrize("value", [0, 1, 5, "60%"])
 def test_pdb_override(value: int | str) -> None:
-    pdb = manifests.pod_disruption_budget(cluster(podDisruptionBudget={"minAvailable": value}))
+    pdb = manifests.pod_disruption_budget(cluster(podDisruptionBudget={"minAvailable": value}), 7)
     assert pdb is not None and pdb["spec"]["minAvailable"] == value
+
+
+@pytest.mark.parametrize("desired", range(1, 8))
+@pytest.mark.parametrize("voters", range(0, 10))
+def test_pdb_keeps_the_quorum_of_the_larger_of_desired_and_current_membership(desired: int, voters: int) -> None:
+    """Fault a: during 5 -> 3 Raft still has 5 voters; the PDB must keep 3 of them, not 2."""
+    pdb = manifests.pod_disruption_budget(cluster(replicas=desired), voters)
+    assert pdb is not None and pdb["spec"]["minAvailable"] == max(desired, voters) // 2 + 1
+    assert manifests.pod_disruption_budget(cluster(replicas=3), 5)["spec"]["minAvailable"] == 3  # type: ignore[index]
 
 
 def test_pdb_disabled() -> None:
     c = cluster(podDisruptionBudget={"enabled": False, "minAvailable": 2})
-    assert manifests.pod_disruption_budget(c) is None
+    assert manifests.pod_disruption_budget(c, 3) is None
     assert "PodDisruptionBudget" not in [o["kind"] for o in owned_objects(c, 3)]
 
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from raftset import contract
+from raftset.membership import RaftMembership
 from raftset.operator import manifests, planner, storage, tls
 from raftset.operator.spec import Cluster
 from raftset.operator.storage import Claims
@@ -38,6 +39,7 @@ class Step:
     marked_pods: tuple[str, ...]
     now: datetime
     write: bool  # False on a quiet tick: components only check, they do not apply
+    raft: RaftMembership | None = None  # the membership the leader published, if any
     tls_revision: str | None = None
     claims: Claims | None = None
     problem: Problem | None = None  # the first problem found wins: it is the most upstream
@@ -157,8 +159,14 @@ def _services(step: Step) -> list[Manifest]:
     return [manifests.peer_service(step.cluster), manifests.client_service(step.cluster)]
 
 
+def current_voters(step: Step) -> int:
+    """How many voters the cluster has now: Raft's count, or the pods the workload runs if that is more."""
+    raft_voters = sum(m.voter for m in step.raft.members) if step.raft is not None else 0
+    return max(len(step.plan.kept), raft_voters)
+
+
 def _disruption_budget(step: Step) -> list[Manifest]:
-    pdb = manifests.pod_disruption_budget(step.cluster)
+    pdb = manifests.pod_disruption_budget(step.cluster, current_voters(step))
     return [pdb] if pdb is not None else []
 
 

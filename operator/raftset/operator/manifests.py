@@ -306,13 +306,15 @@ def client_service(cluster: Cluster) -> dict[str, Any]:
                     {"client": contract.CLIENT_PORT}, type="ClusterIP")
 
 
-def pod_disruption_budget(cluster: Cluster) -> dict[str, Any] | None:
-    """Voluntary evictions may never take the cluster below quorum."""
+def pod_disruption_budget(cluster: Cluster, current_voters: int) -> dict[str, Any] | None:
+    """Voluntary evictions may never take the cluster below quorum, of the desired size or of
+    the membership as it is now, whichever is larger: in the middle of a 5 -> 3 scale-in Raft
+    still counts 5 voters, and 3 of them must stay."""
     if not cluster.pdb_enabled:
         return None
     min_available = cluster.pdb_min_available
     if min_available is None:
-        min_available = quorum(cluster.replicas)
+        min_available = quorum(max(cluster.replicas, current_voters))
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",

@@ -17,7 +17,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
-from raftset.membership import parse_membership, parse_step
+from raftset.membership import ScaleStep, parse_membership, parse_step
 from raftset.operator import planner, spec, status
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
@@ -113,12 +113,14 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     async def read_workload() -> dict[str, Any] | None:
         return await runtime.kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
 
+    def recorded(workload: dict[str, Any] | None) -> ScaleStep | None:
+        annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
+        return parse_step(annotations.get(contract.ANNOTATION_SCALE_STEP))
+
     def next_step(workload: dict[str, Any] | None) -> planner.Plan:
         current = backend.scale(workload) if workload is not None else None
-        annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
         return planner.plan(cluster.name, backend, cluster.replicas, current, members, raft, now,
-                            pending=parse_step(annotations.get(contract.ANNOTATION_SCALE_STEP)),
-                            stuck_after=runtime.settings.stuck_seconds)
+                            pending=recorded(workload), stuck_after=runtime.settings.stuck_seconds)
 
     workload = cached if cached is not None else await read_workload()
     plan = next_step(workload)
@@ -129,9 +131,12 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         plan = next_step(workload)
 
     stepping = plan.action in planner.STEP_REASONS
-    write = runtime.settings.write_due(stepping=stepping, forced=forced, degraded=status.degraded(old_status),
+    # Raft confirmed the recorded step: dropping the record also relaxes the PDB to the new size.
+    confirmed = plan.record is None and recorded(workload) is not None
+    write = runtime.settings.write_due(stepping=stepping, forced=forced or confirmed,
+                                       degraded=status.degraded(old_status),
                                        since_applied=now.timestamp() - runtime.applied_at.get(key, 0.0))
-    step = Step(cluster=cluster, plan=plan, workload=workload, now=now, write=write,
+    step = Step(cluster=cluster, plan=plan, workload=workload, now=now, write=write, raft=raft,
                 marked_pods=tuple(indices.scale_away_marks.get(key, [])))
     try:
         for component in COMPONENTS:
