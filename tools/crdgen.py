@@ -215,13 +215,17 @@ def _pod_template() -> Schema:
         {
             "labels": _string_map("Labels added to every pod (the operator's own labels win).", "A label value."),
             "annotations": _string_map("Annotations added to every pod.", "An annotation value."),
-            "resources": _resources("Compute resources of the store container."),
-            "affinity": _opaque("The pods' affinity, as in a pod spec. When unset the operator spreads "
-                                "members over nodes where it can."),
+            "resources": _resources("Compute resources of the store container. When unset the store "
+                                    "requests 250m CPU and 512Mi memory, with no limits."),
+            "affinity": _opaque("The pods' affinity, as in a pod spec. When unset the operator prefers "
+                                "members on different nodes (preferred pod anti-affinity on "
+                                "kubernetes.io/hostname); {} sets none."),
             "nodeSelector": _string_map("The pods' nodeSelector, as in a pod spec.", "A required node label value."),
             "tolerations": _opaque_list("The pods' tolerations, as in a pod spec.", "One toleration."),
             "topologySpreadConstraints": _opaque_list(
-                "The pods' topologySpreadConstraints, as in a pod spec.", "One topology spread constraint."),
+                "The pods' topologySpreadConstraints, as in a pod spec. When unset the operator spreads "
+                "members over zones where it can (maxSkew 1 on topology.kubernetes.io/zone, "
+                "ScheduleAnyway); [] sets none.", "One topology spread constraint."),
             "priorityClassName": _str("The pods' PriorityClass.", maxLength=253),
         },
     )

@@ -183,8 +183,32 @@ def test_pod_spec_basics(kind: str, backend: str) -> None:
     assert spec["enableServiceLinks"] is False
     assert spec["serviceAccountName"] == "demo-member"
     assert spec["terminationGracePeriodSeconds"] >= 30
-    for optional in ("affinity", "nodeSelector", "tolerations", "topologySpreadConstraints", "priorityClassName"):
+    for optional in ("nodeSelector", "tolerations", "priorityClassName"):
         assert optional not in spec
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_by_default_the_store_requests_resources_and_members_spread_over_nodes_and_zones(
+        kind: str, backend: str) -> None:
+    """Fault j: the CRD promised a spread that was never rendered, and the store had no requests."""
+    template = manifests.pod_template(cluster(kind, backend))
+    spec = template["spec"]
+    assert store(template)["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}}
+    selector = {"matchLabels": contract.selector_labels("demo")}
+    (term,) = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in spec["affinity"]["podAntiAffinity"]
+    assert spec["topologySpreadConstraints"] == [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                                  "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]
+    # The selector matches the pods' own labels, or the spread would spread nothing.
+    assert selector["matchLabels"].items() <= template["metadata"]["labels"].items()
+
+
+def test_the_defaults_can_be_switched_off() -> None:
+    template = manifests.pod_template(cluster(podTemplate={
+        "resources": {"requests": {}}, "affinity": {}, "topologySpreadConstraints": []}))
+    assert "affinity" not in template["spec"] and "topologySpreadConstraints" not in template["spec"]
+    assert store(template)["resources"] == {"requests": {}}
 
 
 def test_pod_overrides() -> None:

@@ -124,6 +124,23 @@ def sidecar_container(cluster: Cluster) -> dict[str, Any]:
     }
 
 
+# Requests only (no limits): the scheduler reserves what a small member needs, and a
+# member is never throttled or OOM-killed by a guess. spec.podTemplate.resources replaces it.
+DEFAULT_STORE_RESOURCES: dict[str, Any] = {"requests": {"cpu": "250m", "memory": "512Mi"}}
+
+
+def spread(cluster: Cluster) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The default affinity and topology spread: members on different nodes and zones where
+    the cluster can (preferred, never required: a small cluster must still schedule)."""
+    selector = {"matchLabels": contract.selector_labels(cluster.name)}
+    affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}},
+    ]}}
+    constraints = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]
+    return affinity, constraints
+
+
 def store_container(cluster: Cluster) -> dict[str, Any]:
     return {
         "name": cluster.engine.name,
@@ -143,7 +160,7 @@ def store_container(cluster: Cluster) -> dict[str, Any]:
         # scaled away, remove the member, while the store still serves.
         "lifecycle": {"preStop": {"httpGet": {"path": "/leave", "port": contract.SIDECAR_PORT}}},
         "volumeMounts": _volume_mounts(cluster),
-        "resources": dict(cluster.pod.resources),
+        "resources": dict(cluster.pod.resources) or DEFAULT_STORE_RESOURCES,
         "securityContext": _container_security(),
     }
 
@@ -199,11 +216,13 @@ def pod_template(cluster: Cluster, tls_revision: str | None = None) -> dict[str,
         "volumes": volumes,
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
     }
+    default_affinity, default_constraints = spread(cluster)
+    constraints = cluster.pod.topology_spread_constraints
     optional = {
-        "affinity": cluster.pod.affinity,
+        "affinity": default_affinity if cluster.pod.affinity is None else cluster.pod.affinity,
         "nodeSelector": dict(cluster.pod.node_selector),
         "tolerations": list(cluster.pod.tolerations),
-        "topologySpreadConstraints": list(cluster.pod.topology_spread_constraints),
+        "topologySpreadConstraints": default_constraints if constraints is None else list(constraints),
         "priorityClassName": cluster.pod.priority_class_name,
     }
     spec.update({k: v for k, v in optional.items() if v})
