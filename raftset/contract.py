@@ -34,6 +34,15 @@ LABEL_ROLE = f"{GROUP}/role"
 ANNOTATION_HEARTBEAT = f"{GROUP}/heartbeat"  # the heartbeat JSON, as served on GET /heartbeat
 LABEL_HEARTBEAT = f"{GROUP}/heartbeat"  # "true" on every heartbeat Lease, for list selectors
 
+# The Raft membership as the leader sees it: one Lease per cluster, written by whichever
+# sidecar leads, with the record (raftset.membership) in an annotation.
+ANNOTATION_MEMBERSHIP = f"{GROUP}/membership"
+LABEL_MEMBERSHIP = f"{GROUP}/membership"  # "true" on the membership Lease, for the operator's watch
+
+# On the workload, written in the same apply as the scale step it records
+# (raftset.membership.ScaleStep): a restarted operator knows which step it waits for.
+ANNOTATION_SCALE_STEP = f"{GROUP}/scale-step"
+
 # Moves when the mounted certificates are replaced: on the TLS Secrets (the provider's
 # revision) and on the pod template (so that the workload rolls one pod at a time).
 ANNOTATION_TLS_REVISION = f"{GROUP}/tls-revision"
@@ -70,6 +79,11 @@ TLS_MOUNT = "/etc/raftset/tls"
 def lease_name(pod_name: str) -> str:
     """The heartbeat Lease of the member that runs in `pod_name`."""
     return f"{pod_name}-member"
+
+
+def membership_lease_name(cluster: str) -> str:
+    """The one Lease that carries the cluster's Raft membership."""
+    return f"{cluster}-membership"
 
 
 def peer_service_name(cluster: str) -> str:

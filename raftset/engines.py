@@ -248,6 +248,7 @@ _ETCD_OWNED = frozenset({
     "cert-file", "key-file", "trusted-ca-file", "client-cert-auth", "auto-tls",
     "peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "peer-client-cert-auth",
     "peer-auto-tls", "client-transport-security", "peer-transport-security",
+    "force-new-cluster", "unsafe-no-fsync",  # would discard membership or acknowledged writes
 })
 
 _XLINE_OWNED = frozenset({

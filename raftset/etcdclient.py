@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from etcd3aio.cluster import ClusterService
 from etcd3aio.concurrency import Lock
 from etcd3aio.errors import EtcdError
-from etcd3aio.kv import KVService
+from etcd3aio.kv import KVService, prefix_range_end
 from etcd3aio.lease import LeaseService
 from etcd3aio.maintenance import MaintenanceService
 from etcd3aio.watch import WatchService
@@ -170,6 +170,24 @@ class Member:
 
 
 @dataclass(frozen=True)
+class KeyValue:
+    """One key as a Range returned it."""
+
+    value: bytes
+    mod_revision: int
+
+
+@dataclass(frozen=True)
+class KVHash:
+    """One member's hash of its key space up to `revision` (Maintenance.HashKV)."""
+
+    member_id: int
+    revision: int
+    hash: int
+    compact_revision: int
+
+
+@dataclass(frozen=True)
 class Status:
     """One member's own view (Maintenance.Status)."""
 
@@ -294,6 +312,18 @@ class MemberClient:
     async def get(self, key: str, *, serializable: bool = False) -> bytes | None:
         r = await self._call("Range", lambda: self._kv.get(key, serializable=serializable, timeout=self.timeout))
         return bytes(r.kvs[0].value) if r.kvs else None
+
+    async def get_prefix(self, prefix: str) -> tuple[int, dict[str, KeyValue]]:
+        """Every key under `prefix`, read linearizably, and the revision the read saw."""
+        r = await self._call("Range", lambda: self._kv.get(prefix, prefix_range_end(prefix), timeout=self.timeout))
+        return int(r.header.revision), {
+            bytes(kv.key).decode(): KeyValue(bytes(kv.value), int(kv.mod_revision)) for kv in r.kvs}
+
+    async def hash_kv(self, revision: int) -> KVHash:
+        """This member's hash of the keys up to `revision`; equal on every member that applied it."""
+        r = await self._call("HashKV", lambda: self._maintenance.hash_kv(revision, timeout=self.timeout))
+        return KVHash(member_id=int(r.header.member_id), revision=revision, hash=int(r.hash),
+                      compact_revision=int(r.compact_revision))
 
     # Mutations: one attempt each, never retried here.
 

@@ -215,13 +215,17 @@ def _pod_template() -> Schema:
         {
             "labels": _string_map("Labels added to every pod (the operator's own labels win).", "A label value."),
             "annotations": _string_map("Annotations added to every pod.", "An annotation value."),
-            "resources": _resources("Compute resources of the store container."),
-            "affinity": _opaque("The pods' affinity, as in a pod spec. When unset the operator spreads "
-                                "members over nodes where it can."),
+            "resources": _resources("Compute resources of the store container. When unset the store "
+                                    "requests 250m CPU and 512Mi memory, with no limits."),
+            "affinity": _opaque("The pods' affinity, as in a pod spec. When unset the operator prefers "
+                                "members on different nodes (preferred pod anti-affinity on "
+                                "kubernetes.io/hostname); {} sets none."),
             "nodeSelector": _string_map("The pods' nodeSelector, as in a pod spec.", "A required node label value."),
             "tolerations": _opaque_list("The pods' tolerations, as in a pod spec.", "One toleration."),
             "topologySpreadConstraints": _opaque_list(
-                "The pods' topologySpreadConstraints, as in a pod spec.", "One topology spread constraint."),
+                "The pods' topologySpreadConstraints, as in a pod spec. When unset the operator spreads "
+                "members over zones where it can (maxSkew 1 on topology.kubernetes.io/zone, "
+                "ScheduleAnyway); [] sets none.", "One topology spread constraint."),
             "priorityClassName": _str("The pods' PriorityClass.", maxLength=253),
         },
     )
@@ -323,12 +327,17 @@ def _status() -> Schema:
         required=["type", "status", "lastTransitionTime"],
     )
     member = _obj(
-        "One Raft member, as its heartbeat record reports it.",
+        "One member: Raft membership as the leader published it, joined with the pod's heartbeat.",
         {
-            "name": _str("Member name, which is its pod's name."),
+            "name": _str("The member's pod name (its Raft name, or its ID when no pod of this cluster matches)."),
             "id": _str("Raft member ID in hexadecimal."),
             "role": _enum("The member's role.", list(contract.ROLES)),
+            "learner": _bool("Whether Raft lists the member as a non-voting learner."),
+            "inRaft": _bool("Whether the published Raft membership lists the member; "
+                            "false for a pod whose heartbeat names a member Raft does not have."),
             "healthy": _bool("Whether the member answered its last health check."),
+            "indexLag": _int("How far the member's raft index trailed the leader's when the membership "
+                             "was published.", format="int64", minimum=0),
             "lastHeartbeat": _str("When the member's sidecar last renewed its heartbeat.", format="date-time"),
         },
         required=["name"],
@@ -348,6 +357,12 @@ def _status() -> Schema:
             "members": {
                 "type": "array", "description": "The cluster's Raft members.", "items": member,
                 "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+            },
+            "disagreements": {
+                "type": "array",
+                "description": "Where Raft membership, the workload's pods and the heartbeats differ, one "
+                               "sentence each: a member in Raft with no pod, a pod with no member.",
+                "items": _str("One disagreement."),
             },
             "workloadKind": _enum("The workload that runs the pods.", list(workloads.BACKENDS)),
             "reservedOrdinals": {

@@ -41,6 +41,7 @@ from kubernetes.client.rest import ApiException
 
 from raftset import contract
 from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
+from raftset.membership import parse_step
 from raftset.operator import planner
 from raftset.operator.heartbeats import from_leases
 from raftset.workloads import ADVANCED_STATEFULSET
@@ -184,7 +185,9 @@ async def scale_in_advanced_planner(lab: Lab, start: int, target: int) -> list[i
         workload = custom.get_namespaced_custom_object(*KRUISE[:2], lab.namespace, KRUISE[2], lab.cluster)
         current = (int(workload["spec"]["replicas"]), backend.reserved(workload))
         members = from_leases(_lease_dicts(lab))
-        step = planner.plan(lab.cluster, backend, target, current, members, datetime.now(timezone.utc))
+        pending = parse_step((workload["metadata"].get("annotations") or {}).get(contract.ANNOTATION_SCALE_STEP))
+        step = planner.plan(lab.cluster, backend, target, current, members, lab.membership(),
+                            datetime.now(timezone.utc), pending=pending)
         if step.action == "steady":
             return victims
         if step.action != "scale-in":
@@ -192,7 +195,10 @@ async def scale_in_advanced_planner(lab: Lab, start: int, target: int) -> list[i
             continue
         # What the operator writes, then what Kruise does: delete the pod of the reserved ordinal.
         custom.patch_namespaced_custom_object(*KRUISE[:2], lab.namespace, KRUISE[2], lab.cluster,
-                                              {"spec": backend.scale_spec(step.replicas, step.reserved)})
+                                              {"metadata": {"annotations": {
+                                                  contract.ANNOTATION_SCALE_STEP: step.record.to_json()
+                                                  if step.record else None}},
+                                               "spec": backend.scale_spec(step.replicas, step.reserved)})
         (victim,) = sorted(set(backend.kept(workload)) - set(step.kept))
         lab.annotate_pod(victim, {contract.ANNOTATION_SCALE_AWAY: "true"})
         result = lab.pod(victim).terminate()

@@ -19,7 +19,7 @@ from kubernetes import client
 
 from raftset import contract
 from raftset.etcdclient import EtcdClientError, MemberClient
-from tests.harness.lab import Writer
+from tests.harness.checker import Writer
 from tests.harness.operator import Operator, install_crds, kubectl, wait_for
 from tests.harness.view import ClusterView
 from tools.devcluster.podrunner import PodRunner, pod_ip

@@ -12,8 +12,9 @@ import signal
 
 import pytest
 
-from tests.harness.lab import Writer, wait_for
-from tests.harness.scenarios import grow
+from tests.harness.checker import Writer
+from tests.harness.lab import wait_for
+from tests.harness.scenarios import check_members, grow
 
 pytestmark = pytest.mark.etcd
 
@@ -47,6 +48,7 @@ async def test_partitioned_member_is_kept_and_catches_up(make_lab) -> None:
     await lab.wait_voting(3)
     assert member_ids(await lab.members(2)) == before
     assert not any("clean: removed member" in lab.pod(o).sidecar_log.read_text() for o in range(3))
+    await check_members(lab, writer, 0, 1, 2)
 
 
 async def test_rolling_restart_keeps_every_member_and_writes_flow(make_lab) -> None:
@@ -70,6 +72,7 @@ async def test_rolling_restart_keeps_every_member_and_writes_flow(make_lab) -> N
     assert writer.failed == 0, writer.errors[:5]
     assert writer.longest_stall < STALL_BOUND_S, f"writes stalled {writer.longest_stall:.2f}s"
     assert writer.ok > 100
+    await check_members(lab, writer, 0, 1, 2)
 
 
 async def test_leader_lost_during_scale_in_keeps_quorum_then_converges(make_lab) -> None:

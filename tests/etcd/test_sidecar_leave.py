@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from raftset import contract
+from tests.harness.checker import Writer
 from tests.harness.engines import EngineUnderTest
-from tests.harness.scenarios import STALL_BOUND_S, grow, scale_in_under_writer
+from tests.harness.scenarios import STALL_BOUND_S, check_members, grow, scale_in_under_writer
 
 pytestmark = pytest.mark.etcd
 
@@ -65,6 +66,8 @@ async def test_scaled_away_member_stays_when_removal_would_lose_quorum(make_lab)
 async def test_sigterm_is_the_fallback_when_prestop_never_ran(make_lab) -> None:
     lab = make_lab(replicas=3)
     await grow(lab, 3)
+    writer = Writer([lab.pod(0).client_url, lab.pod(1).client_url])
+    writer.start()
     lab.scale(2)
     pod = lab.pod(2)
     lab.delete_pod(2)
@@ -77,3 +80,5 @@ async def test_sigterm_is_the_fallback_when_prestop_never_ran(make_lab) -> None:
     members = await lab.wait_voting(2, 30, 0, 1)
     assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
     assert "SIGTERM" in pod.sidecar_log.read_text()
+    writer.stop()
+    await check_members(lab, writer, 0, 1)

@@ -10,14 +10,11 @@ terminating pod is).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import random
 import subprocess
-import threading
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +28,7 @@ from raftset import contract, engines
 from raftset.contract import SidecarEnv
 from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
 from tests.harness.engines import DEFAULT, EngineUnderTest
+from raftset.membership import RaftMembership, parse_membership
 from tests.harness.waiting import await_for, wait_for
 from tools.devcluster import kubelet, procs
 
@@ -207,58 +205,6 @@ class Pod:
         return json.loads((self.data_dir.parent / "data.member.json").read_text())
 
 
-class Writer(threading.Thread):
-    """Puts keys without pause on its own event loop; a write that no endpoint took fails."""
-
-    def __init__(self, endpoints: list[str], tls: ClientTLS | None = None, timeout: float = 2.0) -> None:
-        super().__init__(daemon=True)
-        self.endpoints = endpoints
-        self.tls = tls
-        self.timeout = timeout
-        self.done = threading.Event()
-        self.ok = 0
-        self.failed = 0
-        self.errors: list[str] = []
-        self.longest_stall = 0.0
-        self.last_ok: float | None = None
-
-    def run(self) -> None:
-        asyncio.run(self._run())
-
-    async def _run(self) -> None:
-        clients = [MemberClient(u, self.tls, timeout=self.timeout) for u in self.endpoints]
-        deadline = time.monotonic() + 300  # a writer never outlives a test by much
-        i = 0
-        try:
-            while not self.done.is_set() and time.monotonic() < deadline:
-                i += 1
-                wrote = False
-                for client in clients:
-                    try:
-                        await client.put(f"/writer/{i % 500}", str(i))
-                        wrote = True
-                        break
-                    except EtcdClientError as exc:
-                        self.errors.append(str(exc))
-                now = time.monotonic()
-                if wrote:
-                    if self.last_ok is not None:
-                        self.longest_stall = max(self.longest_stall, now - self.last_ok)
-                    self.last_ok = now
-                    self.ok += 1
-                else:
-                    self.failed += 1
-                await asyncio.sleep(0.01)
-        finally:
-            for client in clients:
-                await client.close()
-
-    def stop(self) -> Writer:
-        self.done.set()
-        self.join(20)
-        return self
-
-
 class Lab:
     """One test's cluster: a namespace, a workload object, pods on 127.x loopback."""
 
@@ -362,6 +308,17 @@ class Lab:
         items = self.coordination.list_namespaced_lease(
             self.namespace, label_selector=f"{contract.LABEL_HEARTBEAT}=true").items
         return {lease.spec.holder_identity: lease for lease in items}
+
+    def membership(self) -> RaftMembership | None:
+        """The Raft membership the leader's sidecar published, None while there is none."""
+        try:
+            lease = self.coordination.read_namespaced_lease(contract.membership_lease_name(self.cluster),
+                                                            self.namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return parse_membership((lease.metadata.annotations or {}).get(contract.ANNOTATION_MEMBERSHIP))
 
     async def members(self, *ordinals: int, linearizable: bool = True) -> list[Member]:
         """MemberList; `linearizable=False` reads a member's own view, which needs no quorum."""

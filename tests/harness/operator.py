@@ -1,9 +1,12 @@
 """Running the real operator against a real apiserver, and standing in for the sidecars.
 
 In the k8s and e2e tiers the pods are kwok pods: no store runs in them. `Sidecars`
-writes the heartbeat Leases through the real API exactly as the sidecar writes them
-(`raftset.sidecar.heartbeat.lease_body`), so the operator sees what it would see in a
-real cluster: a Lease per running pod, the leader marked, Leases gone with their pods.
+writes the heartbeat Leases and the leader's membership Lease through the real API
+exactly as the sidecar writes them (`raftset.sidecar.heartbeat.lease_body`,
+`raftset.sidecar.membership.lease_body`), so the operator sees what it would see in a
+real cluster: a Lease per running pod, the leader marked, Leases gone with their pods,
+and a Raft membership that loses a member when its pod leaves (unless its leave is
+refused).
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract, engines
-from tools.devcluster.net import free_port
+from raftset.membership import RaftMember, RaftMembership
+from raftset.sidecar import membership
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
+from tools.devcluster.net import free_port
 
 from tests.harness.waiting import wait_for  # noqa: F401 - the tests of this harness import it from here
 
@@ -88,11 +93,32 @@ class Operator:
         return self.process is not None and self.process.poll() is None
 
 
+def member_id(ordinal: int) -> str:
+    """The member id the stand-in gives each ordinal's member."""
+    return f"{0x1000 + ordinal:x}"
+
+
+def membership_lease(namespace: str, cluster: str, leader: int, members: dict[int, bool], index: int,
+                     lease_seconds: int = 30) -> dict[str, Any]:
+    """The membership Lease the leader's sidecar writes: `members` maps ordinal -> learner."""
+    record = RaftMembership(
+        leader_id=member_id(leader), leader=contract.pod_name(cluster, leader), term=2, index=index,
+        members=tuple(RaftMember(id=member_id(o), name=contract.pod_name(cluster, o), ordinal=o,
+                                 peer_urls=(f"http://{contract.pod_name(cluster, o)}:2380",), learner=learner,
+                                 started=True, raft_index=index, applied_index=index)
+                      for o, learner in sorted(members.items())),
+        published=rfc3339(datetime.now(timezone.utc)))
+    return membership.lease_body(cluster, namespace, record, duration=lease_seconds, owner=None)
+
+
 class Sidecars:
-    """Heartbeat Leases for every Running pod of one cluster, with a chosen leader.
+    """Heartbeat Leases for every Running pod of one cluster, with a chosen leader, and the
+    Raft membership the leader publishes.
 
     When the leader's pod goes away the lowest remaining ordinal becomes leader, as the
-    sidecar's MoveLeader hand-off would do.
+    sidecar's MoveLeader hand-off would do. A member joins Raft when its pod runs and
+    leaves Raft when its pod is gone, unless its ordinal is in `refusing` (its leave was
+    refused: the member stays in Raft without a pod).
     """
 
     def __init__(self, api_client: client.ApiClient, namespace: str, cluster: str,
@@ -104,6 +130,9 @@ class Sidecars:
         self.leader = leader
         self.unhealthy: set[int] = set()
         self.learners: set[int] = set()
+        self.refusing: set[int] = set()
+        self.raft: set[int] = set()  # ordinals with a member in Raft
+        self.index = 1  # the raft index: every tick stands for some writes
         self.interval = interval
         self.lease_seconds = lease_seconds
         self._stop = threading.Event()
@@ -149,9 +178,14 @@ class Sidecars:
             role = (contract.ROLE_LEARNER if ordinal in self.learners
                     else contract.ROLE_LEADER if ordinal == self.leader else contract.ROLE_FOLLOWER)
             body = heartbeat_lease(self.namespace, self.cluster, pod.metadata.name, role=role,
-                                   member_id=f"{0x1000 + ordinal:x}", healthy=ordinal not in self.unhealthy,
+                                   member_id=member_id(ordinal), healthy=ordinal not in self.unhealthy,
                                    lease_seconds=self.lease_seconds)
             self._apply(body)
+        self.raft = set(running) | (self.raft & self.refusing)
+        self.index += 1
+        if running:
+            self._apply(membership_lease(self.namespace, self.cluster, self.leader,
+                                         {o: o in self.learners for o in self.raft}, self.index))
         selector = f"{contract.LABEL_INSTANCE}={self.cluster},{contract.LABEL_HEARTBEAT}=true"
         for lease in self.leases.list_namespaced_lease(self.namespace, label_selector=selector).items:
             if contract.ordinal_of(lease.spec.holder_identity) not in running:

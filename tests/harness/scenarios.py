@@ -1,8 +1,12 @@
-"""Scenarios several tiers run against a Lab: grow a cluster, scale in under a writer."""
+"""Scenarios several tiers run against a Lab: grow a cluster, scale in under a writer.
+
+Every scale-in ends with the acknowledged-write checker (tests.harness.checker.check).
+"""
 
 from __future__ import annotations
 
-from tests.harness.lab import Lab, Writer, wait_for
+from tests.harness.checker import Verdict, Writer, check
+from tests.harness.lab import Lab, wait_for
 
 STALL_BOUND_S = 5.0  # generous: a clean hand-off stalls well under a second
 
@@ -10,7 +14,8 @@ STALL_BOUND_S = 5.0  # generous: a clean hand-off stalls well under a second
 async def scale_in_under_writer(lab: Lab, *, leader: int) -> tuple[dict, Writer]:
     """3 -> 2 with the leader on `leader`; the writer talks to the members that stay.
 
-    The result carries `elections`: how far the raft term moved during the scale-in.
+    The result carries `elections`: how far the raft term moved during the scale-in, and
+    `verdict`: the checker's, on the two members that stay.
     """
     await grow(lab, 3)
     await lab.move_leader_to(leader)
@@ -25,8 +30,13 @@ async def scale_in_under_writer(lab: Lab, *, leader: int) -> tuple[dict, Writer]
     writer.stop()
     assert result is not None
     result["elections"] = (await lab.status(0)).raft_term - term
+    result["verdict"] = await check_members(lab, writer, 0, 1)
     return result, writer
 
+
+async def check_members(lab: Lab, writer: Writer, *ordinals: int) -> Verdict:
+    """The checker on these members: every acknowledged write reads back, one HashKV."""
+    return await check([lab.pod(o).client_url for o in ordinals], writer.acked, lab.client_tls())
 
 
 async def grow(lab: Lab, upto: int) -> None:

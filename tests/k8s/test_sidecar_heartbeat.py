@@ -1,7 +1,7 @@
 """The sidecar against a real kube-apiserver, with the member RBAC the operator renders.
 
-The heartbeat Lease and the pod's role label appear and follow leadership; the scale-away
-decision reads the real workload and pod objects.
+The heartbeat Lease and the pod's role label appear and follow leadership, the leader
+writes the membership Lease; the scale-away decision reads the real workload and pod objects.
 """
 
 from __future__ import annotations
@@ -57,6 +57,14 @@ async def test_lease_and_role_label_appear_and_follow_leadership(lab) -> None:
     # The operator's reader sees what the sidecar wrote.
     record = from_lease(lab.coordination.api_client.sanitize_for_serialization(one))
     assert record is not None and record.ordinal == 1 and record.healthy
+
+    # The leader's sidecar may write the membership Lease under the same Role.
+    membership = wait_for(lambda: (m := lab.membership()) is not None and m.leader == f"demo-{leader}"
+                          and len(m.members) == 3 and m, 15, "the membership Lease written by the leader")
+    assert {m.name for m in membership.members} == {"demo-0", "demo-1", "demo-2"}
+    written = lab.coordination.read_namespaced_lease(contract.membership_lease_name("demo"), lab.namespace)
+    assert [r.kind for r in written.metadata.owner_references] == ["StatefulSet"]
+    assert not any("membership lease" in lab.pod(o).log_text() for o in range(3))
 
     new_leader = (leader + 1) % 3
     await lab.move_leader_to(new_leader)

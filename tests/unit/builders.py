@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from raftset import contract
+from raftset.membership import RaftMember, RaftMembership
 from raftset.operator import spec
 from raftset.operator.heartbeats import HeartbeatRecord
 
@@ -108,3 +109,34 @@ def owned_objects(c: Any, replicas: int, reserved: Any = (), **found: Any) -> li
     plan = Plan(replicas=replicas, reserved=tuple(reserved), action="steady", message="")
     step = components.Step(cluster=c, plan=plan, workload=None, marked_pods=(), now=NOW, write=True, **found)
     return components.rendered(step)
+
+
+RAFT_INDEX = 100
+
+
+def raft_member(ordinal: int, *, learner: bool = False, started: bool = True, index: int | None = RAFT_INDEX,
+                member_id: str | None = None, cluster: str = CLUSTER) -> RaftMember:
+    """A Raft member of `ordinal`; its id is the one member() puts in the heartbeat."""
+    return RaftMember(
+        id=member_id or f"{ordinal + 1:016x}", name=contract.pod_name(cluster, ordinal) if started else "",
+        ordinal=ordinal, peer_urls=(f"http://{contract.pod_name(cluster, ordinal)}.{cluster}-peer:2380",),
+        learner=learner, started=started, raft_index=index, applied_index=index,
+    )
+
+
+def raft(entries: Iterable[RaftMember], leader: int | None = 0, *, index: int = RAFT_INDEX,
+         term: int = 2) -> RaftMembership:
+    """A published membership of `entries`, led by the member of ordinal `leader`."""
+    entries = tuple(entries)
+    lead = next((m for m in entries if m.ordinal == leader), None)
+    return RaftMembership(leader_id=lead.id if lead else "", leader=contract.pod_name(CLUSTER, leader or 0),
+                          term=term, index=index, members=entries, published=NOW.isoformat())
+
+
+def raft_of(records: Iterable[HeartbeatRecord], *, index: int = RAFT_INDEX) -> RaftMembership:
+    """The membership Raft would publish for these heartbeat records, stale ones included:
+    a stale heartbeat says a pod is quiet, not that its member left."""
+    records = list(records)
+    leader = next((r.ordinal for r in records if r.role == contract.ROLE_LEADER), None)
+    entries = [raft_member(r.ordinal, learner=r.role == contract.ROLE_LEARNER) for r in records]
+    return raft(sorted(entries, key=lambda m: m.ordinal or 0), leader, index=index)

@@ -6,7 +6,7 @@ import pytest
 
 from raftset.operator import components
 from raftset.operator.planner import Plan
-from tests.unit.builders import cluster, owned_objects
+from tests.unit.builders import NOW, cluster, owned_objects, raft, raft_member
 
 pytestmark = pytest.mark.unit
 
@@ -43,3 +43,23 @@ def test_the_workload_renders_with_what_upstream_components_found() -> None:
     workload = owned_objects(cluster(), 3, [1], tls_revision="4")[-1]
     assert workload["kind"] == "StatefulSet"
     assert workload["spec"]["template"]["metadata"]["annotations"]["raftset.dev/tls-revision"] == "4"
+
+
+@pytest.mark.parametrize(("kept", "raft_voters", "learners", "expected"), [
+    (3, None, 0, 3),  # no membership published: the pods the workload runs
+    (4, 5, 0, 5),  # mid 5 -> 3: the victim is still a voter
+    (5, 4, 0, 5),  # mid scale-out: the new pod's member is not a voter yet
+    (3, 3, 1, 3),  # learners do not vote
+])
+def test_current_voters_is_the_larger_of_raft_and_the_workload(kept: int, raft_voters: int | None, learners: int,
+                                                               expected: int) -> None:
+    membership = None
+    if raft_voters is not None:
+        membership = raft([*(raft_member(o) for o in range(raft_voters)),
+                           *(raft_member(9 - o, learner=True) for o in range(learners))], 0)
+    plan = Plan(kept, (), "steady", "")
+    step = components.Step(cluster=cluster(replicas=3), plan=plan, workload=None, marked_pods=(), now=NOW,
+                           write=True, raft=membership)
+    assert components.current_voters(step) == expected
+    pdb = next(o for o in components.rendered(step) if o["kind"] == "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == expected // 2 + 1

@@ -199,6 +199,9 @@ def test_both_engines_render_the_same_members_in_the_same_order() -> None:
      ["initial-cluster-state", "name"]),
     (ETCD, {"members": "a=b"}, []),           # an Xline flag means nothing to etcd
     (ETCD, {"snapshot-count": "1"}, []),
+    # Fault k: one restarts a member as a one-member cluster, the other acknowledges unsynced writes.
+    (ETCD, {"force-new-cluster": "true"}, ["force-new-cluster"]),
+    (ETCD, {"--unsafe-no-fsync": "true"}, ["--unsafe-no-fsync"]),
     (XLINE, {"members": "a=http://x"}, ["members"]),
     (XLINE, {"storage-engine": "memory"}, ["storage-engine"]),
     (XLINE, {"--members=a=http://x": ""}, ["--members=a=http://x"]),

@@ -14,7 +14,7 @@ from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.contract import quorum
 from raftset.operator.planner import Plan, plan
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend, kept_ordinals
-from tests.unit.builders import CLUSTER, NOW, member, members
+from tests.unit.builders import CLUSTER, NOW, member, members, raft_of
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +29,8 @@ def pod(ordinal: int) -> str:
 
 def step(backend: Backend, desired: int, replicas: int, reserved: Sequence[int],
          records: Sequence[HeartbeatRecord]) -> Plan:
-    return plan(CLUSTER, backend, desired, (replicas, list(reserved)), records, NOW)
+    """The plan when Raft agrees with the heartbeat records (every record's member is in Raft)."""
+    return plan(CLUSTER, backend, desired, (replicas, list(reserved)), records, raft_of(records), NOW)
 
 
 def size_leader_grid(sizes: range) -> list[tuple[int, int]]:
@@ -49,7 +50,7 @@ def test_quorum_is_the_smallest_majority(voters: int, expected: int) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("desired", SIZES)
 def test_a_new_cluster_is_created_at_full_size(backend: Backend, desired: int) -> None:
-    result = plan(CLUSTER, backend, desired, None, [], NOW)
+    result = plan(CLUSTER, backend, desired, None, [], None, NOW)
     assert (result.action, result.replicas, result.reserved) == ("create", desired, ())
     assert result.kept == list(range(desired))
     assert result.scale_away == () and result.hand_off_from is None and not result.refused
@@ -197,16 +198,20 @@ def test_the_newest_of_two_leader_records_is_protected() -> None:
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("size", range(3, 8))
-def test_scale_in_waits_while_the_previous_victim_still_has_a_fresh_record(backend: Backend, size: int) -> None:
+def test_scale_in_waits_while_the_previous_victim_is_in_raft_even_with_a_stale_record(backend: Backend, size: int) -> None:
     # The workload already runs size-1 pods; the removed ordinal's sidecar has not left yet.
     gone = size - 1
     records = members(range(size), 0)
     result = step(backend, 1, size - 1, [], records)
     assert (result.action, result.replicas, result.scale_away) == ("wait", size - 1, ())
     assert str(gone) in result.message and "leave" in result.message
-    # Once its record is stale, the next step goes ahead.
+    # A stale record is not a leave: while Raft still lists the member, the next step waits.
     records[gone] = replace(records[gone], expires=NOW)
-    assert step(backend, 1, size - 1, [], records).action == "scale-in"
+    result = step(backend, 1, size - 1, [], records)
+    assert result.action == "wait" and f"ordinal {gone}) to leave Raft" in result.message
+    # Once Raft no longer lists it, the next step goes ahead.
+    after = plan(CLUSTER, backend, 1, (size - 1, []), records, raft_of(records[:gone]), NOW)
+    assert after.action == "scale-in"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -423,7 +428,8 @@ def _simulate(backend: Backend, start: int, target: int, leader_at: int) -> tupl
     steps = 0
     for _ in range(200):
         before = kept_ordinals(replicas, reserved)
-        result = plan(CLUSTER, backend, target, (replicas, reserved), list(records.values()), NOW)
+        result = plan(CLUSTER, backend, target, (replicas, reserved), list(records.values()),
+                      raft_of(records.values()), NOW)
         assert not result.refused, result
         if result.action == "steady":
             return before, current_leader, steps
@@ -444,7 +450,8 @@ def _simulate(backend: Backend, start: int, target: int, leader_at: int) -> tupl
         else:
             (added,) = set(after) - set(before)
             records[added] = member(added, LEARNER)
-            waiting = plan(CLUSTER, backend, target, (replicas, reserved), list(records.values()), NOW)
+            waiting = plan(CLUSTER, backend, target, (replicas, reserved), list(records.values()),
+                           raft_of(records.values()), NOW)
             # Further growth waits for the promotion; at the target the plan is simply steady.
             assert waiting.action == ("steady" if replicas == target else "wait"), waiting
             assert waiting.replicas == replicas
@@ -482,7 +489,7 @@ def test_advanced_round_trip_in_and_out_is_compact_again(start: int) -> None:
             for goal in (target, start):
                 for _ in range(50):
                     result = plan(CLUSTER, ADVANCED_STATEFULSET, goal, (replicas, reserved),
-                                  list(records.values()), NOW)
+                                  list(records.values()), raft_of(records.values()), NOW)
                     if result.action == "steady":
                         break
                     before = set(kept_ordinals(replicas, reserved))

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from raftset import contract
+from raftset.membership import SCALE_IN, ScaleStep, parse_step
 from raftset.operator import manifests
 from raftset.operator.spec import Cluster
 from tests.unit.builders import cluster, owned_objects
@@ -184,8 +185,32 @@ def test_pod_spec_basics(kind: str, backend: str) -> None:
     assert spec["enableServiceLinks"] is False
     assert spec["serviceAccountName"] == "demo-member"
     assert spec["terminationGracePeriodSeconds"] >= 30
-    for optional in ("affinity", "nodeSelector", "tolerations", "topologySpreadConstraints", "priorityClassName"):
+    for optional in ("nodeSelector", "tolerations", "priorityClassName"):
         assert optional not in spec
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_by_default_the_store_requests_resources_and_members_spread_over_nodes_and_zones(
+        kind: str, backend: str) -> None:
+    """Fault j: the CRD promised a spread that was never rendered, and the store had no requests."""
+    template = manifests.pod_template(cluster(kind, backend))
+    spec = template["spec"]
+    assert store(template)["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}}
+    selector = {"matchLabels": contract.selector_labels("demo")}
+    (term,) = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in spec["affinity"]["podAntiAffinity"]
+    assert spec["topologySpreadConstraints"] == [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                                  "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]
+    # The selector matches the pods' own labels, or the spread would spread nothing.
+    assert selector["matchLabels"].items() <= template["metadata"]["labels"].items()
+
+
+def test_the_defaults_can_be_switched_off() -> None:
+    template = manifests.pod_template(cluster(podTemplate={
+        "resources": {"requests": {}}, "affinity": {}, "topologySpreadConstraints": []}))
+    assert "affinity" not in template["spec"] and "topologySpreadConstraints" not in template["spec"]
+    assert store(template)["resources"] == {"requests": {}}
 
 
 def test_pod_overrides() -> None:
@@ -301,7 +326,7 @@ def test_services(kind: str, backend: str) -> None:
 @pytest.mark.parametrize(("replicas", "quorum"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 4)])
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_pdb_min_available_is_the_quorum(kind: str, backend: str, replicas: int, quorum: int) -> None:
-    pdb = manifests.pod_disruption_budget(cluster(kind, backend, replicas=replicas))
+    pdb = manifests.pod_disruption_budget(cluster(kind, backend, replicas=replicas), replicas)
     assert pdb is not None
     assert (pdb["apiVersion"], pdb["kind"]) == ("policy/v1", "PodDisruptionBudget")
     assert pdb["spec"] == {"minAvailable": quorum, "selector": {"matchLabels": contract.selector_labels("demo")}}
@@ -309,13 +334,22 @@ def test_pdb_min_available_is_the_quorum(kind: str, backend: str, replicas: int,
 
 @pytest.mark.parametrize("value", [0, 1, 5, "60%"])
 def test_pdb_override(value: int | str) -> None:
-    pdb = manifests.pod_disruption_budget(cluster(podDisruptionBudget={"minAvailable": value}))
+    pdb = manifests.pod_disruption_budget(cluster(podDisruptionBudget={"minAvailable": value}), 7)
     assert pdb is not None and pdb["spec"]["minAvailable"] == value
+
+
+@pytest.mark.parametrize("desired", range(1, 8))
+@pytest.mark.parametrize("voters", range(0, 10))
+def test_pdb_keeps_the_quorum_of_the_larger_of_desired_and_current_membership(desired: int, voters: int) -> None:
+    """Fault a: during 5 -> 3 Raft still has 5 voters; the PDB must keep 3 of them, not 2."""
+    pdb = manifests.pod_disruption_budget(cluster(replicas=desired), voters)
+    assert pdb is not None and pdb["spec"]["minAvailable"] == max(desired, voters) // 2 + 1
+    assert manifests.pod_disruption_budget(cluster(replicas=3), 5)["spec"]["minAvailable"] == 3  # type: ignore[index]
 
 
 def test_pdb_disabled() -> None:
     c = cluster(podDisruptionBudget={"enabled": False, "minAvailable": 2})
-    assert manifests.pod_disruption_budget(c) is None
+    assert manifests.pod_disruption_budget(c, 3) is None
     assert "PodDisruptionBudget" not in [o["kind"] for o in owned_objects(c, 3)]
 
 
@@ -385,3 +419,11 @@ def test_renderers_are_pure() -> None:
 ])
 def test_which_watch_events_are_someone_elses_edit(event: str | None, obj: dict[str, Any], edited: bool) -> None:
     assert manifests.edited_behind_our_back(event, obj) is edited
+
+
+def test_the_workload_carries_the_scale_step_it_is_written_with() -> None:
+    step = ScaleStep(SCALE_IN, "demo-2", "3", 100, "2026-01-01T12:00:00Z")
+    annotations = manifests.workload(cluster("EtcdCluster", "StatefulSet"), 2, scale_step=step)["metadata"]
+    assert parse_step(annotations["annotations"][contract.ANNOTATION_SCALE_STEP]) == step
+    without = manifests.workload(cluster("EtcdCluster", "StatefulSet"), 2)["metadata"].get("annotations") or {}
+    assert contract.ANNOTATION_SCALE_STEP not in without  # server-side apply drops a confirmed record

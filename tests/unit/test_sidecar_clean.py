@@ -80,6 +80,23 @@ def test_an_unstarted_leftover_of_an_undesired_ordinal_goes_after_the_grace() ->
     assert run(members, [0, 1, 2], {mid(0), mid(1), mid(2)}, {mid(3): 0.0}).remove == mid(3)
 
 
+def test_a_never_started_learner_of_a_kept_ordinal_goes_after_the_grace() -> None:
+    """Fault h: it would block every later join (one learner at a time); its pod re-adds itself."""
+    members = [member(0), member(1), member(2), member(3, learner=True, started=False)]
+    answering = {mid(0), mid(1), mid(2)}
+    assert run(members, [0, 1, 2, 3], answering, {mid(3): 1000.0 - GRACE}).remove == mid(3)
+    assert run(members, [0, 1, 2, 3], answering, {mid(3): 1000.0 - GRACE + 1}).remove is None
+
+
+@pytest.mark.parametrize(("learner", "started"), [(False, False), (False, True), (True, True)])
+def test_any_other_member_of_a_kept_ordinal_is_never_cleaned(learner: bool, started: bool) -> None:
+    """A started member of a kept ordinal is restarting, and a never-started voter is a
+    member whose quorum share the cluster was built with: neither is clean's to remove."""
+    members = [member(0), member(1), member(2), member(3), member(4, learner=learner, started=started)]
+    answering = {mid(0), mid(1), mid(2), mid(3)}
+    assert run(members, [0, 1, 2, 3, 4], answering, {mid(4): 0.0}).remove is None
+
+
 def test_learners_first_then_highest_ordinal_one_per_round() -> None:
     members = [member(i) for i in range(5)] + [member(6, learner=True, started=False)]
     answering = {mid(0), mid(1), mid(2)}

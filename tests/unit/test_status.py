@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,7 @@ from raftset.operator.status import (
     status,
 )
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
-from tests.unit.builders import NOW, cluster, member, members
+from tests.unit.builders import NOW, cluster, member, members, raft, raft_member
 
 pytestmark = pytest.mark.unit
 
@@ -202,8 +203,10 @@ def test_the_published_status_of_a_running_cluster() -> None:
     assert out["reservedOrdinals"] == [2]
     assert out["leader"] == "demo-3"
     assert [m["name"] for m in out["members"]] == ["demo-0", "demo-1", "demo-3"]
-    assert out["members"][2] == {"name": "demo-3", "id": f"{4:016x}", "role": LEADER, "healthy": True,
-                                 "lastHeartbeat": "2026-01-01T12:00:00Z"}
+    # Without a published Raft membership the rows are the heartbeats', and nothing is said about Raft.
+    assert out["members"][2] == {"name": "demo-3", "id": f"{4:016x}", "role": LEADER, "learner": False,
+                                 "healthy": True, "lastHeartbeat": "2026-01-01T12:00:00Z"}
+    assert out["disagreements"] == []
     assert [c["type"] for c in out["conditions"]] == ["Available", "Progressing", "Degraded", "Encrypted"]
 
 
@@ -220,7 +223,7 @@ def test_before_the_workload_reports_the_plan_sizes_the_status() -> None:
 
 def test_an_invalid_spec_publishes_conditions_only() -> None:
     out = status(None, None, None, [], {}, 2, NOW, ("InvalidSpec", "bad"))
-    assert set(out) == {"observedGeneration", "conditions", "leader", "members"}
+    assert set(out) == {"observedGeneration", "conditions", "leader", "members", "disagreements"}
     assert out["leader"] == "" and out["members"] == []
 
 
@@ -236,7 +239,7 @@ def test_an_outage_recorded_in_the_old_status_turns_degraded_after_the_grace() -
 
 
 def test_the_builtin_backend_publishes_no_reserved_ordinals() -> None:
-    plan = planner.plan("demo", STATEFULSET, 3, (3, []), members(range(3), 0), NOW)
+    plan = planner.plan("demo", STATEFULSET, 3, (3, []), members(range(3), 0), None, NOW)
     out = status(cluster(), plan, None, members(range(3), 0), {}, 1, NOW)
     assert out["reservedOrdinals"] == [] and out["workloadKind"] == "StatefulSet"
 
@@ -283,3 +286,70 @@ def test_a_quiet_tick_writes_only_when_the_resync_is_due(stepping: bool, forced:
                                                           since: float, due: bool) -> None:
     settings = Settings(resync_seconds=600, retry_seconds=60)
     assert settings.write_due(stepping=stepping, forced=forced, degraded=degraded, since_applied=since) is due
+
+
+# --- Raft membership in the status ---------------------------------------------------------
+
+def test_a_stuck_step_is_degraded_with_its_reason_and_announced_once() -> None:
+    plan = Plan(3, (), "wait", "waiting for demo-3 (member 4) to leave Raft: not confirmed 130 s after ...",
+                stuck="LeaveStuck")
+    found = by_type(conditions(cluster(), plan, members(range(3), 0), NOW, None))
+    assert found["Degraded"] == Condition("Degraded", True, "LeaveStuck", plan.message)
+    assert found["Progressing"] == Condition("Progressing", True, "Waiting", plan.message)
+    before = status(cluster(), Plan(3, (), "wait", "waiting"), None, members(range(3), 0), {}, 1, NOW)
+    after = status(cluster(), plan, None, members(range(3), 0), before, 1, NOW)
+    assert announcements(before, after) == [("Warning", "LeaveStuck", plan.message)]
+    assert announcements(after, status(cluster(), plan, None, members(range(3), 0), after, 1, NOW)) == []
+
+
+def test_a_problem_wins_over_a_stuck_step() -> None:
+    plan = Plan(3, (), "wait", "stuck", stuck="JoinStuck")
+    found = by_type(conditions(cluster(), plan, members(range(3), 0), NOW, ("ApplyFailed", "denied")))
+    assert found["Degraded"].reason == "ApplyFailed"
+
+
+def test_members_join_raft_with_heartbeats() -> None:
+    records = members(range(3), 1, {2: {"healthy": False}})
+    membership = raft([raft_member(0, index=90), raft_member(1, index=100), raft_member(2, index=None),
+                       raft_member(3, learner=True, index=40)], 1)
+    out = status(cluster(), STEADY3, None, records, {}, 1, NOW, raft=membership)
+    assert out["members"] == [
+        {"name": "demo-0", "id": f"{1:016x}", "role": FOLLOWER, "learner": False, "inRaft": True, "healthy": True,
+         "indexLag": 10, "lastHeartbeat": "2026-01-01T12:00:00Z"},
+        {"name": "demo-1", "id": f"{2:016x}", "role": LEADER, "learner": False, "inRaft": True, "healthy": True,
+         "indexLag": 0, "lastHeartbeat": "2026-01-01T12:00:00Z"},
+        {"name": "demo-2", "id": f"{3:016x}", "role": FOLLOWER, "learner": False, "inRaft": True, "healthy": False,
+         "lastHeartbeat": "2026-01-01T12:00:00Z"},  # did not answer the leader: no lag known
+        {"name": "demo-3", "id": f"{4:016x}", "role": LEARNER, "learner": True, "inRaft": True, "healthy": False,
+         "indexLag": 60},  # in Raft, no heartbeat
+    ]
+    assert out["disagreements"] == [
+        f"member {4:016x} of demo-3 is in Raft, but the workload runs no pod for ordinal 3: "
+        "membership-clean removes it after its grace period"]
+
+
+def test_a_pod_whose_member_left_raft_is_named() -> None:
+    # demo-2's sidecar still renews its Lease, but Raft has removed its member.
+    out = status(cluster(), STEADY3, None, members(range(3), 0), {}, 1, NOW,
+                 raft=raft([raft_member(0), raft_member(1)], 0))
+    assert [(m["name"], m.get("inRaft")) for m in out["members"]] == [
+        ("demo-0", True), ("demo-1", True), ("demo-2", False)]
+    assert out["disagreements"] == ["demo-2 runs no Raft member",
+                                    f"demo-2 reports member {3:016x}, which Raft does not list"]
+
+
+def test_two_raft_entries_of_one_ordinal_keep_unique_names() -> None:
+    membership = raft([raft_member(0), raft_member(1), raft_member(2),
+                       raft_member(2, member_id="ab", learner=True, started=False)], 0)
+    out = status(cluster(), STEADY3, None, members(range(3), 0), {}, 1, NOW, raft=membership)
+    names = [m["name"] for m in out["members"]]
+    assert len(names) == len(set(names)) == 4 and "demo-2/ab" in names
+
+
+def test_a_member_under_no_ordinal_is_named_and_left_alone() -> None:
+    stranger = replace(raft_member(0), ordinal=None, name="by-hand", id="abc")
+    out = status(cluster(), STEADY3, None, members(range(3), 0), {}, 1, NOW,
+                 raft=raft([*(raft_member(o) for o in range(3)), stranger], 0))
+    assert out["members"][-1]["name"] == "by-hand"
+    assert out["disagreements"] == ["member abc (by-hand) is in Raft under a name no pod of this cluster has; "
+                                    "it is left alone"]

@@ -193,10 +193,11 @@ def rules(c: spec.Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
 
 
 def test_member_role_names_every_lease_and_pod_it_may_touch() -> None:
+    """Each member's heartbeat Lease, and the membership Lease whichever member leads writes."""
     lease_rule, list_rule, pod_rule, workload_rule = rules(cluster())
     names = [f"demo-{o}" for o in range(contract.NAMED_ORDINALS)]
     assert lease_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                          "resourceNames": [f"{n}-member" for n in names],
+                          "resourceNames": [f"{n}-member" for n in names] + ["demo-membership"],
                           "verbs": ["get", "create", "update", "patch", "delete"]}
     assert list_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]}
     assert pod_rule == {"apiGroups": [""], "resources": ["pods"], "resourceNames": names, "verbs": ["get", "patch"]}

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from raftset import contract
+from raftset.membership import RaftMembership
 from raftset.operator import manifests, planner, storage, tls
 from raftset.operator.spec import Cluster
 from raftset.operator.storage import Claims
@@ -38,6 +39,7 @@ class Step:
     marked_pods: tuple[str, ...]
     now: datetime
     write: bool  # False on a quiet tick: components only check, they do not apply
+    raft: RaftMembership | None = None  # the membership the leader published, if any
     tls_revision: str | None = None
     claims: Claims | None = None
     problem: Problem | None = None  # the first problem found wins: it is the most upstream
@@ -124,7 +126,8 @@ class Workload(_NothingToRelease):
     @staticmethod
     def render(step: Step) -> list[Manifest]:
         return [manifests.workload(step.cluster, step.plan.replicas, step.plan.reserved,
-                                   tls_revision=step.tls_revision, claims=step.claims)]
+                                   tls_revision=step.tls_revision, claims=step.claims,
+                                   scale_step=step.plan.record)]
 
     async def sync(self, kube: KubeAPI, step: Step) -> Step:
         if not step.write:
@@ -146,7 +149,7 @@ class PodRestarts(_NothingToRelease):
 
 
 class HeartbeatLeases:
-    """Written by the sidecars, not owned by the cluster: the operator deletes what is left."""
+    """The heartbeat and membership Leases: written by the sidecars, not owned by the cluster, so the operator deletes what is left."""
 
     name = "leases"
 
@@ -154,9 +157,10 @@ class HeartbeatLeases:
         return step
 
     async def release(self, kube: KubeAPI, namespace: str, cluster: str) -> None:
-        selector = f"{contract.LABEL_INSTANCE}={cluster},{contract.LABEL_HEARTBEAT}=true"
-        for lease in await kube.list("coordination.k8s.io/v1", "Lease", namespace, selector):
-            await kube.delete("coordination.k8s.io/v1", "Lease", namespace, lease["metadata"]["name"])
+        for label in (contract.LABEL_HEARTBEAT, contract.LABEL_MEMBERSHIP):
+            selector = f"{contract.LABEL_INSTANCE}={cluster},{label}=true"
+            for lease in await kube.list("coordination.k8s.io/v1", "Lease", namespace, selector):
+                await kube.delete("coordination.k8s.io/v1", "Lease", namespace, lease["metadata"]["name"])
 
 
 def _member_rbac(step: Step) -> list[Manifest]:
@@ -167,8 +171,14 @@ def _services(step: Step) -> list[Manifest]:
     return [manifests.peer_service(step.cluster), manifests.client_service(step.cluster)]
 
 
+def current_voters(step: Step) -> int:
+    """How many voters the cluster has now: Raft's count, or the pods the workload runs if that is more."""
+    raft_voters = sum(m.voter for m in step.raft.members) if step.raft is not None else 0
+    return max(len(step.plan.kept), raft_voters)
+
+
 def _disruption_budget(step: Step) -> list[Manifest]:
-    pdb = manifests.pod_disruption_budget(step.cluster)
+    pdb = manifests.pod_disruption_budget(step.cluster, current_voters(step))
     return [pdb] if pdb is not None else []
 
 

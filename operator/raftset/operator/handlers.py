@@ -47,6 +47,14 @@ def heartbeats(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any
     }}
 
 
+@kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_MEMBERSHIP: "true"})
+def memberships(namespace: str, labels: dict[str, str], annotations: dict[str, str], **_: Any) -> dict[Key, str]:
+    """The Raft membership record the cluster's leader published (raftset.membership)."""
+    cluster = labels.get(contract.LABEL_INSTANCE)
+    raw = annotations.get(contract.ANNOTATION_MEMBERSHIP)
+    return {(namespace, cluster): raw} if cluster and raw else {}
+
+
 @kopf.index("pods", annotations={contract.ANNOTATION_SCALE_AWAY: kopf.PRESENT})
 def scale_away_marks(namespace: str, name: str, labels: dict[str, str], **_: Any) -> dict[Key, str]:
     cluster = labels.get(contract.LABEL_INSTANCE)
@@ -87,16 +95,16 @@ def _register(engine: engines.Engine) -> None:
     @kopf.on.create(*resource, id=f"{engine.name}-create")
     @kopf.on.update(*resource, id=f"{engine.name}-update", field="spec")
     async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
-                      heartbeats: kopf.Index, scale_away_marks: kopf.Index,
+                      heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
                       statefulsets: kopf.Index, advanced_statefulsets: kopf.Index, **_: Any) -> None:
-        indices = Indices.of(heartbeats, scale_away_marks, statefulsets, advanced_statefulsets)
+        indices = Indices.of(heartbeats, memberships, scale_away_marks, statefulsets, advanced_statefulsets)
         await reconcile(body, patch, memo.runtime, indices, forced=True)
 
     @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
     async def step(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
-                   heartbeats: kopf.Index, scale_away_marks: kopf.Index,
+                   heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
                    statefulsets: kopf.Index, advanced_statefulsets: kopf.Index, **_: Any) -> None:
-        indices = Indices.of(heartbeats, scale_away_marks, statefulsets, advanced_statefulsets)
+        indices = Indices.of(heartbeats, memberships, scale_away_marks, statefulsets, advanced_statefulsets)
         await reconcile(body, patch, memo.runtime, indices, forced=False)
 
     @kopf.on.delete(*resource, id=f"{engine.name}-delete", optional=True)

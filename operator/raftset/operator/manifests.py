@@ -13,6 +13,7 @@ from typing import Any
 
 from raftset import contract
 from raftset.contract import SidecarEnv, quorum
+from raftset.membership import ScaleStep
 from raftset.operator import certificates
 from raftset.operator.spec import Cluster
 from raftset.operator.storage import Claims
@@ -123,6 +124,23 @@ def sidecar_container(cluster: Cluster) -> dict[str, Any]:
     }
 
 
+# Requests only (no limits): the scheduler reserves what a small member needs, and a
+# member is never throttled or OOM-killed by a guess. spec.podTemplate.resources replaces it.
+DEFAULT_STORE_RESOURCES: dict[str, Any] = {"requests": {"cpu": "250m", "memory": "512Mi"}}
+
+
+def spread(cluster: Cluster) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The default affinity and topology spread: members on different nodes and zones where
+    the cluster can (preferred, never required: a small cluster must still schedule)."""
+    selector = {"matchLabels": contract.selector_labels(cluster.name)}
+    affinity = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "podAffinityTerm": {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}},
+    ]}}
+    constraints = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]
+    return affinity, constraints
+
+
 def store_container(cluster: Cluster) -> dict[str, Any]:
     return {
         "name": cluster.engine.name,
@@ -142,7 +160,7 @@ def store_container(cluster: Cluster) -> dict[str, Any]:
         # scaled away, remove the member, while the store still serves.
         "lifecycle": {"preStop": {"httpGet": {"path": "/leave", "port": contract.SIDECAR_PORT}}},
         "volumeMounts": _volume_mounts(cluster),
-        "resources": dict(cluster.pod.resources),
+        "resources": dict(cluster.pod.resources) or DEFAULT_STORE_RESOURCES,
         "securityContext": _container_security(),
     }
 
@@ -198,11 +216,13 @@ def pod_template(cluster: Cluster, tls_revision: str | None = None) -> dict[str,
         "volumes": volumes,
         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
     }
+    default_affinity, default_constraints = spread(cluster)
+    constraints = cluster.pod.topology_spread_constraints
     optional = {
-        "affinity": cluster.pod.affinity,
+        "affinity": default_affinity if cluster.pod.affinity is None else cluster.pod.affinity,
         "nodeSelector": dict(cluster.pod.node_selector),
         "tolerations": list(cluster.pod.tolerations),
-        "topologySpreadConstraints": list(cluster.pod.topology_spread_constraints),
+        "topologySpreadConstraints": default_constraints if constraints is None else list(constraints),
         "priorityClassName": cluster.pod.priority_class_name,
     }
     spec.update({k: v for k, v in optional.items() if v})
@@ -237,16 +257,24 @@ def _volume_claim_templates(cluster: Cluster, claims: Claims | None) -> list[dic
 
 
 def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
-             tls_revision: str | None = None, claims: Claims | None = None) -> dict[str, Any]:
+             tls_revision: str | None = None, claims: Claims | None = None,
+             scale_step: ScaleStep | None = None) -> dict[str, Any]:
     """The StatefulSet (builtin or Advanced) running `replicas` pods around the `reserved` ordinals.
 
     `claims` (from the live workload, see raftset.operator.storage) keeps the claim
-    template as created and records how far the PVCs were expanded.
+    template as created and records how far the PVCs were expanded. `scale_step` is the
+    step Raft has yet to confirm: written in the same apply as the step, so the record and
+    the step never part.
     """
     backend = cluster.backend
     meta = metadata(cluster, cluster.name, "member")
+    annotations: dict[str, str] = {}
     if claims is not None and not cluster.storage.ephemeral:
-        meta["annotations"] = claims.annotations()
+        annotations.update(claims.annotations())
+    if scale_step is not None:
+        annotations[contract.ANNOTATION_SCALE_STEP] = scale_step.to_json()
+    if annotations:
+        meta["annotations"] = annotations
     return {
         "apiVersion": backend.api_version,
         "kind": backend.kind,
@@ -300,13 +328,15 @@ def client_service(cluster: Cluster) -> dict[str, Any]:
                     {"client": contract.CLIENT_PORT}, type="ClusterIP")
 
 
-def pod_disruption_budget(cluster: Cluster) -> dict[str, Any] | None:
-    """Voluntary evictions may never take the cluster below quorum."""
+def pod_disruption_budget(cluster: Cluster, current_voters: int) -> dict[str, Any] | None:
+    """Voluntary evictions may never take the cluster below quorum, of the desired size or of
+    the membership as it is now, whichever is larger: in the middle of a 5 -> 3 scale-in Raft
+    still counts 5 voters, and 3 of them must stay."""
     if not cluster.pdb_enabled:
         return None
     min_available = cluster.pdb_min_available
     if min_available is None:
-        min_available = quorum(cluster.replicas)
+        min_available = quorum(max(cluster.replicas, current_voters))
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
@@ -321,7 +351,7 @@ def pod_disruption_budget(cluster: Cluster) -> dict[str, Any] | None:
 def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
     """What a member's sidecar may do, by name wherever RBAC can say it.
 
-    Its heartbeat Lease (server-side apply that creates an object is authorized as
+    Its heartbeat Lease and, when it leads, the cluster's membership Lease (server-side apply that creates an object is authorized as
     `create` of that name, so `resourceNames` bounds it; a plain POST has no name and is
     refused), its pod's role label, a read of its workload, and a list of the cluster's
     Leases for membership-clean.
@@ -338,7 +368,8 @@ def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
         "metadata": metadata(cluster, sa, "member"),
         "rules": [
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "resourceNames": [contract.lease_name(p) for p in pods],
+             "resourceNames": [contract.lease_name(p) for p in pods]
+             + [contract.membership_lease_name(cluster.name)],
              "verbs": ["get", "create", "update", "patch", "delete"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
             {"apiGroups": [""], "resources": ["pods"], "resourceNames": pods, "verbs": ["get", "patch"]},

@@ -1,8 +1,13 @@
 """Scale planning: one membership change per step, and never the leader on Advanced StatefulSet.
 
 A pure function of what the API says (desired replicas, the workload's current scale
-fields, the members' heartbeat records and the time), so a restarted operator computes
-the same next step from the same objects and never removes a member twice.
+fields and the step it records, the Raft membership the leader published, the members'
+heartbeat records and the time), so a restarted operator computes the same next step
+from the same objects and never removes a member twice.
+
+Raft is the truth about who is a member; heartbeats say who is alive and who leads. A
+step is done when Raft says so: a scale-in when the victim's member ID is absent from a
+membership read after the step began, a scale-out when the new member votes.
 """
 
 from __future__ import annotations
@@ -13,13 +18,18 @@ from datetime import datetime
 
 from raftset import contract
 from raftset.contract import quorum
+from raftset.membership import SCALE_IN, SCALE_OUT, RaftMember, RaftMembership, ScaleStep
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.workloads import Backend, kept_ordinals
 
 
 # The Event / condition reason of each step that changes the workload.
-STEP_REASONS = {"create": "Creating", "scale-in": "ScalingIn", "scale-out": "ScalingOut",
-                "roll": "RollingMember"}
+STEP_REASONS = {"create": "Creating", SCALE_IN: "ScalingIn", SCALE_OUT: "ScalingOut", "roll": "RollingMember"}
+# The Degraded reason of a step Raft has not confirmed within the stuck period.
+STUCK_REASONS = {SCALE_IN: "LeaveStuck", SCALE_OUT: "JoinStuck"}
+# Past this, an unconfirmed step is reported: above the sidecar's leave timeout (45 s)
+# plus a few heartbeat refreshes, below membership-clean's default grace (300 s).
+STUCK_AFTER_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,8 @@ class Plan:
     restart: tuple[str, ...] = ()  # pods to delete so that they come back on the new template
     hand_off_from: str | None = None  # the leader pod that must hand off before it goes
     refused: bool = field(default=False)
+    record: ScaleStep | None = None  # the step Raft has yet to confirm, written on the workload
+    stuck: str | None = None  # a STUCK_REASONS value once that step is overdue
 
     @property
     def kept(self) -> list[int]:
@@ -70,6 +82,75 @@ class Membership:
         if self.missing:
             return f"waiting for ordinal {_join(self.missing)} to join and report healthy"
         return "membership matches the workload"
+
+
+@dataclass(frozen=True)
+class RaftState:
+    """How the published Raft membership compares with the ordinals the workload runs."""
+
+    learners: tuple[RaftMember, ...]
+    not_voting: tuple[int, ...]  # kept ordinals without a started voter in Raft
+    extra: tuple[RaftMember, ...]  # members of ordinals the workload no longer runs
+
+    @property
+    def settled(self) -> bool:
+        return not (self.learners or self.not_voting or self.extra)
+
+    def describe(self) -> str:
+        if self.learners:
+            return "waiting for learner " + ", ".join(_member(m) for m in self.learners) + " to be promoted in Raft"
+        if self.extra:
+            return "waiting for " + ", ".join(_member(m) for m in self.extra) + " to leave Raft"
+        if self.not_voting:
+            return f"waiting for ordinal {_join(self.not_voting)} to become a voter in Raft"
+        return "Raft membership matches the workload"
+
+
+def _member(m: RaftMember) -> str:
+    return f"member {m.id} (ordinal {m.ordinal})"
+
+
+def raft_state(kept: Sequence[int], raft: RaftMembership) -> RaftState:
+    """Members whose ordinal cannot be read (added by hand) are neither extra nor missing."""
+    voting = {m.ordinal for m in raft.members if m.voter}
+    return RaftState(
+        learners=tuple(m for m in raft.members if m.learner),
+        not_voting=tuple(o for o in kept if o not in voting),
+        extra=tuple(m for m in raft.members if m.ordinal is not None and m.ordinal not in kept),
+    )
+
+
+def confirmed(step: ScaleStep, raft: RaftMembership | None) -> str | None:
+    """None when Raft confirms `step`; else what it still waits for."""
+    if raft is None or raft.index < step.after_index:
+        return f"waiting for a Raft membership read after {step.pod} was {_done_word(step)}"
+    ordinal = contract.ordinal_of(step.pod)
+    if step.action == SCALE_IN:
+        present = raft.by_id(step.member_id) if step.member_id else raft.by_ordinal(ordinal)
+        if present is None:
+            return None
+        return f"waiting for {step.pod} (member {present.id}) to leave Raft"
+    member = raft.by_ordinal(ordinal)
+    if member is not None and member.voter:
+        return None
+    return f"waiting for {step.pod} to become a voter in Raft"
+
+
+def _done_word(step: ScaleStep) -> str:
+    return "scaled away" if step.action == SCALE_IN else "added"
+
+
+def _seconds_since(started: str, now: datetime) -> float:
+    """Both ends are the operator's clock; an unreadable start counts as just now."""
+    try:
+        moment = datetime.fromisoformat(started.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return (now - moment).total_seconds()
+
+
+def rfc3339(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _join(ordinals: Iterable[int]) -> str:
@@ -118,11 +199,17 @@ def plan(
     desired: int,
     current: tuple[int, Sequence[int]] | None,
     members: Sequence[HeartbeatRecord],
+    raft: RaftMembership | None,
     now: datetime,
+    *,
+    pending: ScaleStep | None = None,
+    stuck_after: float = STUCK_AFTER_SECONDS,
 ) -> Plan:
     """The next scale step.
 
-    `current` is the workload's (replicas, reserveOrdinals), or None before it exists.
+    `current` is the workload's (replicas, reserveOrdinals), or None before it exists;
+    `raft` the membership the leader published (None while there is none); `pending` the
+    step recorded on the workload.
     """
     if current is None:
         # A new cluster starts at full size: the sidecars serialise the joins themselves.
@@ -130,27 +217,46 @@ def plan(
 
     replicas, raw_reserved = current
     reserved = _normalise(replicas, backend.honoured(raw_reserved))
+    if pending is not None:
+        waiting = confirmed(pending, raft)
+        if waiting is not None:
+            overdue = _seconds_since(pending.started, now)
+            if overdue < stuck_after:
+                return Plan(replicas, reserved, "wait", waiting, record=pending)
+            return Plan(replicas, reserved, "wait",
+                        f"{waiting}: not confirmed {overdue:.0f} s after the step began (its "
+                        f"{'leave' if pending.action == SCALE_IN else 'join'} was refused or never ran); "
+                        f"no further step until it is", record=pending, stuck=STUCK_REASONS[pending.action])
     if desired == replicas:
         return Plan(replicas, reserved, "steady", f"{replicas} members as desired")
+    if raft is None:
+        return Plan(replicas, reserved, "wait", "waiting for the leader's sidecar to publish the Raft membership")
 
     kept = kept_ordinals(replicas, reserved)
     state = membership(kept, members, now)
+    truth = raft_state(kept, raft)
 
     if desired > replicas:
         if not state.settled:
             return Plan(replicas, reserved, "wait", state.describe())
+        if not truth.settled:
+            return Plan(replicas, reserved, "wait", truth.describe())
         # Re-fill the lowest reserved ordinal first so ordinals stay compact.
         new_reserved = tuple(sorted(reserved)[1:])
         step = replicas + 1
         added = sorted(set(kept_ordinals(step, new_reserved)) - set(kept))
-        return Plan(step, _normalise(step, new_reserved), "scale-out",
-                    f"adding ordinal {added[0]} ({replicas} -> {step} members)")
+        new_pod = contract.pod_name(cluster, added[0])
+        return Plan(step, _normalise(step, new_reserved), SCALE_OUT,
+                    f"adding ordinal {added[0]} ({replicas} -> {step} members)",
+                    record=ScaleStep(SCALE_OUT, new_pod, "", raft.index, rfc3339(now)))
 
     # Scale-in may start with unhealthy members (they are the first to go), but never
-    # while the previous victim is still leaving, another member is joining, or without
-    # a leader to protect.
+    # while the previous victim is still leaving (by its heartbeat or in Raft), another
+    # member is joining, or without a leader to protect.
     if state.extra:
         return Plan(replicas, reserved, "wait", state.describe())
+    if truth.extra:
+        return Plan(replicas, reserved, "wait", truth.describe())
     current_leader = leader(members, now)
     if current_leader is None:
         return Plan(replicas, reserved, "wait", "waiting for a leader before removing a member")
@@ -169,6 +275,10 @@ def plan(
     if joining:
         return Plan(replicas, reserved, "wait",
                     f"waiting for learner {', '.join(joining)} to be promoted")
+    raft_joining = tuple(m for m in truth.learners if m.ordinal != victim)
+    if raft_joining:
+        return Plan(replicas, reserved, "wait", "waiting for learner "
+                    + ", ".join(_member(m) for m in raft_joining) + " to be promoted in Raft")
     victim_member = by_ordinal.get(victim)
     victim_votes = bool(victim_member and victim_member.fresh(now) and victim_member.voting
                         and victim_member.healthy)
@@ -182,8 +292,10 @@ def plan(
         message += "; it is the leader and hands leadership away first"
     else:
         message += f", keeping leader {current_leader.pod}"
-    return Plan(step, new_reserved, "scale-in", message, scale_away=(victim_pod,),
-                hand_off_from=hand_off)
+    victim_entry = raft.by_ordinal(victim)
+    record = ScaleStep(SCALE_IN, victim_pod, victim_entry.id if victim_entry else "", raft.index, rfc3339(now))
+    return Plan(step, new_reserved, SCALE_IN, message, scale_away=(victim_pod,),
+                hand_off_from=hand_off, record=record)
 
 
 def stale_marks(plan: Plan, marked_pods: Iterable[str]) -> list[str]:

@@ -1,8 +1,8 @@
 """One reconcile of one cluster: read the API, call the pure core, walk the components, publish status.
 
 Every reconcile recomputes the next step from the cluster object, the workload object
-and the heartbeat Leases, so an operator restarted in the middle of a scale picks up
-exactly where the API says it is. What is kept in memory (indices, locks, the time of
+(with the step it records), the membership Lease and the heartbeat Leases, so an
+operator restarted in the middle of a scale picks up exactly where the API says it is. What is kept in memory (indices, locks, the time of
 the last full apply) is a cache that a restart simply rebuilds.
 """
 
@@ -17,6 +17,7 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
+from raftset.membership import ScaleStep, parse_membership, parse_step
 from raftset.operator import planner, rolls, spec, status
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
@@ -50,6 +51,7 @@ class Indices:
     """kopf's indices a reconcile reads, by what they hold."""
 
     heartbeats: kopf.Index
+    memberships: kopf.Index
     scale_away_marks: kopf.Index
     workloads: dict[str, kopf.Index]  # by Backend.name
 
@@ -57,10 +59,10 @@ class Indices:
         return next(iter(self.workloads[backend.name].get(key, [])), None)
 
     @classmethod
-    def of(cls, heartbeats: kopf.Index, scale_away_marks: kopf.Index, statefulsets: kopf.Index,
-           advanced_statefulsets: kopf.Index) -> Indices:
-        return cls(heartbeats, scale_away_marks, {STATEFULSET.name: statefulsets,
-                                                  ADVANCED_STATEFULSET.name: advanced_statefulsets})
+    def of(cls, heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
+           statefulsets: kopf.Index, advanced_statefulsets: kopf.Index) -> Indices:
+        return cls(heartbeats, memberships, scale_away_marks,
+                   {STATEFULSET.name: statefulsets, ADVANCED_STATEFULSET.name: advanced_statefulsets})
 
 
 def _now() -> datetime:
@@ -81,10 +83,11 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     old_status = dict(body.get("status") or {})
     generation = int(body.metadata.get("generation") or 0)
     members = from_leases(indices.heartbeats.get(key, []))
+    raft = parse_membership(next(iter(indices.memberships.get(key, [])), None))
 
     def publish(cluster: spec.Cluster | None, plan: planner.Plan | None,
                 workload: dict[str, Any] | None, problem: tuple[str, str] | None) -> None:
-        new = status.status(cluster, plan, workload, members, old_status, generation, now, problem)
+        new = status.status(cluster, plan, workload, members, old_status, generation, now, problem, raft=raft)
         for kind, reason, message in status.announcements(runtime.published.get(key, old_status), new):
             kopf.event(body, type=kind, reason=reason, message=message)
         runtime.published[key] = new
@@ -110,9 +113,14 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     async def read_workload() -> dict[str, Any] | None:
         return await runtime.kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
 
+    def recorded(workload: dict[str, Any] | None) -> ScaleStep | None:
+        annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
+        return parse_step(annotations.get(contract.ANNOTATION_SCALE_STEP))
+
     async def next_step(workload: dict[str, Any] | None) -> planner.Plan:
         current = backend.scale(workload) if workload is not None else None
-        plan = planner.plan(cluster.name, backend, cluster.replicas, current, members, now)
+        plan = planner.plan(cluster.name, backend, cluster.replicas, current, members, raft, now,
+                            pending=recorded(workload), stuck_after=runtime.settings.stuck_seconds)
         if plan.action != "steady" or workload is None or not rolls.pending(workload):
             return plan
         # Some pods run an older template: only now is the pod list worth a request.
@@ -131,9 +139,12 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         plan = await next_step(workload)
 
     stepping = plan.action in planner.STEP_REASONS
-    write = runtime.settings.write_due(stepping=stepping, forced=forced, degraded=status.degraded(old_status),
+    # Raft confirmed the recorded step: dropping the record also relaxes the PDB to the new size.
+    confirmed = plan.record is None and recorded(workload) is not None
+    write = runtime.settings.write_due(stepping=stepping, forced=forced or confirmed,
+                                       degraded=status.degraded(old_status),
                                        since_applied=now.timestamp() - runtime.applied_at.get(key, 0.0))
-    step = Step(cluster=cluster, plan=plan, workload=workload, now=now, write=write,
+    step = Step(cluster=cluster, plan=plan, workload=workload, now=now, write=write, raft=raft,
                 marked_pods=tuple(indices.scale_away_marks.get(key, [])))
     try:
         for component in COMPONENTS:

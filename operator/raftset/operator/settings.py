@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 
 from raftset.operator import spec
+from raftset.operator.planner import STUCK_AFTER_SECONDS
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,7 @@ class Settings:
     reconcile_interval: float = 5.0
     resync_seconds: float = 600.0  # drift is seen by watches; this is the safety net
     retry_seconds: float = 60.0  # the resync of a Degraded cluster: a fixed cause is noticed soon
+    stuck_seconds: float = STUCK_AFTER_SECONDS  # a step Raft has not confirmed by then is Degraded
 
     def resync_period(self, degraded: bool) -> float:
         """How long a full re-apply may wait: shorter while the cluster is Degraded."""
@@ -39,4 +41,5 @@ class Settings:
             reconcile_interval=float(env.get("RAFTSET_RECONCILE_INTERVAL", cls.reconcile_interval)),
             resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", cls.resync_seconds)),
             retry_seconds=float(env.get("RAFTSET_RETRY_SECONDS", cls.retry_seconds)),
+            stuck_seconds=float(env.get("RAFTSET_STEP_STUCK_SECONDS", cls.stuck_seconds)),
         )

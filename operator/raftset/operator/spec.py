@@ -45,11 +45,11 @@ class SidecarSettings:
 class PodOverrides:
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
-    resources: Mapping[str, Any] = field(default_factory=dict)
-    affinity: Mapping[str, Any] | None = None
+    resources: Mapping[str, Any] = field(default_factory=dict)  # empty: the operator's default requests
+    affinity: Mapping[str, Any] | None = None  # None: the operator's default; {} : none at all
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
-    topology_spread_constraints: tuple[Mapping[str, Any], ...] = ()
+    topology_spread_constraints: tuple[Mapping[str, Any], ...] | None = None  # None: default; (): none
     priority_class_name: str | None = None
 
 
@@ -169,7 +169,8 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
         affinity=raw_pod.get("affinity"),
         node_selector=dict(raw_pod.get("nodeSelector") or {}),
         tolerations=tuple(raw_pod.get("tolerations") or ()),
-        topology_spread_constraints=tuple(raw_pod.get("topologySpreadConstraints") or ()),
+        topology_spread_constraints=(None if raw_pod.get("topologySpreadConstraints") is None
+                                     else tuple(raw_pod["topologySpreadConstraints"])),
         priority_class_name=raw_pod.get("priorityClassName"),
     )
 

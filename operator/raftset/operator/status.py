@@ -1,4 +1,8 @@
-"""The cluster's status, computed from the plan, the workload and the heartbeat records."""
+"""The cluster's status, computed from the plan, the workload, the Raft membership and the heartbeat records.
+
+Raft says who is a member; heartbeats say who is alive and who leads. `status.members`
+joins the two, and `status.disagreements` names where they differ.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from typing import Any
 from raftset import contract, versions
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.contract import quorum
+from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.planner import STEP_REASONS, Plan, leader, membership
 from raftset.operator.rolls import update_revision
 from raftset.operator.spec import Cluster
@@ -94,7 +99,9 @@ def conditions(
     else:
         progressing = Condition("Progressing", False, "Settled", plan.message)
 
-    if problem is None and plan.refused:
+    if problem is None and plan.stuck:
+        degraded = Condition("Degraded", True, plan.stuck, plan.message)
+    elif problem is None and plan.refused:
         degraded = Condition("Degraded", True, "ScaleRefused", plan.message)
     elif problem is None and available.status is False and unavailable_since is not None \
             and (now - unavailable_since).total_seconds() >= UNAVAILABLE_GRACE_SECONDS:
@@ -132,6 +139,8 @@ def status(
     generation: int,
     now: datetime,
     problem: tuple[str, str] | None = None,
+    *,
+    raft: RaftMembership | None = None,
 ) -> dict[str, Any]:
     """The whole `.status` of a cluster object."""
     fresh = [m for m in members if m.fresh(now)]
@@ -166,16 +175,78 @@ def status(
             "reservedOrdinals": list(plan.reserved),
         })
     out["leader"] = current_leader.pod if current_leader else ""
-    out["members"] = [
-        {
-            "name": m.pod,
-            "id": m.member_id,
-            "role": m.role,
-            "healthy": m.healthy,
-            "lastHeartbeat": _timestamp(m.renewed),
-        }
-        for m in fresh
-    ]
+    name = cluster.name if cluster is not None else ""
+    out["members"] = member_rows(raft, fresh, name)
+    out["disagreements"] = disagreements(raft, plan.kept if plan is not None else None, fresh, name)
+    return out
+
+
+def _pod_of(m: RaftMember, cluster: str) -> str:
+    """The pod a member belongs to; its own name (or id) where the cluster or ordinal is unknown."""
+    if cluster and m.ordinal is not None:
+        return contract.pod_name(cluster, m.ordinal)
+    return m.name or m.id
+
+
+def _raft_role(m: RaftMember, raft: RaftMembership) -> str:
+    if m.learner:
+        return contract.ROLE_LEARNER
+    if m.id == raft.leader_id:
+        return contract.ROLE_LEADER
+    return contract.ROLE_FOLLOWER if m.started else contract.ROLE_UNKNOWN
+
+
+def member_rows(raft: RaftMembership | None, fresh: Sequence[HeartbeatRecord], cluster: str) -> list[dict[str, Any]]:
+    """One row per Raft member (role and learner from Raft, health from its heartbeat, lag from
+    the raft indexes the leader saw), then the fresh heartbeats of pods Raft does not list."""
+    beats = {h.member_id: h for h in fresh}
+    rows: list[dict[str, Any]] = []
+    if raft is not None:
+        leader_index = next((m.raft_index for m in raft.members if m.id == raft.leader_id), None)
+        for m in sorted(raft.members, key=lambda m: (m.ordinal is None, m.ordinal or 0, m.id)):
+            beat = beats.pop(m.id, None)
+            name = _pod_of(m, cluster)
+            if any(r["name"] == name for r in rows):  # a second entry for one pod: the names must stay unique
+                name = f"{name}/{m.id}"
+            row: dict[str, Any] = {
+                "name": name,
+                "id": m.id, "role": _raft_role(m, raft), "learner": m.learner, "inRaft": True,
+                "healthy": bool(beat and beat.healthy),
+            }
+            if leader_index is not None and m.raft_index is not None:
+                row["indexLag"] = max(0, leader_index - m.raft_index)
+            if beat is not None:
+                row["lastHeartbeat"] = _timestamp(beat.renewed)
+            rows.append(row)
+    listed = {r["name"] for r in rows}
+    for h in fresh:
+        if h.member_id in beats and h.pod not in listed:
+            row = {"name": h.pod, "id": h.member_id, "role": h.role, "learner": h.role == contract.ROLE_LEARNER,
+                   "healthy": h.healthy, "lastHeartbeat": _timestamp(h.renewed)}
+            if raft is not None:  # without a published membership, whether it is in Raft is unknown
+                row["inRaft"] = False
+            rows.append(row)
+    return rows
+
+
+def disagreements(raft: RaftMembership | None, kept: Sequence[int] | None, fresh: Sequence[HeartbeatRecord],
+                  cluster: str) -> list[str]:
+    """Where Raft, the workload and the heartbeats differ, one sentence each."""
+    if raft is None:
+        return []
+    out = []
+    for m in raft.members:
+        if m.ordinal is None:
+            out.append(f"member {m.id} ({m.name or 'never started'}) is in Raft under a name no pod of "
+                       f"this cluster has; it is left alone")
+        elif kept is not None and m.ordinal not in kept:
+            out.append(f"member {m.id} of {_pod_of(m, cluster)} is in Raft, but the workload runs no pod "
+                       f"for ordinal {m.ordinal}: membership-clean removes it after its grace period")
+    ordinals = {m.ordinal for m in raft.members}
+    out += [f"{contract.pod_name(cluster, o)} runs no Raft member" for o in (kept or []) if o not in ordinals]
+    ids = {m.id for m in raft.members}
+    out += [f"{h.pod} reports member {h.member_id}, which Raft does not list"
+            for h in fresh if h.member_id and h.member_id not in ids]
     return out
 
 

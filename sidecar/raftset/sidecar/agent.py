@@ -1,8 +1,9 @@
 """The sidecar's state and run loop; each lifecycle step is a shell of its own.
 
 Lifecycle: join (Joiner, until the startup file is written) -> heartbeat (HeartbeatPublisher),
-promote (Promoter) and clean (Cleaner) loops -> leave (Leaver, on /leave or SIGTERM).
-Each shell gathers state, asks its pure module (join, heartbeat, clean, leave), carries
+promote (Promoter), clean (Cleaner) and, on the leader, membership (MembershipPublisher)
+loops -> leave (Leaver, on /leave or SIGTERM).
+Each shell gathers state, asks its pure module (join, heartbeat, clean, membership, leave), carries
 out one step. Errors never end the process: they are logged, shown on /startup and
 /readyz, and retried after a capped backoff.
 """
@@ -31,6 +32,7 @@ from raftset.sidecar.config import Settings
 from raftset.sidecar.joiner import Joiner
 from raftset.sidecar.kube import Kube
 from raftset.sidecar.leaver import Leaver
+from raftset.sidecar.membership_publisher import MembershipPublisher
 from raftset.sidecar.metrics import Metrics
 from raftset.sidecar.plumbing import RETRYABLE
 from raftset.sidecar.promoter import Promoter
@@ -57,6 +59,7 @@ class Agent:
         self.publisher = HeartbeatPublisher(self)
         self.promoter = Promoter(self)
         self.cleaner = Cleaner(self)
+        self.membership_publisher = MembershipPublisher(self)
         self.leaver = Leaver(self)
 
     # ---- shared plumbing of the shells
@@ -147,6 +150,8 @@ class Agent:
             asyncio.create_task(self._loop(self.settings.poll_interval, self.publisher.beat_once, "heartbeat")),
             asyncio.create_task(self.promoter.run()),
             asyncio.create_task(self._loop(self.settings.clean_interval, self.cleaner.once, "clean")),
+            asyncio.create_task(self._loop(self.settings.poll_interval, self.membership_publisher.once,
+                                           "membership")),
         ]
         await self.stopping.wait()
         for task in tasks:

@@ -1,8 +1,12 @@
 """Membership-clean: remove members whose pods are gone for good, safely.
 
-Only the leader's sidecar acts (one actor at a time); a member goes only if its ordinal
-is not kept AND it has been absent (never started, or not answering) for longer than the
-grace period, and never if that would lose quorum. At most one removal per round.
+Only the leader's sidecar acts (one actor at a time); a member goes only if it has been
+absent (never started, or not answering) for longer than the grace period AND either its
+ordinal is not kept, or it is a learner that never started (a kept ordinal whose join
+never completed: etcd allows one learner at a time, so it would block every later join;
+its pod adds itself again when it starts). A started member of a kept ordinal is only
+restarting and is never removed. Never if that would lose quorum; at most one removal
+per round.
 The absence clock lives in the acting sidecar's memory: a new leader starts it afresh,
 which can only delay a removal, never hasten one.
 """
@@ -48,7 +52,9 @@ def decide(
     waiting: list[str] = []
     for m in members:
         ordinal = ordinal_of.get(m.id)
-        if ordinal is None or ordinal in kept or m.id not in absent_since:
+        if ordinal is None or m.id not in absent_since:
+            continue
+        if ordinal in kept and (m.started or not m.is_learner):
             continue
         absent_for = now - absent_since[m.id]
         if absent_for < grace:
@@ -62,4 +68,5 @@ def decide(
     if not candidates:
         return CleanDecision(None, "; ".join(waiting) or "nothing to clean")
     victim = min(candidates)[-1]
-    return CleanDecision(victim, f"member {victim:x} is not desired and absent past the grace period")
+    return CleanDecision(victim, f"member {victim:x} is not desired, or a learner that never started, "
+                                 f"and absent past the grace period")

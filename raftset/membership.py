@@ -1,0 +1,119 @@
+"""The Raft membership record, and the record of a scale step: the operator's two Raft truths.
+
+The leader's sidecar publishes `RaftMembership` (a linearizable MemberList as the leader
+sees it) in the membership Lease (contract.membership_lease_name); the operator reads it
+and believes it over the heartbeat Leases for who is a member. The operator writes
+`ScaleStep` on the workload in the same apply as the step itself, so that a restarted
+operator knows which step it is waiting for and since when.
+
+`index` orders records: it is the leader's raft index taken just before its MemberList,
+and the raft log index only grows, across leaders too. A record whose index is at least
+a step's `after_index` was read no earlier than the membership that step was planned on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RaftMember:
+    id: str  # hexadecimal, as etcdctl prints it
+    name: str  # empty until the member has started once
+    ordinal: int | None  # the pod ordinal its name or peer URL names; None if neither does
+    peer_urls: tuple[str, ...]
+    learner: bool
+    started: bool
+    raft_index: int | None  # from the member's own Status; None where it did not answer
+    applied_index: int | None
+
+    @property
+    def voter(self) -> bool:
+        return self.started and not self.learner
+
+
+@dataclass(frozen=True)
+class RaftMembership:
+    leader_id: str
+    leader: str  # the leader's pod name
+    term: int
+    index: int
+    members: tuple[RaftMember, ...]
+    published: str  # RFC 3339 by the sidecar's clock: for people, never compared with another clock
+
+    def by_ordinal(self, ordinal: int) -> RaftMember | None:
+        return next((m for m in self.members if m.ordinal == ordinal), None)
+
+    def by_id(self, member_id: str) -> RaftMember | None:
+        return next((m for m in self.members if m.id == member_id), None)
+
+    @property
+    def change_key(self) -> tuple[object, ...]:
+        """What, when it changes, must reach the API at once (indexes move on every write: refresh only)."""
+        return (self.leader_id, self.term,
+                tuple((m.id, m.name, m.ordinal, m.peer_urls, m.learner, m.started) for m in self.members))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def parse_membership(raw: str | None) -> RaftMembership | None:
+    """The record in a membership Lease's annotation; None when absent or unreadable.
+
+    Anyone with Lease write access can write anything there: unreadable means "unknown".
+    """
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        members = tuple(
+            RaftMember(
+                id=str(m["id"]), name=str(m["name"]),
+                ordinal=None if m.get("ordinal") is None else int(m["ordinal"]),
+                peer_urls=tuple(str(u) for u in m["peer_urls"]), learner=bool(m["learner"]),
+                started=bool(m["started"]), raft_index=_optional_int(m.get("raft_index")),
+                applied_index=_optional_int(m.get("applied_index")),
+            )
+            for m in data["members"]
+        )
+        return RaftMembership(leader_id=str(data["leader_id"]), leader=str(data["leader"]),
+                              term=int(data["term"]), index=int(data["index"]), members=members,
+                              published=str(data.get("published", "")))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+SCALE_IN = "scale-in"
+SCALE_OUT = "scale-out"
+
+
+@dataclass(frozen=True)
+class ScaleStep:
+    """One scale step the operator took: which pod, which member, planned on which membership, when."""
+
+    action: str  # SCALE_IN | SCALE_OUT
+    pod: str  # the victim, or the pod added
+    member_id: str  # the victim's member id when the step began; "" if it was no member
+    after_index: int  # RaftMembership.index the step was planned on
+    started: str  # RFC 3339 by the operator's clock; only the operator compares it
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def parse_step(raw: str | None) -> ScaleStep | None:
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        step = ScaleStep(action=str(data["action"]), pod=str(data["pod"]), member_id=str(data["member_id"]),
+                         after_index=int(data["after_index"]), started=str(data["started"]))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return step if step.action in (SCALE_IN, SCALE_OUT) else None

@@ -1,0 +1,65 @@
+"""What the leader's sidecar publishes as the Raft membership, and when.
+
+Pure: the record from the leader's own Status, its linearizable MemberList and the
+members' Statuses; whether it is due (on a change of who is a member, learner or
+started, or of leader and term, plus a slow refresh); and the Lease that carries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from raftset import contract
+from raftset.etcdclient import Member, Status
+from raftset.membership import RaftMember, RaftMembership
+from raftset.sidecar.heartbeat import rfc3339
+
+
+def record(leader: Status, leader_pod: str, members: Sequence[Member], statuses: Mapping[int, Status | None],
+           ordinal_of: Mapping[int, int | None], now: datetime) -> RaftMembership:
+    """`leader` is the leader's Status taken before `members` was read: its index orders records."""
+    return RaftMembership(
+        leader_id=f"{leader.member_id:x}",
+        leader=leader_pod,
+        term=leader.raft_term,
+        index=leader.raft_index,
+        members=tuple(
+            RaftMember(
+                id=m.hex_id, name=m.name, ordinal=ordinal_of.get(m.id), peer_urls=m.peer_urls,
+                learner=m.is_learner, started=m.started,
+                raft_index=st.raft_index if (st := statuses.get(m.id)) else None,
+                applied_index=st.raft_applied_index if st else None,
+            )
+            for m in sorted(members, key=lambda m: m.id)
+        ),
+        published=rfc3339(now),
+    )
+
+
+def should_publish(last: RaftMembership | None, current: RaftMembership, last_write: float | None, now: float,
+                   refresh: float) -> bool:
+    if last is None or last_write is None:
+        return True
+    return last.change_key != current.change_key or now - last_write >= refresh
+
+
+def lease_body(cluster: str, namespace: str, membership: RaftMembership, *, duration: int,
+               owner: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The cluster's membership Lease, held by the leader that wrote it; owned by the workload."""
+    metadata: dict[str, Any] = {
+        "name": contract.membership_lease_name(cluster),
+        "namespace": namespace,
+        "labels": {**contract.selector_labels(cluster), contract.LABEL_MEMBERSHIP: "true"},
+        "annotations": {contract.ANNOTATION_MEMBERSHIP: membership.to_json()},
+    }
+    if owner:
+        metadata["ownerReferences"] = [dict(owner)]
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {"holderIdentity": membership.leader, "leaseDurationSeconds": duration,
+                 "renewTime": membership.published},
+    }
