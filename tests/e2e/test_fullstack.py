@@ -19,7 +19,7 @@ from kubernetes import client
 
 from raftset import contract
 from raftset.etcdclient import EtcdClientError, MemberClient
-from tests.harness.checker import Writer
+from tests.harness.checker import Writer, check
 from tests.harness.operator import Operator, install_crds, kubectl, wait_for
 from tests.harness.view import ClusterView
 from tools.devcluster.podrunner import PodRunner, pod_ip
@@ -211,3 +211,40 @@ def upgrade_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backe
     assert writer.ok > 100, f"the writer barely wrote ({writer.ok})"
     assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
     assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"
+
+
+@pytest.mark.parametrize(("backend", "outage"), [
+    ("StatefulSet", "pods-deleted"), ("AdvancedStatefulSet", "pods-deleted"), ("StatefulSet", "power-loss"),
+])
+def test_lights_out_the_cluster_comes_back_by_itself(control_plane: Any, operator: Operator, namespace: str,
+                                                     runner: PodRunner, backend: str, outage: str) -> None:
+    """Every member stops at once; with their volumes they re-form with the same IDs and every
+    acknowledged write. Parallel pod management starts them together, so no pod waits for a
+    readiness that needs a leader (docs/operations.md, "Lights-out")."""
+    kv = stack(control_plane.kubeconfig, namespace, "kv", runner)
+    volumes = kv.prebind_volumes(0, 1, 2)
+    try:
+        kv.create(3, workloadKind=backend, storage={"size": "1Gi"}, **FAST)
+        kv.wait_healthy(0, 1, 2)
+        ids = {m.name: m.id for m in kv.members(0, 1, 2)}
+        writer = Writer([kv.url(o) for o in (0, 1, 2)])
+        writer.start()
+        wait_for(lambda: writer.ok > 100, 60, "the writer running")
+        if outage == "pods-deleted":
+            kubectl(control_plane.kubeconfig, "delete", "pods", "-n", namespace, "--wait=false",
+                    "-l", f"{contract.LABEL_INSTANCE}={kv.name}")
+        else:  # every store and sidecar SIGKILLed together; kubelet restarts the containers
+            for proc in list(runner.supervisor.procs):
+                if f".{kv.name}-" in proc.name:
+                    runner.supervisor.kill(proc)
+        wait_for(lambda: writer.failed > 0 or writer.ok > 10_000, 60, "the outage seen by the writer")
+        st = kv.wait_healthy(0, 1, 2)
+        writer.stop()
+        assert {m.name: m.id for m in kv.members(0, 1, 2)} == ids, "the same members, not new ones"
+        assert st["leader"] in kv.pod_names(0, 1, 2)
+        verdict = asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))
+        print(f"lights-out ({outage}): {verdict.acknowledged} acknowledged writes read back, "
+              f"{writer.failed} failed during the outage, longest stall {writer.longest_stall:.1f}s")
+    finally:
+        for name in volumes:
+            client.CoreV1Api(kv.api).delete_persistent_volume(name)
