@@ -239,12 +239,14 @@ def test_lights_out_the_cluster_comes_back_by_itself(control_plane: Any, operato
                     runner.supervisor.kill(proc)
         wait_for(lambda: writer.failed > 0 or writer.ok > 10_000, 60, "the outage seen by the writer")
         st = kv.wait_healthy(0, 1, 2)
+        written = writer.ok
+        wait_for(lambda: writer.ok > written + 20, 60, "writes acknowledged again")  # the stall ends here
         writer.stop()
         assert {m.name: m.id for m in kv.members(0, 1, 2)} == ids, "the same members, not new ones"
         assert st["leader"] in kv.pod_names(0, 1, 2)
         verdict = asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))
         print(f"lights-out ({outage}): {verdict.acknowledged} acknowledged writes read back, "
-              f"{writer.failed} failed during the outage, longest stall {writer.longest_stall:.1f}s")
+              f"{writer.failed} failed during the outage, writes stalled {writer.longest_stall:.1f}s")
     finally:
         for name in volumes:
             client.CoreV1Api(kv.api).delete_persistent_volume(name)
