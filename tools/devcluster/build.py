@@ -170,7 +170,10 @@ def inputs_digest(component: Component, go_version: str) -> str:
     h = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         h.update((component.module_dir / name).read_bytes())
-    h.update(repr((component.packages, component.ldflags, component.patch, component.renames, go_version)).encode())
+    inputs: tuple[object, ...] = (component.packages, component.ldflags, component.patch, go_version)
+    if component.renames:  # only then: the other components' stamps stay valid
+        inputs += (component.renames,)
+    h.update(repr(inputs).encode())
     return h.hexdigest()
 
 
