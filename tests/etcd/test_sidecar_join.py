@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -72,10 +73,16 @@ async def test_two_members_joining_at_the_same_moment_both_end_up_voting(make_la
     assert all(p.store is not None for p in joiners), lab.logs()
     members = await lab.wait_voting(3)
     assert {m.name for m in members} == {"demo-0", "demo-1", "demo-2"}
-    logs = "".join(p.sidecar_log.read_text() for p in joiners)
-    # One of them had to wait for the other: one membership change at a time (the sidecar's
-    # own check: Xline would accept a second learner).
-    assert "still joining" in logs or "another learner is still joining" in logs
+    # One membership change at a time (the sidecar's own check: Xline would accept a second
+    # learner): whichever was added second was added only after the first was promoted.
+    first, second = sorted((_logged_at(p, "added member"), _logged_at(p, "promoted member")) for p in joiners)
+    assert second[0] >= first[1], f"the second learner was added before the first was promoted: {first}, {second}"
+
+
+def _logged_at(pod, text: str) -> datetime:
+    """When the pod's sidecar first logged `text` (its log lines start with a local timestamp)."""
+    line = next(line for line in pod.sidecar_log.read_text().splitlines() if text in line)
+    return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
 
 
 @pytest.mark.lifecycle
