@@ -125,3 +125,13 @@ def test_pod_revisions_ignore_strays() -> None:
     found = rolls.pod_revisions([raw("demo-1"), raw("demo-0", deletionTimestamp="x"), raw("other-0"),
                                  raw("demo-x"), raw("demo-extra-1")], "demo")
     assert [(p.name, p.terminating, p.revision) for p in found] == [("demo-0", True, OLD), ("demo-1", False, OLD)]
+
+
+def test_a_restarted_member_reports_for_one_refresh_before_the_next_goes() -> None:
+    pods = [pod(0), pod(1), pod(2, NEW, age=12)]
+    settle = timedelta(seconds=10)
+    just_back = members(range(3), leader=0, overrides={2: {"age": 5}})  # renewed 7 s after its pod came
+    step = rolls.next_step(STEADY, NEW, pods, just_back, NOW, settle=settle)
+    assert step.action == "wait" and "demo-2" in step.message
+    settled = members(range(3), leader=0, overrides={2: {"age": 1}})  # 11 s after
+    assert rolls.next_step(STEADY, NEW, pods, settled, NOW, settle=settle).restart == ("demo-1",)

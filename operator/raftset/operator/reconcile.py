@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import kopf
@@ -128,7 +128,8 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         pods = await runtime.kube.list("v1", "Pod", cluster.namespace, selector)
         revision = rolls.update_revision(workload)
         assert revision is not None  # rolls.pending checked it
-        return rolls.next_step(plan, revision, rolls.pod_revisions(pods, cluster.name), members, now)
+        return rolls.next_step(plan, revision, rolls.pod_revisions(pods, cluster.name), members, now,
+                               settle=timedelta(seconds=cluster.sidecar.heartbeat_interval))
 
     workload = cached if cached is not None else await read_workload()
     plan = await next_step(workload)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from raftset.operator.heartbeats import HeartbeatRecord
@@ -71,8 +71,13 @@ def pod_revisions(pods: Sequence[Mapping[str, Any]], cluster: str) -> list[PodRe
 
 
 def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: Sequence[HeartbeatRecord],
-              now: datetime) -> Plan:
-    """The steady `plan` turned into the next roll step: restart one pod, wait, or nothing to do."""
+              now: datetime, settle: timedelta = timedelta(0)) -> Plan:
+    """The steady `plan` turned into the next roll step: restart one pod, wait, or nothing to do.
+
+    `settle` (the sidecars' heartbeat interval) is how long a member must have reported
+    from its new pod before the next one goes: one refresh as a healthy voter, time for a
+    restarted member to catch up with the log it missed.
+    """
     kept = plan.kept
     outdated = [p for p in pods if p.ordinal in kept and p.revision != revision]
     if not outdated:
@@ -91,9 +96,9 @@ def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: S
     by_pod = {m.pod: m for m in members}
     running = {p.name: p for p in pods if p.ordinal in kept}
     stale = sorted(name for name, pod in running.items()
-                   if name not in by_pod or by_pod[name].renewed < pod.created)
+                   if name not in by_pod or by_pod[name].renewed < pod.created + settle)
     if stale:
-        return wait(f"waiting for {', '.join(stale)} to report from its new pod")
+        return wait(f"waiting for {', '.join(stale)} to report healthy from its new pod for {settle.seconds} s")
     current_leader = leader(members, now)
     if current_leader is None:
         return wait("waiting for a leader")
