@@ -166,6 +166,11 @@ class Capabilities:
     raft_index_is_last_log_index: bool
     defragment: bool  # Maintenance.Defragment is implemented
     hash_kv_revision: bool  # HashKV answers with the hash_revision field
+    # MemberList honours linearizable=true and answers once the leader confirms. Xline's
+    # linearizable MemberList timed out here as soon as a learner was in the membership
+    # (measured: a 1-voter + 1-learner cluster, every call for 40 s): the sidecar asks Xline
+    # for its member's own view.
+    linearizable_member_list: bool = True
     # Refusal (raftset.etcdclient.Refusal member name) -> lower-case fragments of the
     # engine's own messages, for the refusals whose text differs from etcd's.
     refusal_texts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -199,6 +204,7 @@ XLINE_CAPABILITIES = Capabilities(
         "MEMBER_NOT_FOUND": ("node not found",),
         "MEMBER_EXISTS": ("node already exists",),
     },
+    linearizable_member_list=False,
 )
 
 

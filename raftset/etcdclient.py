@@ -232,9 +232,12 @@ def grpc_target(url: str) -> str:
 class MemberClient:
     """A client of ONE member, so that Status and MoveLeader reach the member meant."""
 
-    def __init__(self, url: str, tls: ClientTLS | None = None, *, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, tls: ClientTLS | None = None, *, timeout: float = 5.0,
+                 linearizable_member_list: bool = True) -> None:
         self.url = url
         self.timeout = timeout
+        # The default of member_list(): an engine whose linearizable MemberList hangs says False.
+        self.linearizable_member_list = linearizable_member_list
         target = grpc_target(url)
         if tls:
             creds = grpc.ssl_channel_credentials(
@@ -302,11 +305,12 @@ class MemberClient:
             db_size=int(r.dbSize),
         )
 
-    async def member_list(self, *, linearizable: bool = True) -> list[Member]:
+    async def member_list(self, *, linearizable: bool | None = None) -> list[Member]:
         """Linearizable by default (etcd >= 3.5 honours it; then it needs a quorum);
         serializable is this member's own, possibly stale, view."""
         r = await self._call("MemberList", lambda: self._cluster.member_list(
-            linearizable=linearizable, timeout=self.timeout))
+            linearizable=self.linearizable_member_list if linearizable is None else linearizable,
+            timeout=self.timeout))
         return _members(r.members)
 
     async def get(self, key: str, *, serializable: bool = False) -> bytes | None:
@@ -370,15 +374,18 @@ class MemberClient:
 class ClusterClient:
     """Several members' clients; reads go to whichever answers, writes to one that did."""
 
-    def __init__(self, tls: ClientTLS | None = None, *, timeout: float = 5.0) -> None:
+    def __init__(self, tls: ClientTLS | None = None, *, timeout: float = 5.0,
+                 linearizable_member_list: bool = True) -> None:
         self.tls = tls
         self.timeout = timeout
+        self.linearizable_member_list = linearizable_member_list
         self._clients: dict[str, MemberClient] = {}
 
     def member(self, url: str) -> MemberClient:
         client = self._clients.get(url)
         if client is None:
-            client = self._clients[url] = MemberClient(url, self.tls, timeout=self.timeout)
+            client = self._clients[url] = MemberClient(url, self.tls, timeout=self.timeout,
+                                                       linearizable_member_list=self.linearizable_member_list)
         return client
 
     async def close(self) -> None:

@@ -320,8 +320,12 @@ class Lab:
             raise
         return parse_membership((lease.metadata.annotations or {}).get(contract.ANNOTATION_MEMBERSHIP))
 
-    async def members(self, *ordinals: int, linearizable: bool = True) -> list[Member]:
-        """MemberList; `linearizable=False` reads a member's own view, which needs no quorum."""
+    async def members(self, *ordinals: int, linearizable: bool | None = None) -> list[Member]:
+        """MemberList; `linearizable=False` reads a member's own view, which needs no quorum.
+
+        By default linearizable where the engine answers it (not Xline: see Capabilities)."""
+        if linearizable is None:
+            linearizable = self.engine.engine.capabilities.linearizable_member_list
         urls = [self.pod(o).client_url for o in (ordinals or sorted(self.pods))]
         last: Exception | None = None
         for url in urls:

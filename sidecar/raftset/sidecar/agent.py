@@ -68,7 +68,8 @@ class Agent:
         """The etcd clients, created once the TLS files (if any) load."""
         if self._etcd is None:
             tls = ClientTLS.load(self.settings.tls) if self.settings.tls else None
-            self._etcd = ClusterClient(tls, timeout=5.0)
+            self._etcd = ClusterClient(tls, timeout=5.0, linearizable_member_list=(
+                self.settings.engine.capabilities.linearizable_member_list))
         return self._etcd
 
     @property
