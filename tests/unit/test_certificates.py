@@ -171,20 +171,20 @@ def test_not_after(leaves: dict[str, KeyPair]) -> None:
 # --- the decision ------------------------------------------------------------------------------
 
 def test_first_issue_makes_everything_at_revision_one() -> None:
-    plan = certs.plan(None, {p: None for p in certs.PURPOSES}, SPECS, NOW)
+    plan = certs.issuance(None, {p: None for p in certs.PURPOSES}, SPECS, NOW)
     assert plan.new_ca and plan.writes
     assert plan.reissue == {SERVER: "missing", PEER: "missing", CLIENT: "missing"}
     assert plan.revision == 1
 
 
 def test_current_material_is_left_alone(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
-    plan = certs.plan(ca, stored(leaves, ca, revision=4), SPECS, NOW + timedelta(days=300))
-    assert plan == certs.Plan(new_ca=False, reissue={}, revision=4)
+    plan = certs.issuance(ca, stored(leaves, ca, revision=4), SPECS, NOW + timedelta(days=300))
+    assert plan == certs.Issuance(new_ca=False, reissue={}, revision=4)
     assert not plan.writes
 
 
 def test_expiring_leaves_are_renewed_and_the_pods_roll(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
-    plan = certs.plan(ca, stored(leaves, ca, revision=2), SPECS, NOW + timedelta(days=340))
+    plan = certs.issuance(ca, stored(leaves, ca, revision=2), SPECS, NOW + timedelta(days=340))
     assert not plan.new_ca  # the CA stays: old and new leaves trust each other during the roll
     assert plan.reissue == {SERVER: "expiring", PEER: "expiring", CLIENT: "expiring"}
     assert plan.revision == 3
@@ -193,14 +193,14 @@ def test_expiring_leaves_are_renewed_and_the_pods_roll(ca: KeyPair, leaves: dict
 def test_one_renewed_leaf_moves_the_revision_once(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
     found = stored(leaves, ca, revision=3)
     found[PEER] = dataclasses.replace(found[PEER], revision=4)  # renewed last time
-    plan = certs.plan(ca, found, SPECS, NOW + timedelta(days=100))
+    plan = certs.issuance(ca, found, SPECS, NOW + timedelta(days=100))
     assert plan.reissue == {} and plan.revision == 4
 
 
 def test_missing_names_reissue_without_a_roll(ca: KeyPair) -> None:
     narrow = {p: dataclasses.replace(s, dns_names=s.dns_names[:2]) for p, s in SPECS.items()}
     old = {p: certs.issue(ca, spec, NOW) for p, spec in narrow.items()}
-    plan = certs.plan(ca, stored(old, ca, revision=2), SPECS, NOW)
+    plan = certs.issuance(ca, stored(old, ca, revision=2), SPECS, NOW)
     assert plan.reissue == {SERVER: "names", PEER: "names"}  # the client has no names to miss
     assert plan.revision == 2
 
@@ -209,37 +209,37 @@ def test_wrong_usages_reissue(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
     found = stored(leaves, ca)
     found[SERVER] = StoredLeaf(certs.issue(ca, dataclasses.replace(SPECS[SERVER], client_auth=False), NOW),
                                ca.cert_pem, 1)
-    plan = certs.plan(ca, found, SPECS, NOW)
+    plan = certs.issuance(ca, found, SPECS, NOW)
     assert plan.reissue == {SERVER: "usages"} and plan.revision == 2
 
 
 def test_a_lost_leaf_is_reissued_from_the_same_ca(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
     found = stored(leaves, ca, revision=2)
     found[CLIENT] = None
-    plan = certs.plan(ca, found, SPECS, NOW)
-    assert plan == certs.Plan(new_ca=False, reissue={CLIENT: "missing"}, revision=2)
+    plan = certs.issuance(ca, found, SPECS, NOW)
+    assert plan == certs.Issuance(new_ca=False, reissue={CLIENT: "missing"}, revision=2)
 
 
 def test_a_leaf_whose_key_does_not_match_is_reissued(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
     found = stored(leaves, ca)
     found[PEER] = StoredLeaf(KeyPair(leaves[PEER].cert_pem, leaves[SERVER].key_pem), ca.cert_pem, 1)
-    assert certs.plan(ca, found, SPECS, NOW).reissue == {PEER: "missing"}
+    assert certs.issuance(ca, found, SPECS, NOW).reissue == {PEER: "missing"}
 
 
 def test_a_lost_ca_reissues_everything_and_rolls(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
-    plan = certs.plan(None, stored(leaves, ca, revision=2), SPECS, NOW)
+    plan = certs.issuance(None, stored(leaves, ca, revision=2), SPECS, NOW)
     assert plan.new_ca and set(plan.reissue.values()) == {"new CA"} and plan.revision == 3
 
 
 def test_an_expiring_ca_is_replaced(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
     later = NOW + certs.CA_LIFETIME - timedelta(days=10)
-    plan = certs.plan(ca, stored(leaves, ca), SPECS, later)
+    plan = certs.issuance(ca, stored(leaves, ca), SPECS, later)
     assert plan.new_ca and len(plan.reissue) == 3
 
 
 def test_leaves_of_another_ca_are_reissued(ca: KeyPair, leaves: dict[str, KeyPair]) -> None:
     other = certs.build_ca("other", NOW)
-    plan = certs.plan(other, stored(leaves, ca), SPECS, NOW)
+    plan = certs.issuance(other, stored(leaves, ca), SPECS, NOW)
     assert not plan.new_ca and set(plan.reissue.values()) == {"new CA"}
 
 

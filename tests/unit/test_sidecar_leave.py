@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raftset import contract
-from raftset.sidecar.leave import Fate, fate, plan, transfer_target
+from raftset.sidecar.leave import Fate, decide, fate, transfer_target
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 from tests.unit.sidecar_data import member, mid, status
 
@@ -76,40 +76,40 @@ def statuses(leader: int = 0, down=()):
 
 
 def test_restarting_leader_hands_off_and_keeps_membership() -> None:
-    got = plan(Fate(False, "restart"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1, 2])
+    got = decide(Fate(False, "restart"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1, 2])
     assert got.move_leader_to == mid(1) and not got.remove  # most caught up among the others
 
 
 def test_restarting_follower_does_nothing() -> None:
-    got = plan(Fate(False, "restart"), mid(1), MEMBERS, statuses(leader=0), ORD, [0, 1, 2])
+    got = decide(Fate(False, "restart"), mid(1), MEMBERS, statuses(leader=0), ORD, [0, 1, 2])
     assert got.move_leader_to is None and not got.remove
 
 
 def test_scaled_away_leader_hands_off_then_removes_itself() -> None:
-    got = plan(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1])
+    got = decide(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1])
     assert got.move_leader_to in (mid(0), mid(1)) and got.remove
 
 
 def test_scaled_away_follower_removes_itself_without_hand_off() -> None:
-    got = plan(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=0), ORD, [0, 1])
+    got = decide(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=0), ORD, [0, 1])
     assert got.move_leader_to is None and got.remove
 
 
 def test_scaled_away_member_keeps_membership_when_removal_would_lose_quorum() -> None:
-    got = plan(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=2, down=[1]), ORD, [0, 1])
+    got = decide(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=2, down=[1]), ORD, [0, 1])
     assert not got.remove and "quorum" in got.reason
     assert got.move_leader_to == mid(0)
 
 
 def test_already_removed_member_does_nothing() -> None:
-    got = plan(Fate(True, "away"), mid(9), MEMBERS, statuses(), ORD, [0, 1])
+    got = decide(Fate(True, "away"), mid(9), MEMBERS, statuses(), ORD, [0, 1])
     assert not got.remove and "already removed" in got.reason
 
 
 def test_scaled_away_learner_is_removed_with_voters_healthy() -> None:
     members = [member(0), member(1), member(2), member(3, learner=True)]
     sts_ = {**statuses(), mid(3): status(3, learner=True)}
-    got = plan(Fate(True, "away"), mid(3), members, sts_, {**ORD, mid(3): 3}, [0, 1, 2])
+    got = decide(Fate(True, "away"), mid(3), members, sts_, {**ORD, mid(3): 3}, [0, 1, 2])
     assert got.remove
 
 
@@ -130,11 +130,11 @@ def test_transfer_skips_learners_unhealthy_and_erroring_members() -> None:
 
 @pytest.mark.parametrize("away", [True, False])
 def test_leader_of_an_engine_without_safe_hand_off_never_moves_leadership(away: bool) -> None:
-    got = plan(Fate(away, "why"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1], hand_off=False)
+    got = decide(Fate(away, "why"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1], hand_off=False)
     assert got.move_leader_to is None and got.remove is away
     assert "no leadership hand-off" in got.reason
 
 
 def test_follower_reason_is_unchanged_without_hand_off() -> None:
-    got = plan(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=0), ORD, [0, 1], hand_off=False)
+    got = decide(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=0), ORD, [0, 1], hand_off=False)
     assert got.reason == "away" and got.remove

@@ -3,7 +3,7 @@
 Every cluster gets its own CA (ECDSA P-256, 10 years, kept in `<name>-ca`) and three
 leaf certificates (1 year) in cert-manager's Secret shape (`tls.crt`, `tls.key`,
 `ca.crt`), so the pod template mounts the same files whichever provider made them.
-`plan` decides what to (re-)issue from what the Secrets hold; `raftset.operator.tls`
+`issuance` decides what to (re-)issue from what the Secrets hold; `raftset.operator.tls`
 reads and writes the Secrets.
 """
 
@@ -254,7 +254,7 @@ class StoredLeaf:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Issuance:
     """What `ensure_tls` must write for the `auto` provider.
 
     `revision` goes into the pod template: it moves only when the running certificates
@@ -285,8 +285,8 @@ def _ca_usable(ca: KeyPair | None, now: datetime) -> bool:
         return False
 
 
-def plan(ca: KeyPair | None, leaves: Mapping[str, StoredLeaf | None],
-         specs: Mapping[str, LeafSpec], now: datetime) -> Plan:
+def issuance(ca: KeyPair | None, leaves: Mapping[str, StoredLeaf | None],
+         specs: Mapping[str, LeafSpec], now: datetime) -> Issuance:
     """Which certificates to (re-)issue, and the revision the pods must run."""
     new_ca = not _ca_usable(ca, now)
     stored = [leaf for leaf in leaves.values() if leaf is not None]
@@ -312,7 +312,7 @@ def plan(ca: KeyPair | None, leaves: Mapping[str, StoredLeaf | None],
         revision = 1
     elif replaces:
         revision += 1
-    return Plan(new_ca=new_ca, reissue=reissue, revision=revision)
+    return Issuance(new_ca=new_ca, reissue=reissue, revision=revision)
 
 
 # --- Secrets ---------------------------------------------------------------------------------

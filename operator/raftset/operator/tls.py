@@ -103,15 +103,15 @@ async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime) -> str:
             await kube.get("v1", "Secret", ns, certificates.secret_name(cluster.name, purpose)))
         leaves[purpose] = StoredLeaf(*found) if found else None
     specs = certificates.leaf_specs(cluster.name, ns, cluster.replicas)
-    plan = certificates.plan(ca, leaves, specs, now)
-    if plan.new_ca or ca is None:
+    issuance = certificates.issuance(ca, leaves, specs, now)
+    if issuance.new_ca or ca is None:
         ca = certificates.build_ca(f"{cluster.name}-ca", now)
         await kube.apply(_secret(cluster, ca_name, ca, ca.cert_pem, None))
-    for purpose in plan.reissue:
+    for purpose in issuance.reissue:
         pair = certificates.issue(ca, specs[purpose], now)
         await kube.apply(_secret(cluster, certificates.secret_name(cluster.name, purpose), pair,
-                                 ca.cert_pem, plan.revision))
-    return str(plan.revision)
+                                 ca.cert_pem, issuance.revision))
+    return str(issuance.revision)
 
 
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (

@@ -43,7 +43,7 @@ class JoinView:
 
 
 @dataclass(frozen=True)
-class JoinPlan:
+class JoinDecision:
     action: Action
     reason: str
     member_id: int | None = None  # the entry to reuse or remove
@@ -62,48 +62,48 @@ def own_entry(view: JoinView) -> Member | None:
     return None
 
 
-def decide(view: JoinView) -> JoinPlan:
+def decide(view: JoinView) -> JoinDecision:
     if view.has_data:
         return _with_data(view)
     return _without_data(view)
 
 
-def _with_data(view: JoinView) -> JoinPlan:
+def _with_data(view: JoinView) -> JoinDecision:
     if view.members is None:
         # A whole-cluster restart looks like this: every member must start from its data.
-        return JoinPlan(Action.REJOIN, "no member answered; starting from the existing data dir")
+        return JoinDecision(Action.REJOIN, "no member answered; starting from the existing data dir")
     entry = own_entry(view)
     if entry is not None and (view.marker is None or entry.id == view.marker.member_id):
         if entry.started and entry.name != view.name:
-            return JoinPlan(Action.MOVE_ASIDE, f"member {entry.hex_id} with our peer URL is named {entry.name!r}")
-        return JoinPlan(Action.REJOIN, f"data dir belongs to current member {entry.hex_id}", entry.id)
+            return JoinDecision(Action.MOVE_ASIDE, f"member {entry.hex_id} with our peer URL is named {entry.name!r}")
+        return JoinDecision(Action.REJOIN, f"data dir belongs to current member {entry.hex_id}", entry.id)
     if view.marker is None:
-        return JoinPlan(Action.MOVE_ASIDE, "data dir without marker and no member with our peer URL")
-    return JoinPlan(
+        return JoinDecision(Action.MOVE_ASIDE, "data dir without marker and no member with our peer URL")
+    return JoinDecision(
         Action.MOVE_ASIDE, f"data dir belongs to member {view.marker.member_id:x}, which is no longer in the cluster"
     )
 
 
-def _without_data(view: JoinView) -> JoinPlan:
+def _without_data(view: JoinView) -> JoinDecision:
     if view.members is None:
         first = min(view.kept) if view.kept else 0
         if view.ordinal == first and not view.cluster_evidence:
-            return JoinPlan(Action.BOOTSTRAP, f"ordinal {view.ordinal} is the first and no cluster exists yet")
+            return JoinDecision(Action.BOOTSTRAP, f"ordinal {view.ordinal} is the first and no cluster exists yet")
         if view.cluster_evidence:
-            return JoinPlan(Action.WAIT, "members of this cluster exist but none answered")
-        return JoinPlan(Action.WAIT, f"waiting for the first member (ordinal {first}) to bootstrap the cluster")
+            return JoinDecision(Action.WAIT, "members of this cluster exist but none answered")
+        return JoinDecision(Action.WAIT, f"waiting for the first member (ordinal {first}) to bootstrap the cluster")
     entry = own_entry(view)
     if entry is not None:
         if not entry.started:
-            return JoinPlan(Action.REUSE_ENTRY, f"unstarted member {entry.hex_id} has our peer URL", entry.id)
-        return JoinPlan(
+            return JoinDecision(Action.REUSE_ENTRY, f"unstarted member {entry.hex_id} has our peer URL", entry.id)
+        return JoinDecision(
             Action.REMOVE_ENTRY, f"member {entry.hex_id} ({entry.name}) has our peer URL but our data dir is empty",
             entry.id,
         )
     pending = [m for m in view.members if m.is_learner or not m.started]
     if pending:
-        return JoinPlan(Action.WAIT, f"member {pending[0].hex_id} is still joining; one membership change at a time")
-    return JoinPlan(Action.ADD_LEARNER, "joining the running cluster as a learner")
+        return JoinDecision(Action.WAIT, f"member {pending[0].hex_id} is still joining; one membership change at a time")
+    return JoinDecision(Action.ADD_LEARNER, "joining the running cluster as a learner")
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ def fate(ordinal: int, backend: Backend, workload: Mapping[str, Any] | None, pod
 
 
 @dataclass(frozen=True)
-class LeavePlan:
+class LeaveDecision:
     move_leader_to: int | None
     remove: bool
     reason: str
@@ -70,10 +70,10 @@ def transfer_target(
     return max(candidates)[-1] if candidates else None
 
 
-def plan(
+def decide(
     fate: Fate, own_id: int, members: Sequence[Member], statuses: Mapping[int, Status | None],
     ordinal_of: Mapping[int, int | None], kept: Sequence[int], *, hand_off: bool = True,
-) -> LeavePlan:
+) -> LeaveDecision:
     """Hand leadership away if we lead; remove ourselves if scaled away and quorum allows.
 
     `hand_off` is the engine's capability: where MoveLeader is not safe (Xline), a leaving
@@ -86,9 +86,9 @@ def plan(
         fate = Fate(fate.scaled_away, f"{fate.reason}; no leadership hand-off (MoveLeader is not safe on this "
                                       f"engine): an election follows this member's exit")
     if not fate.scaled_away:
-        return LeavePlan(target, False, fate.reason)
+        return LeaveDecision(target, False, fate.reason)
     if not any(m.id == own_id for m in members):
-        return LeavePlan(None, False, "already removed from the cluster")
+        return LeaveDecision(None, False, "already removed from the cluster")
     if not may_remove(members, statuses, own_id):
-        return LeavePlan(target, False, f"{fate.reason}; but removing this member would lose quorum: keep it")
-    return LeavePlan(target, True, fate.reason)
+        return LeaveDecision(target, False, f"{fate.reason}; but removing this member would lose quorum: keep it")
+    return LeaveDecision(target, True, fate.reason)

@@ -68,7 +68,7 @@ class Leaver(Shell):
         client, members = await agent.etcd().member_list([settings.client_url, *agent.candidates(kept, [])])
         statuses = await agent.statuses(members)
         ordinals = agent.ordinals(members)
-        decision = leave.plan(fate, own_id, members, statuses, ordinals, kept,
+        decision = leave.decide(fate, own_id, members, statuses, ordinals, kept,
                               hand_off=settings.engine.capabilities.hand_off)
         result: dict[str, Any] = {"final": True, "scaled_away": fate.scaled_away, "reason": decision.reason,
                                   "moved_leader_to": None, "removed": False}
@@ -95,7 +95,7 @@ class Leaver(Shell):
         return result
 
     async def _remove_self(self, fate: leave.Fate, own_id: int, others: list[str],
-                           ordinals: dict[int, int | None], kept: list[int]) -> leave.LeavePlan:
+                           ordinals: dict[int, int | None], kept: list[int]) -> leave.LeaveDecision:
         """MemberRemove of ourselves through another member, decided again under the lock.
 
         etcd refuses ("unhealthy cluster") while some voter connected less than 5 s ago;
@@ -108,7 +108,7 @@ class Leaver(Shell):
             client, _ = await agent.etcd().member_list(others)
             async with client.lock(LOCK_NAME, timeout=10):
                 members = await client.member_list()
-                decision = leave.plan(fate, own_id, members, await agent.statuses(members), ordinals, kept,
+                decision = leave.decide(fate, own_id, members, await agent.statuses(members), ordinals, kept,
                                     hand_off=self.settings.engine.capabilities.hand_off)
                 if not decision.remove:
                     return decision
