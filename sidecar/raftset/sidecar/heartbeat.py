@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from raftset import contract
+from raftset.sidecar import leases
 from raftset.etcdclient import Status
 
 
@@ -69,9 +70,7 @@ def beat(name: str, status: Status | None, now: datetime, known_id: int | None =
 
 def should_write(last: Heartbeat | None, current: Heartbeat, last_write: float | None, now: float,
                  refresh: float) -> bool:
-    if last is None or last_write is None:
-        return True
-    return last.change_key != current.change_key or now - last_write >= refresh
+    return leases.due(last.change_key if last else None, current.change_key, last_write, now, refresh)
 
 
 def lease_body(
@@ -85,24 +84,9 @@ def lease_body(
         contract.LABEL_HEARTBEAT: "true",
         contract.LABEL_ROLE: hb.role,
     }
-    metadata: dict[str, Any] = {
-        "name": contract.lease_name(pod),
-        "namespace": namespace,
-        "labels": labels,
-        "annotations": {contract.ANNOTATION_HEARTBEAT: hb.to_json()},
-    }
-    if owner:
-        metadata["ownerReferences"] = [dict(owner)]
-    return {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": metadata,
-        "spec": {
-            "holderIdentity": pod,
-            "leaseDurationSeconds": duration,
-            "renewTime": hb.time,
-        },
-    }
+    return leases.lease(contract.lease_name(pod), namespace, labels=labels,
+                        annotations={contract.ANNOTATION_HEARTBEAT: hb.to_json()},
+                        holder=pod, duration=duration, renew_time=hb.time, owner=owner)
 
 
 def owner_reference(workload: Mapping[str, Any] | None) -> dict[str, Any] | None:

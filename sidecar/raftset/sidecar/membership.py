@@ -14,6 +14,7 @@ from typing import Any
 from raftset import contract
 from raftset.etcdclient import Member, Status
 from raftset.membership import RaftMember, RaftMembership
+from raftset.sidecar import leases
 from raftset.sidecar.heartbeat import rfc3339
 
 
@@ -40,26 +41,13 @@ def record(leader: Status, leader_pod: str, members: Sequence[Member], statuses:
 
 def should_publish(last: RaftMembership | None, current: RaftMembership, last_write: float | None, now: float,
                    refresh: float) -> bool:
-    if last is None or last_write is None:
-        return True
-    return last.change_key != current.change_key or now - last_write >= refresh
+    return leases.due(last.change_key if last else None, current.change_key, last_write, now, refresh)
 
 
 def lease_body(cluster: str, namespace: str, membership: RaftMembership, *, duration: int,
                owner: Mapping[str, Any] | None) -> dict[str, Any]:
     """The cluster's membership Lease, held by the leader that wrote it; owned by the workload."""
-    metadata: dict[str, Any] = {
-        "name": contract.membership_lease_name(cluster),
-        "namespace": namespace,
-        "labels": {**contract.selector_labels(cluster), contract.LABEL_MEMBERSHIP: "true"},
-        "annotations": {contract.ANNOTATION_MEMBERSHIP: membership.to_json()},
-    }
-    if owner:
-        metadata["ownerReferences"] = [dict(owner)]
-    return {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": metadata,
-        "spec": {"holderIdentity": membership.leader, "leaseDurationSeconds": duration,
-                 "renewTime": membership.published},
-    }
+    return leases.lease(contract.membership_lease_name(cluster), namespace,
+                        labels={**contract.selector_labels(cluster), contract.LABEL_MEMBERSHIP: "true"},
+                        annotations={contract.ANNOTATION_MEMBERSHIP: membership.to_json()},
+                        holder=membership.leader, duration=duration, renew_time=membership.published, owner=owner)
