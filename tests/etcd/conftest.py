@@ -30,9 +30,17 @@ KNOWN_FAILURES = {
 }
 
 
+# Every Xline lifecycle test stops at that same step (growing past two members), so one of them
+# stands for all in each run (about 50 s each); they all rejoin when the growth problem is fixed.
+# test_engine_builds.py::test_xline_takes_its_first_learner shows what does work on Xline.
+XLINE_REPRESENTATIVE = "test_new_cluster_grows_one_member_at_a_time"
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "engine_under_test" in metafunc.fixturenames:
         chosen = engines.MATRIX if metafunc.definition.get_closest_marker("lifecycle") else (engines.DEFAULT,)
+        if metafunc.definition.originalname != XLINE_REPRESENTATIVE:
+            chosen = tuple(e for e in chosen if e.label not in KNOWN_FAILURES)
         params = [pytest.param(e, id=e.label, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[e.label])]
                                if e.label in KNOWN_FAILURES else []) for e in chosen]
         metafunc.parametrize("engine_under_test", params, scope="session")
