@@ -46,6 +46,14 @@ def runner(control_plane: Any, namespace: str, tmp_path: Path) -> Iterator[PodRu
     assert not pods.supervisor.procs, "the runner left processes behind"
 
 
+def assert_writes_flowed(writer: Writer, *, at_least: int) -> None:
+    """The writer kept writing: enough acknowledged puts, none failed, no stall past MAX_STALL_S."""
+    print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
+    assert writer.ok > at_least, f"the writer barely wrote ({writer.ok})"
+    assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
+    assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"
+
+
 def stack(kubeconfig: str, namespace: str, name: str, runner: PodRunner) -> ClusterView:
     """An EtcdCluster whose members the runner runs on loopback, so etcd itself can be asked."""
     return ClusterView(kubeconfig, contract.KIND_ETCD, name, namespace,
@@ -82,10 +90,7 @@ def test_advanced_statefulset_keeps_the_leader_through_a_real_scale_in(
     assert sorted(m.name for m in kv.members(0, 1, 4)) == ["kv-0", "kv-1", "kv-4"]
     assert kv.leader(0, 1, 4) == 4, "the leader's member must keep leading"
     assert st["leader"] == "kv-4" and st["reservedOrdinals"] == [2, 3]
-    print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
-    assert writer.ok > 50, f"the writer barely wrote ({writer.ok})"
-    assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
-    assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"
+    assert_writes_flowed(writer, at_least=50)
 
 
 def test_builtin_statefulset_hands_leadership_off_before_its_pod_goes(
@@ -105,10 +110,7 @@ def test_builtin_statefulset_hands_leadership_off_before_its_pod_goes(
     assert kv.pods() == {"kv-0", "kv-1"}
     assert sorted(m.name for m in kv.members(0, 1)) == ["kv-0", "kv-1"]
     assert kv.leader(0, 1) is not None and st["leader"] in ("kv-0", "kv-1")
-    print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
-    assert writer.ok > 50, f"the writer barely wrote ({writer.ok})"
-    assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
-    assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"
+    assert_writes_flowed(writer, at_least=50)
 
 
 @pytest.mark.parametrize("backend", ["StatefulSet", "AdvancedStatefulSet"])
@@ -151,10 +153,7 @@ def roll_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backend:
     wait_for(lambda: kv.status().get("leader") == f"kv-{leader}", 30, "status.leader from the new records")
     rolled = [m for reason, m in kv.events() if reason == "RollingMember"]
     assert len(rolled) == 3, rolled
-    print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
-    assert writer.ok > 50, f"the writer barely wrote ({writer.ok})"
-    assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
-    assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"
+    assert_writes_flowed(writer, at_least=50)
 
 
 @pytest.mark.parametrize("backend", ["StatefulSet", "AdvancedStatefulSet"])
@@ -210,10 +209,7 @@ def upgrade_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backe
         writer.stop()
     assert {m.name: m.id for m in kv.members(0, 1, 2)} == ids, "an upgrade keeps every member"
     assert leader_changes == [1, 1], "one leader change per roll: the leader's own hand-off"
-    print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
-    assert writer.ok > 100, f"the writer barely wrote ({writer.ok})"
-    assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
-    assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"
+    assert_writes_flowed(writer, at_least=100)
 
 
 @pytest.mark.parametrize(("backend", "outage"), [

@@ -30,9 +30,10 @@ def test_the_engine_binary_is_built_and_runs(under_test: EngineUnderTest) -> Non
     assert version in out.stdout + out.stderr, out.stdout
 
 
-async def test_xline_takes_its_first_learner(kube_apiserver: Any, tmp_path: Path) -> None:
-    engines.ready(engines.XLINE)
-    lab = Lab(kube_apiserver.kubeconfig, tmp_path / "lab", replicas=2, engine=engines.XLINE)
+@pytest.mark.parametrize("under_test", [engines.XLINE], ids=[engines.XLINE.label])
+async def test_xline_takes_its_first_learner(kube_apiserver: Any, tmp_path: Path, under_test: EngineUnderTest) -> None:
+    engines.ready(under_test)
+    lab = Lab(kube_apiserver.kubeconfig, tmp_path / "lab", replicas=2, engine=under_test)
     try:
         await grow(lab, 2)  # bootstrap alone, then MemberAdd as learner, start, promote
         members = await lab.wait_voting(2)
