@@ -1,5 +1,9 @@
 # One image for both entry points: the Deployment runs `raftset-operator`, the operator
 # renders pods whose sidecar container runs `raftset-sidecar` from the same image.
+# etcdutl for the sidecar's restore of spec.bootstrap.fromBackup (docs/backups.md): the default
+# etcd release's, as the store image ships it.
+FROM gcr.io/etcd-development/etcd:v3.7.3 AS etcd
+
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/raftset
@@ -13,6 +17,7 @@ RUN /opt/raftset/bin/pip install .
 FROM python:3.11-slim
 ENV PATH=/opt/raftset/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY --from=build /opt/raftset /opt/raftset
+COPY --from=etcd /usr/local/bin/etcdutl /usr/local/bin/etcdutl
 # A fixed numeric uid so that runAsNonRoot can verify it without a passwd lookup.
 RUN groupadd --gid 65532 raftset \
  && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin raftset

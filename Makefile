@@ -30,15 +30,17 @@ system-deps:
 	@rustup toolchain list | grep -q '^1\.74\.0-' || rustup toolchain install 1.74.0 --profile minimal
 
 # etcd 3.5/3.6/3.7, kube-apiserver, controller-manager, scheduler, OpenKruise, kwok and Xline,
-# built once into a cache (Xline from $$RAFTSET_XLINE_SOURCE, else a clone of its pinned commit).
+# cert-manager's controller, built once into a cache (Xline from $$RAFTSET_XLINE_SOURCE and
+# cert-manager from $$RAFTSET_CERT_MANAGER_SOURCE, else a clone of the pinned commit/tag).
 controlplane: venv
 	$(PY) -m tools.devcluster build
 
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
+# Two workers: the e2e tier on one, the other tiers on the other (see tests/conftest.py).
 test: deps controlplane
-	$(PY) -m pytest -m "unit or etcd or k8s or e2e" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n 2 $(PYTEST_ARGS)
 
 run: deps controlplane
 	$(PY) -m tools.devcluster run --overlay $(OVERLAY)

@@ -27,6 +27,8 @@ MANAGER = "raftset"
 
 LABEL_CLUSTER = f"{GROUP}/cluster"
 LABEL_ENGINE = f"{GROUP}/engine"
+# "true" on each cluster's metrics Service: the monitoring kit's ServiceMonitor selects it.
+LABEL_METRICS = f"{GROUP}/metrics"
 # Written by each sidecar on its own pod: leader | follower | learner | unknown.
 LABEL_ROLE = f"{GROUP}/role"
 
@@ -51,6 +53,60 @@ ANNOTATION_TLS_REVISION = f"{GROUP}/tls-revision"
 # authoritative in addition to what the workload object says.
 ANNOTATION_SCALE_AWAY = f"{GROUP}/scale-away"
 
+# Quorum loss (issue 12). A person asks for a recovery by annotating the cluster object:
+# "auto" (the most up-to-date reachable survivor) or a pod name. The operator records the
+# recovery it runs (raftset.quorumloss.RecoveryRecord) on the workload, where every sidecar
+# reads it at join time: the record, not the operator's memory, says which step is next.
+ANNOTATION_RECOVER_QUORUM = f"{GROUP}/recover-quorum"
+RECOVER_QUORUM_AUTO = "auto"
+ANNOTATION_QUORUM_RECOVERY = f"{GROUP}/quorum-recovery"
+# Backups (docs/backups.md). A user asks for one at once with this annotation on the
+# cluster object; the operator moves it, as a request id, to ANNOTATION_BACKUP_REQUEST on the
+# cluster's backup Lease and removes it from the cluster object (a member may only `get` the
+# cluster object: patching it would let a pod change the spec). The leader's sidecar serves a
+# request id its record has not served yet and publishes every attempt's outcome on the same
+# Lease, which the operator turns into status.backup, the BackupReady condition and Events.
+ANNOTATION_BACKUP_NOW = f"{GROUP}/backup-now"
+ANNOTATION_BACKUP_REQUEST = f"{GROUP}/backup-request"  # on the backup Lease, written by the operator
+ANNOTATION_BACKUP_RECORD = f"{GROUP}/backup"  # raftset.backups.Record as JSON
+LABEL_BACKUP = f"{GROUP}/backup"  # "true" on the backup Lease, for the operator's watch
+# A restore that cannot proceed (missing or corrupt snapshot, no restore for the engine):
+# the first member's sidecar writes the reason here, on the same Lease.
+ANNOTATION_RESTORE_FAILURE = f"{GROUP}/restore-failure"
+BACKUP_CREDENTIALS_MOUNT = "/etc/raftset/backup-credentials"  # accessKeyID, secretAccessKey
+BACKUP_CA_MOUNT = "/etc/raftset/backup-ca"  # ca.crt
+BACKUP_VOLUME_MOUNT = "/var/lib/raftset-backups"  # spec.backup.pvc
+RESTORE_CREDENTIALS_MOUNT = "/etc/raftset/restore-credentials"
+RESTORE_CA_MOUNT = "/etc/raftset/restore-ca"
+RESTORE_VOLUME_MOUNT = "/var/lib/raftset-restore"
+ACCESS_KEY_FILE = "accessKeyID"
+SECRET_KEY_FILE = "secretAccessKey"
+CA_FILE = "ca.crt"
+# Replace a member at the same size: the user sets ANNOTATION_REPLACE=true on the pod; the
+# pod's sidecar records each step in ANNOTATION_REPLACE_PROGRESS (raftset.sidecar.repair.Progress)
+# and clears both once the new member votes; the operator narrates the record.
+ANNOTATION_REPLACE = f"{GROUP}/replace"
+ANNOTATION_REPLACE_PROGRESS = f"{GROUP}/replace-progress"
+# The store container's restartCount when the member last finished a replacement: a crash
+# loop is counted from there, not from the pod's start (written by the sidecar).
+ANNOTATION_RESTART_BASELINE = f"{GROUP}/restart-baseline"
+
+
+class ReplacePhase(StrEnum):
+    """The steps of one replacement, as the sidecar records them and the operator narrates them."""
+
+    REQUESTED = "Requested"  # annotated; the pod's sidecar has not answered yet (the operator's word)
+    QUEUED = "Queued"  # another membership change is under way: one at a time
+    WAITING = "Waiting"  # blocked: it would lose quorum, or nobody can take over as leader
+    NEEDED = "Needed"  # corrupt or crash-looping, and spec.repair.policy is Manual: a person decides
+    HANDING_OFF = "HandingOff"  # the member leads: leadership moves first
+    REMOVING = "Removing"  # MemberRemove of the old member
+    REJOINING = "Rejoining"  # old member gone; data moved aside; joining again as a new learner
+    LEARNER = "Learner"  # the new member catches up
+    DONE = "Done"  # the new member votes; annotations cleared
+    WITHDRAWN = "Withdrawn"  # the annotation went away before the member left
+
+
 ROLE_LEADER = "leader"
 ROLE_FOLLOWER = "follower"
 ROLE_LEARNER = "learner"
@@ -68,6 +124,8 @@ NAMED_ORDINALS = 16
 CLIENT_PORT = 2379
 PEER_PORT = 2380
 SIDECAR_PORT = 8080
+# The store's own Prometheus endpoint (etcd's --listen-metrics-urls, Xline's --metrics-port).
+METRICS_PORT = 2381
 
 # Paths inside the pod.
 DATA_MOUNT = "/var/lib/raftset"
@@ -86,9 +144,19 @@ def membership_lease_name(cluster: str) -> str:
     return f"{cluster}-membership"
 
 
+def backup_lease_name(cluster: str) -> str:
+    """The one Lease that carries the cluster's backup record."""
+    return f"{cluster}-backup"
+
+
 def peer_service_name(cluster: str) -> str:
     """The headless Service that gives every pod a stable DNS name."""
     return f"{cluster}-peer"
+
+
+def metrics_service_name(cluster: str) -> str:
+    """The headless Service over the members' metrics ports (the store's and the sidecar's)."""
+    return f"{cluster}-metrics"
 
 
 def client_service_name(cluster: str) -> str:
@@ -105,8 +173,25 @@ def ordinal_of(pod: str) -> int:
     return int(tail)
 
 
+def member_ordinal(cluster: str, pod: str) -> int | None:
+    """The ordinal of `pod` if it is named like a member of `cluster` (`<cluster>-<digits>`), else None.
+
+    Anyone can create a pod with a cluster's labels (a debug copy, `<cluster>-canary`):
+    such a stray is no member, and must not stop a reconcile (issue 11 i).
+    """
+    prefix, _, tail = pod.rpartition("-")
+    if prefix != cluster or not tail.isascii() or not tail.isdigit():
+        return None
+    return int(tail)
+
+
 def selector_labels(cluster: str) -> dict[str, str]:
     return {LABEL_NAME: MANAGER, LABEL_INSTANCE: cluster}
+
+
+def label_selector(cluster: str) -> str:
+    """`selector_labels` as a list call's labelSelector: the cluster's pods and PVCs."""
+    return ",".join(f"{k}={v}" for k, v in sorted(selector_labels(cluster).items()))
 
 
 def quorum(voters: int) -> int:
@@ -127,6 +212,7 @@ class SidecarEnv(StrEnum):
     CLIENT_URL_TEMPLATE = "RAFTSET_CLIENT_URL_TEMPLATE"
     LISTEN_PEER_URL = "RAFTSET_LISTEN_PEER_URL"
     LISTEN_CLIENT_URL = "RAFTSET_LISTEN_CLIENT_URL"
+    LISTEN_METRICS_URL = "RAFTSET_LISTEN_METRICS_URL"
     HTTP_ADDRESS = "RAFTSET_HTTP_ADDRESS"
     DATA_DIR = "RAFTSET_DATA_DIR"
     RUN_DIR = "RAFTSET_RUN_DIR"
@@ -136,5 +222,15 @@ class SidecarEnv(StrEnum):
     CLEAN_INTERVAL = "RAFTSET_CLEAN_INTERVAL"
     CLEAN_GRACE = "RAFTSET_CLEAN_GRACE"
     LEAVE_TIMEOUT = "RAFTSET_LEAVE_TIMEOUT"
+    LOOP_STALL = "RAFTSET_LOOP_STALL"
+    REPAIR_POLICY = "RAFTSET_REPAIR_POLICY"
+    CRASH_LOOP_RESTARTS = "RAFTSET_CRASH_LOOP_RESTARTS"
     OPTIONS = "RAFTSET_OPTIONS"
+    MAINTENANCE_INTERVAL = "RAFTSET_MAINTENANCE_INTERVAL"
+    DEFRAG_SCHEDULE = "RAFTSET_DEFRAG_SCHEDULE"
+    DEFRAG_THRESHOLD_PERCENT = "RAFTSET_DEFRAG_THRESHOLD_PERCENT"
+    DEFRAG_MIN_BYTES = "RAFTSET_DEFRAG_MIN_BYTES"
     LOG_LEVEL = "RAFTSET_LOG_LEVEL"
+    BACKUP_INTERVAL = "RAFTSET_BACKUP_INTERVAL"
+    # Prepended to the backup/restore mount paths; empty in a pod, a directory in tests.
+    BACKUP_MOUNT_ROOT = "RAFTSET_BACKUP_MOUNT_ROOT"

@@ -10,6 +10,7 @@ explains each difference and how it was measured.
 from __future__ import annotations
 
 import shlex
+from urllib.parse import urlsplit
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -58,6 +59,10 @@ class StartupConfig:
     cluster_token: str
     tls: TLSFiles | None = None
     options: Mapping[str, str] = field(default_factory=dict)
+    # Quorum-loss recovery only: start alone from the data dir, dropping every other member
+    # (never a user option: see the owned flags).
+    force_new_cluster: bool = False
+    listen_metrics_url: str = ""  # the store's own /metrics (plain HTTP); "" = none of its own
 
 
 def _etcd_config(cfg: StartupConfig) -> str:
@@ -72,6 +77,8 @@ def _etcd_config(cfg: StartupConfig) -> str:
         "initial-cluster-state": cfg.state,
         "initial-cluster-token": cfg.cluster_token,
     }
+    if cfg.listen_metrics_url:
+        doc["listen-metrics-urls"] = cfg.listen_metrics_url
     if cfg.tls:
         doc["client-transport-security"] = {
             "cert-file": cfg.tls.server_cert,
@@ -85,6 +92,8 @@ def _etcd_config(cfg: StartupConfig) -> str:
             "trusted-ca-file": cfg.tls.ca,
             "client-cert-auth": True,
         }
+    if cfg.force_new_cluster:
+        doc["force-new-cluster"] = True
     # etcd ignores command-line flags when --config-file is given, so user options go
     # into the file under their flag names (which are also the file's keys).
     for key, value in cfg.options.items():
@@ -110,6 +119,30 @@ def _etcd_option_value(key: str, value: str) -> object:
         return value
 
 
+@dataclass(frozen=True)
+class RestoreConfig:
+    """What a snapshot restore needs: the first member of a new cluster, under its own name."""
+
+    snapshot: str  # a verified snapshot file
+    name: str
+    peer_url: str
+    data_dir: str  # must not exist yet
+    cluster_token: str
+
+
+def _etcd_restore(cfg: RestoreConfig) -> list[str]:
+    """etcdutl writes a data dir whose membership is this one member (new IDs, new name);
+    it also checks the hash etcd appends to every Maintenance.Snapshot stream."""
+    return [
+        "etcdutl", "snapshot", "restore", cfg.snapshot,
+        "--name", cfg.name,
+        "--initial-cluster", f"{cfg.name}={cfg.peer_url}",
+        "--initial-advertise-peer-urls", cfg.peer_url,
+        "--initial-cluster-token", cfg.cluster_token,
+        "--data-dir", cfg.data_dir,
+    ]
+
+
 def _xline_args(cfg: StartupConfig) -> str:
     args = [
         "--name", cfg.name,
@@ -122,6 +155,8 @@ def _xline_args(cfg: StartupConfig) -> str:
         "--storage-engine", "rocksdb",
         "--data-dir", cfg.data_dir,
     ]
+    if cfg.listen_metrics_url:  # Xline binds 0.0.0.0 whatever the host: only the port is taken
+        args += ["--metrics-port", str(urlsplit(cfg.listen_metrics_url).port or contract.METRICS_PORT)]
     if cfg.tls:
         args += [
             "--peer-ca-cert-path", cfg.tls.ca,
@@ -164,13 +199,24 @@ class Capabilities:
     refuses_promoting_a_voter: bool
     # Status.raftIndex is the last log index; Xline reports the commit index there.
     raft_index_is_last_log_index: bool
-    defragment: bool  # Maintenance.Defragment is implemented
+    # Maintenance.Defragment is implemented. Xline answers it "unimplemented" (Alarm and Compact
+    # work): after a NOSPACE alarm it gets the compaction and the disarm only.
+    defragment: bool
     hash_kv_revision: bool  # HashKV answers with the hash_revision field
     # MemberList honours linearizable=true and answers once the leader confirms. Xline's
     # linearizable MemberList timed out here as soon as a learner was in the membership
     # (measured: a 1-voter + 1-learner cluster, every call for 40 s): the sidecar asks Xline
     # for its member's own view.
     linearizable_member_list: bool = True
+    # The store can restart one member alone from its own data, dropping the others
+    # (etcd's --force-new-cluster), which quorum-loss recovery needs. Xline 0.7 has no such
+    # flag and no restore from a member's own snapshot: its quorum loss needs a backup.
+    force_new_cluster: bool = True
+    # Lower-case fragments of what the store logs when it refuses to start on corrupt data
+    # (its last lines reach the pod's status with terminationMessagePolicy FallbackToLogsOnError).
+    # etcd: measured with a bbolt db whose meta pages were overwritten ("failed to open database",
+    # "invalid database"); WAL damage reads "crc mismatch".
+    corruption_texts: tuple[str, ...] = ()
     # Refusal (raftset.etcdclient.Refusal member name) -> lower-case fragments of the
     # engine's own messages, for the refusals whose text differs from etcd's.
     refusal_texts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -186,6 +232,8 @@ ETCD_CAPABILITIES = Capabilities(
     raft_index_is_last_log_index=True,
     defragment=True,
     hash_kv_revision=True,
+    corruption_texts=("failed to open database", "invalid database", "crc mismatch", "checksum error",
+                      "database file corrupted"),
 )
 
 # Xline 0.6.1 (71479a4f): texts from crates/curp/src/rpc/mod.rs (From<CurpError> for Status).
@@ -205,6 +253,8 @@ XLINE_CAPABILITIES = Capabilities(
         "MEMBER_EXISTS": ("node already exists",),
     },
     linearizable_member_list=False,
+    force_new_cluster=False,
+    corruption_texts=("corruption:",),  # RocksDB's Status::Corruption text (not measured here)
 )
 
 
@@ -224,9 +274,17 @@ class Engine:
     # Flags the operator decides itself; a user may not set them through spec.options.
     owned_flags: frozenset[str]
     capabilities: Capabilities
+    # Space: the option that sets the backend quota (bytes) and the engine's own default,
+    # and the options that turn on periodic auto-compaction with the given retention.
+    quota_option: str
+    default_quota: int
+    compaction_options: Callable[[str], dict[str, str]]
     # The engine's own upgrade precondition: the lowest patch of a minor series that may
     # move to the next minor (raftset.versions.refusal).
     upgrade_floors: Mapping[str, str] = field(default_factory=dict)
+    # The command that turns a snapshot into the first member's data dir under a new name;
+    # None: the engine has none (Xline: docs/backups.md), and a restore is refused.
+    restore_command: Callable[[RestoreConfig], list[str]] | None = None
 
     def image(self, version: str | None = None, image: str | None = None) -> str:
         return image or f"{self.image_repository}:v{version or self.default_version}"
@@ -237,6 +295,17 @@ class Engine:
     def command(self, run_dir: str = contract.RUN_MOUNT) -> list[str]:
         path = self.startup_path(run_dir)
         return [part.replace("{startup}", path) for part in self.command_template]
+
+    def space_options(self, quota: int, retention_minutes: int) -> dict[str, str]:
+        """The quota and auto-compaction the operator sets unless spec.options does."""
+        return {self.quota_option: str(quota), **self.compaction_options(f"{retention_minutes}m")}
+
+    def quota(self, options: Mapping[str, str]) -> int:
+        """The backend quota in bytes these options give (the engine's default where unset or unreadable)."""
+        try:
+            return int(options.get(self.quota_option) or self.default_quota)
+        except ValueError:
+            return self.default_quota
 
     def refused_options(self, options: Mapping[str, str]) -> list[str]:
         """The option names in `options` that the operator owns, sorted."""
@@ -255,6 +324,7 @@ _ETCD_OWNED = frozenset({
     "peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "peer-client-cert-auth",
     "peer-auto-tls", "client-transport-security", "peer-transport-security",
     "force-new-cluster", "unsafe-no-fsync",  # would discard membership or acknowledged writes
+    "listen-metrics-urls",  # the metrics Service's port
 })
 
 _XLINE_OWNED = frozenset({
@@ -263,6 +333,7 @@ _XLINE_OWNED = frozenset({
     "initial-cluster-state", "is-leader",
     "peer-ca-cert-path", "peer-cert-path", "peer-key-path",
     "client-ca-cert-path", "client-cert-path", "client-key-path",
+    "metrics-port",  # the metrics Service's port
 })
 
 ETCD = Engine(
@@ -279,10 +350,14 @@ ETCD = Engine(
     command_template=("etcd", "--config-file", "{startup}"),
     owned_flags=_ETCD_OWNED,
     capabilities=ETCD_CAPABILITIES,
+    quota_option="quota-backend-bytes",
+    default_quota=2 * 1024**3,  # etcd's own default
+    compaction_options=lambda retention: {"auto-compaction-mode": "periodic", "auto-compaction-retention": retention},
     # etcd's upgrade guides: every member on 3.5.32 or later before 3.6 (earlier patches
     # carry upgrade blockers, e.g. the "too many learner members" failure), on 3.6.11 or
     # later before 3.7.
     upgrade_floors={"3.5": "3.5.32", "3.6": "3.6.11"},
+    restore_command=_etcd_restore,
 )
 
 XLINE = Engine(
@@ -299,6 +374,9 @@ XLINE = Engine(
     command_template=("sh", "-c", 'eval "exec xline $(cat {startup})"'),
     owned_flags=_XLINE_OWNED,
     capabilities=XLINE_CAPABILITIES,
+    quota_option="quota",
+    default_quota=8 * 1024**3,  # Xline's own default (crates/utils/src/config.rs default_quota)
+    compaction_options=lambda retention: {"auto-compact-mode": "periodic", "auto-periodic-retention": retention},
 )
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (ETCD, XLINE)}

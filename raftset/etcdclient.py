@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from types import TracebackType
@@ -29,15 +29,16 @@ import grpc.aio
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from etcd3aio.cluster import ClusterService
-from etcd3aio.concurrency import Lock
 from etcd3aio.errors import EtcdError
 from etcd3aio.kv import KVService, prefix_range_end
 from etcd3aio.lease import LeaseService
-from etcd3aio.maintenance import MaintenanceService
+from etcd3aio._protobuf import MaintenanceStub, SnapshotRequest
+from etcd3aio.maintenance import AlarmType, MaintenanceService
 from etcd3aio.watch import WatchService
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from raftset.engines import ENGINES, TLSFiles
+from raftset.etcdlock import HeldLock
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class Refusal(Enum):
     NOT_LEADER = "not leader"
     NO_LEADER = "no leader"
     MEMBER_REMOVED = "member has been permanently removed"
+    COMPACTED = "required revision has been compacted"
     OTHER = ""
 
     @classmethod
@@ -109,6 +111,15 @@ class Unreachable(EtcdClientError):
 
     def __init__(self, endpoint: str, operation: str, message: str) -> None:
         super().__init__(endpoint, operation, message, reachable=False)
+
+
+class LockLost(EtcdClientError):
+    """The lock's lease expired, was revoked, or its key was deleted: whatever it guarded did not run.
+
+    An EtcdClientError, so every caller retries it like a refusal: losing the lock is never fatal."""
+
+    def __init__(self, endpoint: str, name: str, reason: str) -> None:
+        super().__init__(endpoint, "Lock", f"lock {name} lost: {reason}", reachable=True)
 
 
 class TLSConfigError(Exception):
@@ -187,6 +198,21 @@ class KVHash:
     compact_revision: int
 
 
+class AlarmKind(Enum):
+    """Maintenance.Alarm's types (etcd's AlarmType), by name."""
+
+    NOSPACE = AlarmType.NOSPACE
+    CORRUPT = AlarmType.CORRUPT
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """One member's active alarm."""
+
+    member_id: int
+    kind: AlarmKind
+
+
 @dataclass(frozen=True)
 class Status:
     """One member's own view (Maintenance.Status)."""
@@ -202,6 +228,12 @@ class Status:
     errors: tuple[str, ...]
     version: str
     db_size: int
+    db_size_in_use: int = 0  # what defragmentation would keep; Xline reports db_size here
+
+    @property
+    def fragmented_bytes(self) -> int:
+        """What a defragmentation would give back to the file system."""
+        return max(0, self.db_size - self.db_size_in_use) if self.db_size_in_use else 0
 
     @property
     def is_leader(self) -> bool:
@@ -303,6 +335,7 @@ class MemberClient:
             errors=tuple(r.errors),
             version=str(r.version),
             db_size=int(r.dbSize),
+            db_size_in_use=int(r.dbSizeInUse),
         )
 
     async def member_list(self, *, linearizable: bool | None = None) -> list[Member]:
@@ -317,9 +350,11 @@ class MemberClient:
         r = await self._call("Range", lambda: self._kv.get(key, serializable=serializable, timeout=self.timeout))
         return bytes(r.kvs[0].value) if r.kvs else None
 
-    async def get_prefix(self, prefix: str) -> tuple[int, dict[str, KeyValue]]:
-        """Every key under `prefix`, read linearizably, and the revision the read saw."""
-        r = await self._call("Range", lambda: self._kv.get(prefix, prefix_range_end(prefix), timeout=self.timeout))
+    async def get_prefix(self, prefix: str, *, serializable: bool = False) -> tuple[int, dict[str, KeyValue]]:
+        """Every key under `prefix`, read linearizably (or from this member alone, which needs no
+        quorum), and the revision the read saw."""
+        r = await self._call("Range", lambda: self._kv.get(prefix, prefix_range_end(prefix), serializable=serializable,
+                                                           timeout=self.timeout))
         return int(r.header.revision), {
             bytes(kv.key).decode(): KeyValue(bytes(kv.value), int(kv.mod_revision)) for kv in r.kvs}
 
@@ -329,7 +364,55 @@ class MemberClient:
         return KVHash(member_id=int(r.header.member_id), revision=revision, hash=int(r.hash),
                       compact_revision=int(r.compact_revision))
 
+    async def snapshot(self, sink: Callable[[bytes], Awaitable[None]], timeout: float = 600.0) -> int:
+        """Stream Maintenance.Snapshot into `sink`, chunk by chunk; returns the revision the
+        member reported with it (0 if it reported none).
+
+        Through the generated stub, not etcd3aio's facade, because the facade drops the
+        response header that carries the revision. Never retried: a broken stream means
+        the caller discards what it has.
+        """
+        revision = 0
+
+        async def stream() -> int:
+            nonlocal revision
+            call = MaintenanceStub(self._channel).Snapshot(SnapshotRequest(), timeout=timeout)
+            async for response in call:
+                if response.HasField("header") and response.header.revision:
+                    revision = max(revision, int(response.header.revision))
+                if response.blob:
+                    await sink(bytes(response.blob))
+            return revision
+
+        return await self._call("Snapshot", stream, timeout)
+
+    async def alarms(self) -> list[Alarm]:
+        """The cluster's active alarms (NOSPACE, CORRUPT), as this member knows them."""
+        r = await self._call("Alarm", lambda: self._maintenance.alarms(timeout=self.timeout))
+        return [Alarm(int(a.memberID), AlarmKind(AlarmType(a.alarm))) for a in r.alarms
+                if a.alarm in (AlarmType.NOSPACE, AlarmType.CORRUPT)]
+
+    async def revision(self) -> int:
+        """The store's current revision (a linearizable read of one key)."""
+        r = await self._call("Range", lambda: self._kv.get("raftset/revision", timeout=self.timeout))
+        return int(r.header.revision)
+
     # Mutations: one attempt each, never retried here.
+
+    async def compact(self, revision: int, timeout: float | None = None) -> None:
+        """Drop the key history before `revision`; physical, so that a defragmentation after it frees the space."""
+        await self._call("Compact", lambda: self._kv.compact(revision, physical=True, timeout=timeout or self.timeout),
+                         timeout)
+
+    async def defragment(self, timeout: float = 120.0) -> None:
+        """Rewrite this member's backend file without its free pages; the member serves nothing meanwhile."""
+        await self._call("Defragment", lambda: self._maintenance.defragment(timeout=timeout), timeout)
+
+    async def disarm(self, alarm: Alarm) -> None:
+        """Clear one member's alarm; etcd raises it again if its cause is still there."""
+        await self._call("Alarm", lambda: self._maintenance.alarm_deactivate(
+            alarm.kind.value, member_id=alarm.member_id, timeout=self.timeout))
+
 
     async def put(self, key: str, value: str | bytes) -> int:
         """Write a key; returns the revision. For tests and probes."""
@@ -359,16 +442,22 @@ class MemberClient:
         )
 
     @contextlib.asynccontextmanager
-    async def lock(self, name: str, *, ttl: int = 10, timeout: float | None = None):  # type: ignore[no-untyped-def]
-        """An etcd lock (lease-backed, released on crash after `ttl`)."""
-        lock = Lock(self._kv, self._lease, self._watch, name, ttl=ttl)
-        await self._call("Lock", lock.acquire, timeout)
+    async def lock(self, name: str, *, ttl: int = 15, timeout: float | None = None) -> AsyncIterator[HeldLock]:
+        """An etcd lock kept alive until release (a crashed holder frees it after `ttl`).
+
+        Yields the held lock: call `await held.fence(seconds)` right before the mutation it
+        guards. A lost lock raises LockLost (here or from the fence), never anything unexpected.
+        """
+        lock = HeldLock(self._kv, self._lease, self._watch, name, ttl, self._call,
+                        lambda reason: LockLost(self.url, name, reason))
         try:
-            yield
+            await lock.acquire_within(timeout or self.timeout, release_timeout=self.timeout)
+        except TimeoutError as exc:
+            raise Unreachable(self.url, "Lock", "timed out waiting for the lock") from exc
+        try:
+            yield lock
         finally:
-            with contextlib.suppress(EtcdError, grpc.aio.AioRpcError, TimeoutError):
-                async with asyncio.timeout(self.timeout):
-                    await lock.release()
+            await lock.release(self.timeout)
 
 
 class ClusterClient:

@@ -37,10 +37,15 @@ class Field:
 RETENTION = ("Retain", "Delete")
 TLS_PROVIDERS = ("auto", "cert-manager", "disabled")
 ISSUER_KINDS = ("Issuer", "ClusterIssuer")
+QUORUM_LOSS_POLICIES = ("Manual", "Automatic")
+# Manual: a corrupt or crash-looping member is reported (Degraded ReplaceNeeded) and replaced
+# only on request; Automatic: its sidecar replaces it, with the same quorum rules as a request.
+REPAIR_POLICIES = ("Manual", "Automatic")
 
 SPEC_FIELDS: dict[str, Field] = {f.path: f for f in (
     Field("replicas", 3, minimum=1, maximum=contract.MAX_REPLICAS),
-    Field("storage.size", "1Gi"),
+    # Twice the backend quota (a defragmentation's copy) plus WAL headroom: raftset.operator.space.
+    Field("storage.size", "5Gi"),
     Field("storage.ephemeral", False),
     Field("storage.retentionPolicy.whenScaled", "Retain", enum=RETENTION),
     Field("storage.retentionPolicy.whenDeleted", "Retain", enum=RETENTION),
@@ -51,7 +56,21 @@ SPEC_FIELDS: dict[str, Field] = {f.path: f for f in (
     Field("sidecar.heartbeatIntervalSeconds", 10, minimum=1, maximum=3600),
     Field("sidecar.cleanIntervalSeconds", 30, minimum=1, maximum=86400),
     Field("sidecar.cleanGracePeriodSeconds", 300, minimum=0, maximum=604800),
+    Field("recovery.quorumLoss", "Manual", enum=QUORUM_LOSS_POLICIES),
+    Field("recovery.quorumLossGracePeriodSeconds", 300, minimum=0, maximum=86400),
+    Field("backup.s3.region", "us-east-1"),
+    Field("backup.s3.caSecret.key", "ca.crt"),
+    Field("maintenance.defrag.schedule", ""),
+    Field("maintenance.defrag.thresholdPercent", 50, minimum=0, maximum=100),
+    Field("repair.policy", "Manual", enum=REPAIR_POLICIES),
+    Field("repair.crashLoopRestarts", 5, minimum=2, maximum=1000),
 )}
+
+# A five-field cron expression or one of its @-names; croniter checks the values
+# (the sidecar and the operator report what the pattern lets through: `61 * * * *`).
+CRON_PATTERN = (r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)"
+                r"|[0-9A-Za-z*/,?-]+( +[0-9A-Za-z*/,?-]+){4})$")
+AGE_PATTERN = r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?$"
 
 
 def default(path: str) -> Any:

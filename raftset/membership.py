@@ -17,6 +17,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from raftset import records
+
 
 @dataclass(frozen=True)
 class RaftMember:
@@ -60,29 +62,25 @@ class RaftMembership:
 
 
 def parse_membership(raw: str | None) -> RaftMembership | None:
-    """The record in a membership Lease's annotation; None when absent or unreadable.
+    """The record in a membership Lease's annotation; None when absent or unreadable: "unknown"
+    (raftset.records)."""
+    return records.parse(raw, _membership)
 
-    Anyone with Lease write access can write anything there: unreadable means "unknown".
-    """
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-        members = tuple(
-            RaftMember(
-                id=str(m["id"]), name=str(m["name"]),
-                ordinal=None if m.get("ordinal") is None else int(m["ordinal"]),
-                peer_urls=tuple(str(u) for u in m["peer_urls"]), learner=bool(m["learner"]),
-                started=bool(m["started"]), raft_index=_optional_int(m.get("raft_index")),
-                applied_index=_optional_int(m.get("applied_index")),
-            )
-            for m in data["members"]
+
+def _membership(data: Any) -> RaftMembership:
+    members = tuple(
+        RaftMember(
+            id=str(m["id"]), name=str(m["name"]),
+            ordinal=_optional_int(m.get("ordinal")),
+            peer_urls=tuple(str(u) for u in m["peer_urls"]), learner=bool(m["learner"]),
+            started=bool(m["started"]), raft_index=_optional_int(m.get("raft_index")),
+            applied_index=_optional_int(m.get("applied_index")),
         )
-        return RaftMembership(leader_id=str(data["leader_id"]), leader=str(data["leader"]),
-                              term=int(data["term"]), index=int(data["index"]), members=members,
-                              published=str(data.get("published", "")))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+        for m in data["members"]
+    )
+    return RaftMembership(leader_id=str(data["leader_id"]), leader=str(data["leader"]),
+                          term=int(data["term"]), index=int(data["index"]), members=members,
+                          published=str(data.get("published", "")))
 
 
 def _optional_int(value: Any) -> int | None:
@@ -108,12 +106,8 @@ class ScaleStep:
 
 
 def parse_step(raw: str | None) -> ScaleStep | None:
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-        step = ScaleStep(action=str(data["action"]), pod=str(data["pod"]), member_id=str(data["member_id"]),
-                         after_index=int(data["after_index"]), started=str(data["started"]))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
-    return step if step.action in (SCALE_IN, SCALE_OUT) else None
+    """The step in the workload's annotation; None when absent or unreadable (raftset.records)."""
+    step = records.parse(raw, lambda data: ScaleStep(
+        action=str(data["action"]), pod=str(data["pod"]), member_id=str(data["member_id"]),
+        after_index=int(data["after_index"]), started=str(data["started"])))
+    return step if step is not None and step.action in (SCALE_IN, SCALE_OUT) else None

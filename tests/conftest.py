@@ -9,10 +9,29 @@ makes the fixture, and so every test using it, fail: these tiers never skip.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests.harness import engines
+from tests.harness import s3 as s3_harness
+from tests.harness.engines import EngineUnderTest
+from tests.harness.operator import Operator, install_crds
 from tools.devcluster import Plane, start
+from tools.devcluster.s3 import S3Server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def child_tmpdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Give every process a test starts a /tmp inside the run's own directory.
+
+    The kube client writes client certificates and keys to temporary files and removes them
+    at exit; a member or operator killed with SIGKILL would leave them in the host's /tmp.
+    """
+    path = tmp_path_factory.mktemp("tmp")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", str(path))
+        yield path
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +46,55 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
         yield plane
 
 
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """versitygw on loopback, shared by the session's backup tests (each uses its own bucket)."""
+    with s3_harness.server(tmp_path_factory.mktemp("versitygw")) as server:
+        yield server
+
+
+def _operator(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory, default_kind: str) -> Iterator[Operator]:
+    """The CRDs installed and the operator running as a process until the module is done."""
+    install_crds(kubeconfig)
+    op = Operator(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log", default_kind=default_kind)
+    op.start()
+    yield op
+    op.stop()
+
+
+@pytest.fixture(scope="module")
+def bare_operator(kube_apiserver: Plane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    """The k8s tier's operator: on the bare kube-apiserver, no workload controllers."""
+    yield from _operator(kube_apiserver.kubeconfig, tmp_path_factory, "StatefulSet")
+
+
+@pytest.fixture(scope="module")
+def operator(control_plane: Plane, tmp_path_factory: pytest.TempPathFactory,
+             request: pytest.FixtureRequest) -> Iterator[Operator]:
+    """The e2e tier's operator on the full control plane; a module sets OPERATOR_DEFAULT_KIND
+    for the workload kind of clusters that name none (StatefulSet otherwise)."""
+    yield from _operator(control_plane.kubeconfig, tmp_path_factory,
+                         getattr(request.module, "OPERATOR_DEFAULT_KIND", "StatefulSet"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test that runs a real store names its build in its id (`[etcd-3.7.3]`): the default
+    build, or every supported etcd build for tests marked `lifecycle`."""
+    if "engine_under_test" in metafunc.fixturenames:
+        chosen = engines.LIFECYCLE if metafunc.definition.get_closest_marker("lifecycle") else (engines.DEFAULT,)
+        metafunc.parametrize("engine_under_test", chosen, ids=[e.label for e in chosen], scope="session")
+
+
+@pytest.fixture
+def engine_ready(engine_under_test: EngineUnderTest) -> EngineUnderTest:
+    """The build under test, built if missing; one that cannot be built fails the test, never skips it."""
+    try:
+        engines.ready(engine_under_test)
+    except Exception as exc:  # noqa: BLE001 - a missing engine fails its tests, never skips them
+        pytest.fail(f"{engine_under_test.label}: its binaries could not be built or found: {exc}")
+    return engine_under_test
+
+
 TIERS = ("unit", "etcd", "k8s", "e2e")
 
 
@@ -35,3 +103,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     untiered = [item.nodeid for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
     if untiered:
         raise pytest.UsageError(f"tests without a tier marker {TIERS}: {untiered[:5]}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`make test` runs `pytest -n 2`: the e2e tier on one worker, the other tiers on the other.
+    The tiers mostly wait on timers (grace periods, heartbeats, elections), so side by side they
+    take about as long as the longer one; each tier keeps its session fixtures and runs serially."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "e2e" if nodeid.startswith("tests/e2e/") else "processes"
+
+    return TierScheduling(config, log)

@@ -107,6 +107,16 @@ def _immutable_once_set(path: str, field: str) -> Schema:
                  f"spec{path}.{field} is immutable once set: create a new cluster to change it")
 
 
+def _immutable(path: str, field: str, why: str) -> Schema:
+    """A transition rule: `path.field` keeps what it had at creation, unset included."""
+    def present(root: str) -> str:
+        return " && ".join(([f"has({root}{path})"] if path else []) + [f"has({root}{path}.{field})"])
+    return _rule(f"({present('oldSelf')}) == ({present('self')}) && "
+                 f"(!({present('self')}) || self{path}.{field} == oldSelf{path}.{field})",
+                 f"spec{path}.{field} is immutable: it cannot be set, changed or removed after the cluster "
+                 f"is created ({why}); create a new cluster to change it")
+
+
 def _resources(description: str) -> Schema:
     return _obj(description, {
         "requests": {"type": "object", "description": "Minimum compute resources, as in a container's resources.requests.",
@@ -152,7 +162,7 @@ def _storage() -> Schema:
         {
             "storageClassName": _str(
                 "StorageClass of the members' PersistentVolumeClaims; the cluster's default class when unset. "
-                "Immutable once set.", maxLength=253),
+                "Immutable: it cannot be set, changed or removed after the cluster is created.", maxLength=253),
             "size": _quantity(
                 "Requested size of each member's volume. Growing it expands the PersistentVolumeClaims "
                 "when the StorageClass allows volume expansion.", **SPEC_FIELDS["storage.size"].bounds()),
@@ -209,6 +219,85 @@ def _tls() -> Schema:
     )
 
 
+def _destination(what: str) -> dict[str, Schema]:
+    """Where backups are: an S3-compatible bucket or a PersistentVolumeClaim (exactly one)."""
+    secret_ref = _obj("A Secret in the cluster's namespace.", {
+        "name": _str("Name of the Secret.", minLength=1, maxLength=253),
+        "key": _str("Key of the PEM CA bundle in the Secret.", maxLength=253,
+                    **SPEC_FIELDS["backup.s3.caSecret.key"].bounds()),
+    }, required=["name"])
+    return {
+        "s3": _obj(
+            f"An S3-compatible bucket {what}.",
+            {
+                "endpoint": _str("URL of the S3 endpoint, e.g. https://s3.example.com:9000.",
+                                 pattern="^https?://[^/]+/?$", maxLength=512),
+                "bucket": _str("The bucket; it must exist.", minLength=3, maxLength=63),
+                "prefix": _str("Key prefix; objects go under <prefix>/<namespace>/<cluster>/.", maxLength=512),
+                "region": _str("The bucket's region.", maxLength=64, **SPEC_FIELDS["backup.s3.region"].bounds()),
+                "credentialsSecret": _str(
+                    "Secret with the keys accessKeyID and secretAccessKey, mounted into the members' pods.",
+                    minLength=1, maxLength=253),
+                "caSecret": secret_ref,
+            },
+            required=["endpoint", "bucket", "credentialsSecret"],
+        ),
+        "pvc": _obj(
+            f"A PersistentVolumeClaim {what}, mounted into every member's pod (ReadWriteMany, or one node).",
+            {
+                "claimName": _str("Name of the claim in the cluster's namespace.", minLength=1, maxLength=253),
+                "prefix": _str("Directory prefix inside the volume.", maxLength=512),
+            },
+            required=["claimName"],
+        ),
+    }
+
+
+_ONE_DESTINATION = _rule("has(self.s3) != has(self.pvc)", "set exactly one destination: s3 or pvc")
+
+
+def _backup() -> Schema:
+    return _obj(
+        "Scheduled and on-demand backups (Maintenance.Snapshot, sha256-verified) taken by the leader's sidecar. "
+        "`kubectl annotate <kind> <name> raftset.dev/backup-now=true` takes one at once.",
+        {
+            "schedule": _str("Cron schedule in UTC, five fields (e.g. `0 */6 * * *`) or @hourly/@daily/...; "
+                             "unset: on-demand backups only.", pattern=fields.CRON_PATTERN, maxLength=128),
+            "retention": _obj(
+                "Which published backups to keep; the newest is always kept.",
+                {
+                    "keep": _int("Keep at most this many backups.", minimum=1, maximum=10000),
+                    "maxAge": _str("Remove backups older than this, e.g. 7d, 12h, 1d12h.",
+                                   pattern=fields.AGE_PATTERN, minLength=2, maxLength=32),
+                },
+            ),
+            **_destination("that receives the backups"),
+        },
+        rules=[_ONE_DESTINATION],
+    )
+
+
+def _bootstrap() -> Schema:
+    from_backup = _obj(
+        "Seed the new cluster from a backup: the first member restores it under its own name "
+        "(sha256 checked first), the others join as learners. A missing or corrupt backup leaves "
+        "the cluster Degraded with nothing started.",
+        {
+            "backup": _str("`latest`, or the object key of a snapshot (ending in .db).",
+                           minLength=1, maxLength=1024, pattern="^(latest|.*[.]db)$"),
+            "cluster": _str("The cluster whose backups these are; this cluster's name when unset.", maxLength=253),
+            "namespace": _str("That cluster's namespace; this cluster's when unset.", maxLength=63),
+            **_destination("to restore from; spec.backup's destination when unset"),
+        },
+        required=["backup"],
+        rules=[_rule("!(has(self.s3) && has(self.pvc))", "set at most one source: s3 or pvc")],
+    )
+    return _obj(
+        "How a new cluster starts. Immutable: it only matters on the cluster's first start.",
+        {"fromBackup": from_backup},
+    )
+
+
 def _pod_template() -> Schema:
     return _obj(
         "Additions to the members' pods.",
@@ -257,6 +346,8 @@ def _spec(engine: engines.Engine) -> Schema:
                 list(workloads.BACKENDS)),
             "storage": _storage(),
             "tls": _tls(),
+            "backup": _backup(),
+            "bootstrap": _bootstrap(),
             "options": _options(engine),
             "podTemplate": _pod_template(),
             "podDisruptionBudget": _obj(
@@ -272,6 +363,21 @@ def _spec(engine: engines.Engine) -> Schema:
                         "pattern": "^[0-9]+%?$",
                         "x-kubernetes-int-or-string": True,
                     },
+                },
+                default={},
+            ),
+            "repair": _obj(
+                "How a member whose data is corrupt, or whose store crash-loops, is repaired: replaced by a "
+                "new member on fresh data (its old data kept aside until the new member votes). A replacement "
+                "never runs in a cluster without quorum, and one at a time. Any member is replaced on request "
+                "with `kubectl annotate pod <pod> raftset.dev/replace=true`.",
+                {
+                    "policy": _enum("Manual: report such a member (Degraded, reason ReplaceNeeded) and wait for "
+                                    "a request; Automatic: replace it without asking.",
+                                    list(fields.REPAIR_POLICIES), default=SPEC_FIELDS["repair.policy"].default),
+                    "crashLoopRestarts": _int(
+                        "Store restarts after which a member that does not serve counts as crash-looping.",
+                        **SPEC_FIELDS["repair.crashLoopRestarts"].bounds()),
                 },
                 default={},
             ),
@@ -293,13 +399,55 @@ def _spec(engine: engines.Engine) -> Schema:
                 },
                 default={},
             ),
+            "recovery": _obj(
+                "What the operator does when a majority of members is gone for good (docs/operations.md, "
+                "\"Quorum loss\").",
+                {
+                    "quorumLoss": _enum(
+                        "Manual: report QuorumLost and wait for the annotation raftset.dev/recover-quorum "
+                        "(auto or a pod name). Automatic: recover from the most up-to-date survivor once "
+                        "quorum has been lost for the grace period.",
+                        list(fields.QUORUM_LOSS_POLICIES), **SPEC_FIELDS["recovery.quorumLoss"].bounds()),
+                    "quorumLossGracePeriodSeconds": _int(
+                        "How long quorum must have been lost before an Automatic recovery starts.",
+                        **SPEC_FIELDS["recovery.quorumLossGracePeriodSeconds"].bounds()),
+                },
+                default={},
+            ),
+            "maintenance": _obj(
+                "Space upkeep the leader's sidecar carries out, one member at a time and the leader last; "
+                "a NOSPACE alarm is always handled (compaction, defragmentation, disarm).",
+                {
+                    "defrag": _obj(
+                        "When members are defragmented besides after a NOSPACE alarm (Xline cannot defragment).",
+                        {
+                            "schedule": _str(
+                                "Cron schedule (UTC) of a defragmentation of every member; empty for none.",
+                                maxLength=128, **SPEC_FIELDS["maintenance.defrag.schedule"].bounds()),
+                            "thresholdPercent": _int(
+                                "Defragment a member whose free pages reach this share of its backend file "
+                                "(and at least 64 MiB); 0 turns it off.",
+                                **SPEC_FIELDS["maintenance.defrag.thresholdPercent"].bounds()),
+                        },
+                        default={},
+                    ),
+                },
+                default={},
+            ),
         },
         rules=[
             _immutable_once_set("", "workloadKind"),
-            _immutable_once_set(".storage", "storageClassName"),
+            # Unset means the default class, which the claims already have: setting it later
+            # would change the template and never the claims (issue 14).
+            _immutable(".storage", "storageClassName",
+                       "the members' PersistentVolumeClaims keep the class they were made with"),
             # Switching providers changes the members' URLs (http/https) or their CA: the
             # members would stop trusting each other halfway through the roll.
             _immutable_once_set(".tls", "provider"),
+            _immutable("", "bootstrap", "it only matters when a cluster is created"),
+            _rule("!has(self.bootstrap) || !has(self.bootstrap.fromBackup) || has(self.bootstrap.fromBackup.s3) "
+                  "|| has(self.bootstrap.fromBackup.pvc) || has(self.backup)",
+                  "spec.bootstrap.fromBackup needs s3 or pvc, or spec.backup to read from"),
             _rule("!has(oldSelf.storage) || !has(self.storage) || "
                   "(has(self.storage.ephemeral) && self.storage.ephemeral) == "
                   "(has(oldSelf.storage.ephemeral) && oldSelf.storage.ephemeral)",
@@ -316,7 +464,7 @@ def _status() -> Schema:
     condition = _obj(
         "One observation of the cluster's state (metav1.Condition).",
         {
-            "type": _str("Available, Progressing, Degraded or Encrypted.", maxLength=316),
+            "type": _str("Available, Progressing, Degraded, Encrypted, OddReplicas, QuorumLost or BackupReady.", maxLength=316),
             "status": _enum("True, False or Unknown.", ["True", "False", "Unknown"]),
             "reason": _str("One CamelCase word saying why.", maxLength=1024),
             "message": _str("What happened, for a person.", maxLength=32768),
@@ -364,6 +512,23 @@ def _status() -> Schema:
                                "sentence each: a member in Raft with no pod, a pod with no member.",
                 "items": _str("One disagreement."),
             },
+            "replacements": {
+                "type": "array",
+                "description": "Members being replaced (pod annotation raftset.dev/replace=true, or a repair), "
+                               "one row per pod, as its sidecar records each step.",
+                "items": _obj("One replacement in progress.", {
+                    "pod": _str("The pod whose member is replaced."),
+                    "phase": _enum("The step it is at.", [str(p) for p in contract.ReplacePhase
+                                                          if p not in (contract.ReplacePhase.DONE,
+                                                                       contract.ReplacePhase.WITHDRAWN)]),
+                    "message": _str("What happens now, or why it waits.", maxLength=32768),
+                    "oldMember": _str("Raft member ID (hexadecimal) being replaced."),
+                    "newMember": _str("Raft member ID (hexadecimal) that replaces it, once added."),
+                    "steps": {"type": "array", "description": "Every phase so far, in order.",
+                              "items": _str("One phase.")},
+                }, required=["pod", "phase"]),
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["pod"],
+            },
             "workloadKind": _enum("The workload that runs the pods.", list(workloads.BACKENDS)),
             "reservedOrdinals": {
                 "type": "array",
@@ -371,9 +536,28 @@ def _status() -> Schema:
                 "items": _int("One reserved ordinal.", minimum=0),
             },
             "conditions": {
-                "type": "array", "description": "Available, Progressing and Degraded, and Encrypted (False when spec.tls.provider is disabled).", "items": condition,
+                "type": "array", "description": "Available, Progressing and Degraded; Encrypted (False when spec.tls.provider is disabled) "
+                                             "and OddReplicas (False for an even spec.replicas, with the quorum arithmetic).", "items": condition,
                 "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
             },
+            "backup": _obj(
+                "The last backup that succeeded and the last one that failed, as the leader's sidecar "
+                "reported them.",
+                {
+                    "lastSuccess": _obj("The newest published backup.", {
+                        "time": _str("When it was taken.", format="date-time"),
+                        "revision": _int("The store revision it holds (at least).", format="int64", minimum=0),
+                        "size": _int("Size in bytes.", format="int64", minimum=0),
+                        "key": _str("Object key (or path below the volume)."),
+                        "sha256": _str("sha256 of the snapshot, verified after upload."),
+                    }),
+                    "lastFailure": _obj("The newest failed attempt.", {
+                        "time": _str("When it failed.", format="date-time"),
+                        "reason": _str("One CamelCase word, as in the BackupReady condition."),
+                        "message": _str("What went wrong."),
+                    }),
+                },
+            ),
             "kopf": _opaque("Bookkeeping of the kopf framework the operator runs on."),
         },
     )

@@ -1,11 +1,15 @@
 """`make bench`: every benchmark, its results files, plots and docs/benchmarks.md.
 
     python -m tests.bench [--smoke] [--out DIR] [--doc FILE] [--page-only]
+                          [--only scale-in] [--repetitions N] [--latencies MS,MS,...]
 
 The etcd benchmarks run against a bare kube-apiserver of their own (with OpenKruise's
 StatefulSet CRD, so the sidecars can read an Advanced StatefulSet); the operator's cost
 is measured on a full local control plane started afterwards. Both planes, and every
 process the benchmarks start, are gone when this exits.
+
+`--only scale-in` measures the scale-in benchmark alone and keeps the other sections of
+OUT/results.json as they were, each with the date, commit and load it was measured at.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,6 +42,7 @@ DEFAULT_OUT = ROOT / "docs" / "benchmarks"
 @dataclass(frozen=True)
 class Params:
     scale_in_sizes: tuple[tuple[int, int], ...] = ((3, 2), (5, 3))
+    latencies_ms: tuple[int, ...] = (0, 2, 20)  # one-way, between every two members (Toxiproxy)
     strategies: tuple[str, ...] = scalein.STRATEGIES
     repetitions: int = 3
     baseline_s: float = 2.0  # load before the scale-in starts
@@ -51,8 +56,11 @@ class Params:
 
 FULL = Params()
 # The smoke leaves out the SIGKILL reference: its driver differs from (a) by the signal only.
-SMOKE = Params(scale_in_sizes=((3, 2),), strategies=scalein.STRATEGIES[:3], repetitions=1, baseline_s=0.3, data_mib=(0, 2), join_settle_s=0.0,
-               cluster_counts=(2,), spec_changes=2, rest_s=2.0, idle_s=2.0)
+# One latency, the far zone, so the Toxiproxy path is exercised.
+SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.STRATEGIES[:3], repetitions=1,
+               baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,), spec_changes=2,
+               rest_s=2.0, idle_s=2.0)
+SECTIONS = ("scale_in", "scale_out", "operator", "footprint")
 
 
 def log(message: str) -> None:
@@ -74,10 +82,14 @@ class Sections:
             return default
 
 
-async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sections) -> dict[str, Any]:
+async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sections,
+                           only_scale_in: bool = False) -> dict[str, Any]:
     log("scale-in availability")
     runs = await sections.run("scale-in", lambda: scalein.bench(
-        kubeconfig, work / "scale-in", p.scale_in_sizes, p.repetitions, p.baseline_s, p.strategies, log), [])
+        kubeconfig, work / "scale-in", p.scale_in_sizes, p.repetitions, p.baseline_s, p.strategies, log,
+        p.latencies_ms), [])
+    if only_scale_in:
+        return {"runs": runs, "footprint": [], "scale_out": []}
     log("sidecar footprint and scale-out")
     lab = Lab(kubeconfig, work / "scale-out", replicas=3, env_extra=PRODUCT_DEFAULTS)
     try:
@@ -98,15 +110,24 @@ def main(argv: list[str] | None = None) -> None:
                                                  "when --out is given)")
     parser.add_argument("--page-only", action="store_true",
                         help="measure nothing: write the page again from OUT/results.json")
+    parser.add_argument("--only", choices=("scale-in",), help="measure this benchmark alone; the other "
+                        "sections of OUT/results.json are kept, labelled with when they were measured")
+    parser.add_argument("--repetitions", type=int, help="scale-in repetitions (default: 3, smoke 1)")
+    parser.add_argument("--latencies", help="one-way peer latencies in ms, comma-separated (default 0,2,20)")
     args = parser.parse_args(argv)
     # The members and `etcdctl member add` are the default etcd's build, not whatever is on PATH.
     os.environ["PATH"] = f"{build.ETCD.out_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     params = SMOKE if args.smoke else FULL
+    if args.repetitions:
+        params = replace(params, repetitions=args.repetitions)
+    if args.latencies:
+        params = replace(params, latencies_ms=tuple(int(x) for x in args.latencies.split(",")))
     out: Path = args.out.resolve()
     doc: Path = (args.doc or (ROOT / "docs" / "benchmarks.md" if out == DEFAULT_OUT else out / "benchmarks.md"))
     if args.page_only:
         report.write_doc(doc, out, json.loads((out / "results.json").read_text()))
         return
+    earlier = json.loads((out / "results.json").read_text()) if args.only else None
     machine = report.machine()
     began = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="raftset-bench-"))
@@ -117,18 +138,24 @@ def main(argv: list[str] | None = None) -> None:
         with start(workdir=work / "apiserver", full=False) as plane:
             scalein.install_kruise_crd(plane.kubeconfig,
                                        kruise_source() / "config" / "crd" / "bases" / "apps.kruise.io_statefulsets.yaml")
-            etcd = asyncio.run(_etcd_benchmarks(plane.kubeconfig, work, params, sections))
-        log("operator cost (full control plane)")
-        with start(workdir=work / "control-plane", full=True, nodes=4) as plane:
-            operator = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
-                operator_cost.bench, plane.kubeconfig, logs / "operator", params.cluster_counts,
-                params.spec_changes, params.rest_s, log), []))
+            etcd = asyncio.run(_etcd_benchmarks(plane.kubeconfig, work, params, sections, bool(args.only)))
+        operator: list[dict[str, Any]] = []
+        if not args.only:
+            log("operator cost (full control plane)")
+            with start(workdir=work / "control-plane", full=True, nodes=4) as plane:
+                operator = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
+                    operator_cost.bench, plane.kubeconfig, logs / "operator", params.cluster_counts,
+                    params.spec_changes, params.rest_s, log), []))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = [run.row for run in etcd["runs"]]
+    finished = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = {"finished": finished, "raftset_commit": machine["raftset_commit"], "smoke": args.smoke,
+             "etcd": machine["etcd"], "load_average_at_start": machine["load_average_at_start"],
+             "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
     results = {
         "smoke": args.smoke,
-        "finished": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "finished": finished,
         "duration_s": round(time.monotonic() - began, 1),
         "machine": machine,
         "params": asdict(params),
@@ -138,16 +165,21 @@ def main(argv: list[str] | None = None) -> None:
         "operator": operator,
         "footprint": etcd["footprint"],
         "errors": sections.errors,
+        "measured": {section: stamp for section in SECTIONS},
     }
+    if earlier is not None:
+        results = report.keep_earlier(results, earlier, kept=SECTIONS[1:])
     report.write_results(out, results)
     report.plots(out, results, etcd["runs"])
     report.write_doc(doc, out, results)
     log(f"results in {out}, page {doc} ({results['duration_s']:.0f}s)")
     log(f"the operator's log: {logs / 'operator' / 'operator.log'}")
     for r in results["scale_in_summary"]:
-        log(f"  {r['strategy']:<26} {r['from_members']}->{r['to_members']}: failed writes {r['failed_writes_total']}"
-            f" (max {r['failed_writes_max']}/run), longest stall median {r['longest_stall_median_s']}s"
-            f" max {r['longest_stall_max_s']}s, leader changes {r['leader_changes_total']}")
+        log(f"  {r['one_way_ms']:>3} ms {r['strategy']:<26} {r['from_members']}->{r['to_members']}: failed writes "
+            f"{r['failed_writes_total']} (max {r['failed_writes_max']}/run), longest stall median "
+            f"{r['longest_stall_median_s']}s max {r['longest_stall_max_s']}s, write p99 {r['write_p99_ms']} ms "
+            f"(steady {r['steady_write_p99_ms']} ms, {r['steady_writes_per_s']}/s), "
+            f"leader changes {r['leader_changes_total']}")
     if sections.errors:
         raise SystemExit("failed: " + "; ".join(sections.errors))
 

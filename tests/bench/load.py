@@ -1,12 +1,14 @@
-"""Client load during a benchmark window: a writer, a reader and a leader watcher.
+"""Client load during a benchmark window: concurrent writers, readers and a leader watcher.
 
-All three run on one event loop in a background thread and record what they saw with
+All run on one event loop in a background thread and record what they saw with
 `time.monotonic()` timestamps; the statistics over it are pure (`stats.py`).
 
-The writer behaves like a simple etcd client with several endpoints: one put at a time,
-each with a short timeout; it sticks to the endpoint that last worked and moves to the
-next one after a failure. Every request is one `Sample`, so a put refused by a member
-that is going away counts as a failed write even if the next one succeeds elsewhere.
+Each writer behaves like a simple etcd client with several endpoints: one put of a 1 KiB
+value at a time, each with a short timeout; it sticks to the endpoint that last worked and
+moves to the next one after a failure. Several writers and linearizable readers run at
+once, back to back with only a tiny pause, so the rate is what the machine sustains (the
+bench records it). Every request is one `Sample`, so a put refused by a member that is
+going away counts as a failed write even if the next one succeeds elsewhere.
 """
 
 from __future__ import annotations
@@ -20,8 +22,13 @@ from dataclasses import dataclass, field
 from raftset.etcdclient import ClientTLS, EtcdClientError, MemberClient
 from tests.bench.stats import Sample
 
-WRITE_PAUSE_S = 0.005  # keeps the loop from taking a whole core from the members it measures
-READ_PAUSE_S = 0.01
+# At 0-2 ms the machine sets the rate; at 20 ms one-way a put takes about two round trips
+# (follower -> leader -> quorum), so there the 8 writers in flight set it (~90 puts/s).
+WRITERS = 8
+READERS = 2
+VALUE_BYTES = 1024
+WRITE_PAUSE_S = 0.001  # yields the loop between requests; the rate is set by the members
+READ_PAUSE_S = 0.002
 LEADER_POLL_S = 0.05
 MAX_SECONDS = 600  # a load never outlives its benchmark by much, even if stop() is never called
 
@@ -38,12 +45,14 @@ class Load(threading.Thread):
     """Writer + reader + leader watcher until `stop()`."""
 
     def __init__(self, endpoints: Sequence[str], watch: Sequence[str], tls: ClientTLS | None = None,
-                 timeout: float = 1.0) -> None:
+                 timeout: float = 1.0, writers: int = WRITERS, readers: int = READERS) -> None:
         super().__init__(daemon=True, name="bench-load")
         self.endpoints = list(endpoints)
         self.watch = list(watch)
         self.tls = tls
         self.timeout = timeout
+        self.writers = writers
+        self.readers = readers
         self.observed = Observed()
         self._done = threading.Event()
 
@@ -55,8 +64,10 @@ class Load(threading.Thread):
         clients = {u: MemberClient(u, self.tls, timeout=self.timeout) for u in {*self.endpoints, *self.watch}}
         try:
             await asyncio.gather(
-                self._requests(clients, self.observed.writes, WRITE_PAUSE_S, deadline, write=True),
-                self._requests(clients, self.observed.reads, READ_PAUSE_S, deadline, write=False),
+                *(self._requests(clients, self.observed.writes, WRITE_PAUSE_S, deadline, n, write=True)
+                  for n in range(self.writers)),
+                *(self._requests(clients, self.observed.reads, READ_PAUSE_S, deadline, n, write=False)
+                  for n in range(self.readers)),
                 self._leaders(clients, deadline),
             )
         finally:
@@ -67,18 +78,19 @@ class Load(threading.Thread):
         return not self._done.is_set() and time.monotonic() < deadline
 
     async def _requests(self, clients: dict[str, MemberClient], out: list[Sample], pause: float,
-                        deadline: float, *, write: bool) -> None:
+                        deadline: float, n: int, *, write: bool) -> None:
         current = 0  # endpoints[0] is a member every strategy keeps: all see the same client path
         i = 0
+        value = bytes(VALUE_BYTES)
         while self._running(deadline):
             i += 1
             client = clients[self.endpoints[current]]
             start = time.monotonic()
             try:
                 if write:
-                    await client.put(f"/bench/{i % 1000}", str(i))
+                    await client.put(f"/bench/{n}/{i % 1000}", value)
                 else:
-                    await client.get(f"/bench/{i % 1000}")  # linearizable: needs a leader
+                    await client.get(f"/bench/{n}/{i % 1000}")  # linearizable: needs a leader
                 ok = True
             except EtcdClientError as exc:
                 ok = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import platform
 import statistics
@@ -20,8 +21,9 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import psutil  # noqa: E402
 
 from tools.devcluster import versions  # noqa: E402
-from tests.bench import footprint, operator_cost, scalein, scaleout  # noqa: E402
+from tests.bench import footprint, load, operator_cost, scalein, scaleout  # noqa: E402
 from tests.bench.scalein import STRATEGIES, Run  # noqa: E402
+from tests.bench.stats import Sample, percentile  # noqa: E402
 
 TABLES: dict[str, tuple[str, ...]] = {
     "scale_in": scalein.COLUMNS,
@@ -29,9 +31,11 @@ TABLES: dict[str, tuple[str, ...]] = {
     "operator": operator_cost.COLUMNS,
     "footprint": footprint.COLUMNS,
 }
-SUMMARY_COLUMNS = ("strategy", "from_members", "to_members", "repetitions", "failed_writes_total",
-                   "failed_writes_max", "longest_stall_median_s", "longest_stall_max_s", "write_p50_ms",
-                   "write_p99_ms", "failed_reads_total", "leader_changes_total", "scale_in_median_s")
+SUMMARY_COLUMNS = ("one_way_ms", "strategy", "from_members", "to_members", "repetitions", "steady_writes_per_s",
+                   "steady_write_p99_ms", "steady_write_p999_ms", "failed_writes_total", "failed_writes_max",
+                   "longest_stall_median_s", "longest_stall_max_s", "write_p50_ms", "write_p99_ms",
+                   "write_p999_ms", "failed_reads_total", "leader_changes_total", "scale_in_median_s",
+                   "load_1m_median")
 LABELS = {
     "a-builtin-no-handoff": "(a) builtin, no hand-off",
     "b-builtin-sidecar-handoff": "(b) builtin + sidecar",
@@ -77,29 +81,53 @@ def machine() -> dict[str, Any]:
     }
 
 
+def _median(rs: Sequence[Mapping[str, Any]], column: str) -> float:
+    return round(statistics.median(r[column] for r in rs), 2)
+
+
 def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One line per strategy and size over the repetitions."""
+    """One line per latency, size and strategy over the repetitions (latencies are medians)."""
     out = []
-    keys = sorted({(r["from_members"], r["to_members"]) for r in rows}, key=lambda k: k[0])
-    for start, target in keys:
+    keys = sorted({(r["one_way_ms"], r["from_members"], r["to_members"]) for r in rows})
+    for one_way_ms, start, target in keys:
         for strategy in STRATEGIES:
-            rs = [r for r in rows if r["strategy"] == strategy and r["from_members"] == start]
+            rs = [r for r in rows if r["strategy"] == strategy and r["from_members"] == start
+                  and r["one_way_ms"] == one_way_ms]
             if not rs:
                 continue
             stalls = [r["longest_stall_s"] for r in rs]
             out.append({
-                "strategy": strategy, "from_members": start, "to_members": target, "repetitions": len(rs),
+                "one_way_ms": one_way_ms, "strategy": strategy, "from_members": start, "to_members": target,
+                "repetitions": len(rs), "steady_writes_per_s": _median(rs, "steady_writes_per_s"),
+                "steady_write_p99_ms": _median(rs, "steady_write_p99_ms"),
+                "steady_write_p999_ms": _median(rs, "steady_write_p999_ms"),
                 "failed_writes_total": sum(r["failed_writes"] for r in rs),
                 "failed_writes_max": max(r["failed_writes"] for r in rs),
                 "longest_stall_median_s": round(statistics.median(stalls), 3),
                 "longest_stall_max_s": round(max(stalls), 3),
                 "write_p50_ms": round(statistics.median(r["write_p50_ms"] for r in rs), 2),
                 "write_p99_ms": round(statistics.median(r["write_p99_ms"] for r in rs), 2),
+                "write_p999_ms": _median(rs, "write_p999_ms"),
                 "failed_reads_total": sum(r["failed_reads"] for r in rs),
                 "leader_changes_total": sum(r["leader_changes"] for r in rs),
                 "scale_in_median_s": round(statistics.median(r["scale_in_s"] for r in rs), 3),
+                "load_1m_median": _median(rs, "load_1m"),
             })
     return out
+
+
+def keep_earlier(results: Mapping[str, Any], earlier: Mapping[str, Any], kept: Sequence[str]) -> dict[str, Any]:
+    """`results` with the `kept` sections taken from an earlier run, each stamped with when it was measured."""
+    merged = dict(results)
+    measured = dict(results["measured"])
+    old_stamp = {"finished": earlier["finished"], "raftset_commit": earlier["machine"]["raftset_commit"],
+                 "etcd": earlier["machine"].get("etcd", ""),
+                 "smoke": earlier["smoke"], "load_average_at_start": earlier["machine"]["load_average_at_start"]}
+    for section in kept:
+        merged[section] = earlier[section]
+        measured[section] = earlier.get("measured", {}).get(section, old_stamp)
+    merged["measured"] = measured
+    return merged
 
 
 def write_results(out: Path, results: Mapping[str, Any]) -> None:
@@ -110,7 +138,7 @@ def write_results(out: Path, results: Mapping[str, Any]) -> None:
             writer = csv.DictWriter(fh, fieldnames=columns)
             writer.writeheader()
             for row in results[name]:
-                writer.writerow({c: row[c] for c in columns})
+                writer.writerow({c: row.get(c, "") for c in columns})  # rows of older runs lack new columns
 
 
 # --- plots ---
@@ -120,9 +148,20 @@ def _present(strategies: Sequence[str]) -> list[str]:
 
 
 def plot_stalls(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """Per latency (one row of panels each): the worst stall and the failed writes per strategy and size."""
+    latencies = sorted({r["one_way_ms"] for r in rows})
+    fig, grid = plt.subplots(len(latencies), 2, figsize=(11, 3.8 * len(latencies)), squeeze=False)
+    for latency, axes in zip(latencies, grid):
+        _plot_stalls_at([r for r in rows if r["one_way_ms"] == latency], axes, latency)
+    fig.suptitle("Scale-in with the leader on the highest ordinal, under load")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_stalls_at(rows: Sequence[Mapping[str, Any]], axes: Any, latency: int) -> None:
     sizes = sorted({(r["from_members"], r["to_members"]) for r in rows})
     strategies = _present([r["strategy"] for r in rows])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     width = 0.8 / len(strategies)
     for axis, metric, title in ((axes[0], "longest_stall_s", "Longest write stall (s, log scale)"),
                                 (axes[1], "failed_writes", "Failed writes")):
@@ -138,7 +177,7 @@ def plot_stalls(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
                 axis.annotate(f"{worst:.2f}" if metric == "longest_stall_s" else str(worst), (x, worst),
                               ha="center", va="bottom", fontsize=8, xytext=(0, 2), textcoords="offset points")
         axis.set_xticks(range(len(sizes)), [f"{a}\u2192{b} members" for a, b in sizes])
-        axis.set_title(f"{title}\nbar = worst repetition, dots = each", fontsize=10)
+        axis.set_title(f"{latency} ms one-way: {title}\nbar = worst repetition, dots = each", fontsize=10)
         axis.grid(axis="y", alpha=0.3)
     axes[0].set_yscale("log")
     axes[0].set_ylim(0.005, 10)
@@ -146,22 +185,33 @@ def plot_stalls(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     axes[1].set_ylim(0, top * 1.25 + 0.5)
     axes[1].yaxis.get_major_locator().set_params(integer=True)
     axes[0].legend(fontsize=8, loc="upper left")
-    fig.suptitle("Scale-in with the leader on the highest ordinal, under a writer")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+
+
+BIN_S = 0.25
+
+
+def p999_over_time(samples: Sequence[Sample], bin_s: float = BIN_S) -> tuple[list[float], list[float]]:
+    """The p99.9 latency (ms) of the puts started in each `bin_s` bin that acknowledged any."""
+    bins: dict[int, list[float]] = {}
+    for s in samples:
+        if s.ok:
+            bins.setdefault(math.floor(s.start / bin_s), []).append((s.end - s.start) * 1000)
+    keys = sorted(bins)
+    return [k * bin_s for k in keys], [percentile(bins[k], 99.9) for k in keys]
 
 
 def plot_timelines(runs: Sequence[Run], path: Path) -> None:
+    """One row of panels per latency and size: every put of the first repetition around the scale-in."""
     firsts = [r for r in runs if r.row["repetition"] == 0]
-    sizes = sorted({(r.row["from_members"], r.row["to_members"]) for r in firsts})
+    sizes = sorted({(r.row["one_way_ms"], r.row["from_members"], r.row["to_members"]) for r in firsts})
     strategies = _present([r.row["strategy"] for r in firsts])
     fig, axes = plt.subplots(len(sizes), len(strategies), figsize=(4 * len(strategies), 2.9 * len(sizes)),
                              sharey=True, squeeze=False)
-    for i, (start, _target) in enumerate(sizes):
+    for i, (latency, start, _target) in enumerate(sizes):
         for j, strategy in enumerate(strategies):
             axis = axes[i][j]
-            run = next((r for r in firsts if r.row["strategy"] == strategy and r.row["from_members"] == start), None)
+            run = next((r for r in firsts if r.row["strategy"] == strategy and r.row["from_members"] == start
+                        and r.row["one_way_ms"] == latency), None)
             if run is None:
                 axis.set_visible(False)
                 continue
@@ -173,11 +223,13 @@ def plot_timelines(runs: Sequence[Run], path: Path) -> None:
                          s=3, color=COLORS[strategy], label="write ok")
             axis.scatter([s.start for s in bad], [max(0.1, (s.end - s.start) * 1000) for s in bad],
                          s=30, marker="x", color="red", label="write failed")
+            xs, tail = p999_over_time(samples)
+            axis.step(xs, tail, where="post", color="black", linewidth=1, label=f"p99.9 per {BIN_S * 1000:.0f} ms")
             axis.set_yscale("log")
             axis.set_ylim(0.3, 3000)
-            axis.set_title(f"{LABELS[strategy]}, {start}\u2192{run.row['to_members']}\n"
-                           f"stall {run.row['longest_stall_s']:.2f}s, failed {run.row['failed_writes']}",
-                           fontsize=9)
+            axis.set_title(f"{LABELS[strategy]}, {start}\u2192{run.row['to_members']}, {latency} ms\n"
+                           f"stall {run.row['longest_stall_s']:.2f}s, failed {run.row['failed_writes']}, "
+                           f"p99.9 {run.row['write_p999_ms']:.0f} ms", fontsize=9)
             axis.grid(alpha=0.3)
             if i == len(sizes) - 1:
                 axis.set_xlabel("seconds since the scale-in began")
@@ -264,7 +316,7 @@ def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], labels: Ma
         text = (labels or {}).get(value, str(value)) if column == "strategy" else str(value)
         return text.replace("|", "\\|").replace("\n", " ")  # error messages stay in their cell
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(c, r[c]) for c in columns) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell(c, r.get(c, "")) for c in columns) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -276,17 +328,23 @@ def markdown(results: Mapping[str, Any], doc: Path, out: Path) -> str:
     p = results["params"]
     return f"""# Benchmarks
 
-Generated by `make bench` (`python -m tests.bench{' --smoke' if results['smoke'] else ''}`) on
-{results['finished']}; {results['duration_s']:.0f} s in all. Raw results:
+Generated by `make bench` (`python -m tests.bench{' --smoke' if results['smoke'] else ''}`); the last
+run finished {results['finished']} ({results['duration_s']:.0f} s). Raw results:
 [`results.json`]({rel}/results.json) and one CSV per table in [`{rel}/`]({rel}/).
 These are single-machine numbers from a shared 2-core box: compare the strategies with
 each other (they ran interleaved, side by side in one run), not with other machines.
+Each section says when it was measured: a run with `--only scale-in` re-measures that
+section and keeps the others from the run before.
 {_problems(results['errors'])}
 ## Headline
 
-Scale-in with the leader on the ordinal the builtin StatefulSet deletes first; totals over
-{p['repetitions']} repetition(s), the stall is the worst repetition's.
-
+Scale-in with the leader on the ordinal the builtin StatefulSet deletes first, under
+{load.WRITERS} concurrent writers (1 KiB values) and {load.READERS} linearizable readers, with every
+Raft message between two members delayed by the one-way latency in the column head
+(Toxiproxy). Per cell: failed writes / worst stall / write p99 during the scale-in (steady
+p99 just before it) / leader changes, totals over {p['repetitions']} repetition(s), the stall
+the worst repetition's, the latencies medians.
+{_stamp(results, "scale_in")}
 {_headline(summary) if summary else "(the scale-in benchmark produced no rows)"}
 
 ## Machine
@@ -296,27 +354,41 @@ Scale-in with the leader on the ordinal the builtin StatefulSet deletes first; t
 | CPU | {m['cpu_model']} ({m['logical_cpus']} logical, {m['physical_cpus']} physical) |
 | Memory | {m['memory_gib']} GiB |
 | OS / Python | {m['os']} / {m['python']} |
-| etcd | {m['etcd']} (Debian) |
+| etcd (last run) | {m['etcd']} |
 | Control plane | Kubernetes {m['kubernetes']}, OpenKruise {m['openkruise']}, kwok {m['kwok']} |
 | raftset commit | {m['raftset_commit']} |
-| Load average when the run began | {' / '.join(map(str, m['load_average_at_start']))} |
+| Load average (1/5/15 min) when the last run began | {' / '.join(map(str, m['load_average_at_start']))} |
+
+The box is shared with other work: `load_1m` in every scale-in row is the 1-minute load
+average when that scale-in began.
 
 ## Scale-in availability
-
+{_stamp(results, "scale_in")}
 Real etcd {m['etcd']} members and the real sidecars on loopback, a real kube-apiserver for
-the workload, pod and Lease objects. Before each scale-in the leader is moved (MoveLeader)
-to the highest ordinal, the one the builtin StatefulSet deletes first. A writer puts keys
-one at a time (1 s timeout per put, a 5 ms pause between puts) and a reader does
-linearizable gets; both start on ordinal 0, which every strategy keeps, and move to the
-next endpoint after a failure. The window runs from the first step of the scale-in until
-{scalein.TAIL_S:.0f} s after the last member is gone; leaders are polled from a surviving
-member every 50 ms. etcd runs with its default raft timings (heartbeat 100 ms, election
-1000 ms). {p['repetitions']} repetition(s) per strategy and size, strategies interleaved.
+the workload, pod and Lease objects. Every member's peer port sits behind a real
+[Toxiproxy](https://github.com/Shopify/toxiproxy) proxy (`tests/harness/toxiproxy.py`), in
+every run: the member listens for peers on :2381 and advertises the proxy on :2380. A
+latency toxic on both directions of every proxy delays each Raft message by `one_way_ms`
+(jitter {scalein.JITTER:.0%} of it): 0 ms is the proxy alone, 2 ms neighbouring zones, 20 ms far
+zones. Latencies {', '.join(str(x) for x in p.get('latencies_ms', [0]))} ms run in one invocation.
+
+Before each scale-in the leader is moved (MoveLeader) to the highest ordinal, the one the
+builtin StatefulSet deletes first. The load: {load.WRITERS} writers put 1 KiB values, each one put
+at a time as fast as the members answer (1 s timeout per put), and {load.READERS} readers do
+linearizable gets; all start on ordinal 0, which every strategy keeps, and move to the
+next endpoint after a failure. All run on one Python event loop, so the rate is what this
+machine sustains for them, recorded as `steady_writes_per_s`. **Steady** is the
+{p['baseline_s']:.0f} s just before the scale-in of the same run (`steady_*` columns); the
+scale-in window runs from its first step until {scalein.TAIL_S:.0f} s after the last member is
+gone. The longest stall is the longest time in the window in which no writer got a put
+acknowledged. Leaders are polled from a surviving member every 50 ms. etcd runs with its
+default raft timings (heartbeat 100 ms, election 1000 ms). {p['repetitions']} repetition(s) per
+latency, strategy and size, strategies interleaved.
 
 - **(a) builtin, no hand-off**: a plain etcd StatefulSet (the sidecars are killed before
   the window). Each victim gets SIGTERM, SIGKILL after {scalein.KUBELET_GRACE_S:.0f} s; then the
   bench itself removes its member with MemberRemove through a survivor as soon as the
-  pod is gone (an administrator's best case). Note that etcd 3.4 hands leadership to a
+  pod is gone (an administrator's best case). Note that etcd hands leadership to a
   peer by itself when it stops on SIGTERM, so (a) is not a leader crash.
 - **(b) builtin + sidecar**: replicas lowered on the StatefulSet, then each victim is
   terminated the kubelet way: preStop `/leave` (the sidecar moves leadership to a kept
@@ -341,7 +413,7 @@ Every repetition:
 {_table(results['scale_in'], scalein.COLUMNS, LABELS)}
 
 ## Scale-out
-
+{_stamp(results, "scale_out")}
 A three-member cluster (sidecar settings as the operator renders them by default) is filled with incompressible 1 MiB values to each
 size; a fourth member then joins twice from an empty volume. **sidecar**: timed from the
 sidecar process starting (kubelet order: sidecar, startupProbe, store) until the member is
@@ -359,7 +431,7 @@ every 0.25 s until it answers, asks for the promotion, and backs off (0.25 s dou
 {_table(results['scale_out'], scaleout.COLUMNS)}
 
 ## Operator cost
-
+{_stamp(results, "operator")}
 The real operator as a subprocess, default intervals (a reconcile timer every 5 s per
 cluster that reads kopf's indices only, a full re-apply every 600 s), on the full local control plane (kube-apiserver,
 controller-manager, scheduler, OpenKruise, kwok). Each cluster is a one-member EtcdCluster
@@ -379,7 +451,7 @@ observed status. The local control plane serves ClusterIP Services from a /21
 {_table(results['operator'], operator_cost.COLUMNS)}
 
 ## Sidecar footprint
-
+{_stamp(results, "footprint")}
 A settled, idle three-member cluster with the operator's default sidecar settings
 (Lease refresh every 10 s, membership-clean every 30 s, member poll every 2 s); CPU over
 {p['idle_s']:.0f} s. USS is the memory unique to the process (RSS minus shared pages).
@@ -389,18 +461,36 @@ A settled, idle three-member cluster with the operator's default sidecar setting
 
 
 def _headline(summary: Sequence[Mapping[str, Any]]) -> str:
-    """Strategies down, sizes across: failed writes, worst stall, leader changes over all repetitions."""
-    sizes = sorted({(r["from_members"], r["to_members"]) for r in summary})
-    head = ["strategy"] + [f"{a}\u2192{b}: failed writes / worst stall / leader changes" for a, b in sizes]
+    """One table per size: strategies down, latencies across."""
+    return "\n\n".join(_headline_size(summary, size)
+                        for size in sorted({(r["from_members"], r["to_members"]) for r in summary}))
+
+
+def _headline_size(summary: Sequence[Mapping[str, Any]], size: tuple[int, int]) -> str:
+    rows = [r for r in summary if (r["from_members"], r["to_members"]) == size]
+    latencies = sorted({r["one_way_ms"] for r in rows})
+    head = [f"{size[0]}\u2192{size[1]} members"] + [f"{ms} ms one-way" for ms in latencies]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for strategy in _present([r["strategy"] for r in summary]):
+    for strategy in _present([r["strategy"] for r in rows]):
         cells = [LABELS[strategy]]
-        for start, _target in sizes:
-            r = next((x for x in summary if x["strategy"] == strategy and x["from_members"] == start), None)
-            cells.append(f"{r['failed_writes_total']} / {r['longest_stall_max_s']:.3f} s / {r['leader_changes_total']}"
+        for ms in latencies:
+            r = next((x for x in rows if x["strategy"] == strategy and x["one_way_ms"] == ms), None)
+            cells.append(f"{r['failed_writes_total']} / {r['longest_stall_max_s']:.3f} s / "
+                         f"{r['write_p99_ms']:.0f} ms ({r['steady_write_p99_ms']:.0f}) / {r['leader_changes_total']}"
                          if r else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _stamp(results: Mapping[str, Any], section: str) -> str:
+    """When, on which commit and at which load this section was measured."""
+    m = (results.get("measured") or {}).get(section)
+    if not m:
+        return ""
+    load_avg = " / ".join(map(str, m.get("load_average_at_start") or []))
+    return (f"\n*Measured {m['finished']}{' (smoke)' if m.get('smoke') else ''} on commit "
+            f"`{m['raftset_commit']}` with etcd {m.get('etcd') or '?'}, load average {load_avg} "
+            "at the start of that run.*\n")
 
 
 def _problems(errors: Sequence[str]) -> str:

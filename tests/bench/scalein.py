@@ -19,11 +19,17 @@ StatefulSet deletes first), starts the load, and scales in:
      pod is terminated the same kubelet way.
   r. reference: as (a), but the store is SIGKILLed (the end of an expired grace period, an
      OOM kill, a lost node): what a scale-in costs when nobody hands leadership off.
+
+Every member's peer port sits behind a real Toxiproxy (`tests.harness.toxiproxy`) in every
+run, so the latencies compared differ by the latency toxic only: 0 ms is the proxy alone,
+2 ms and 20 ms one-way emulate members in neighbouring and in far zones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import shutil
 import signal
 import subprocess
@@ -49,16 +55,21 @@ from tests.bench.labs import ETCD_DEFAULTS, grow
 from tests.bench.load import Load, Observed
 from tests.bench.stats import Sample, leader_changes, leaders_in_window, window_stats
 from tests.harness.lab import Lab, wait_for
+from tests.harness.toxiproxy import Toxiproxy, route_peers
 
 STRATEGIES = ("a-builtin-no-handoff", "b-builtin-sidecar-handoff", "c-advanced-planner", "r-builtin-sigkill")
 KUBELET_GRACE_S = 30.0  # terminationGracePeriodSeconds of a plain etcd StatefulSet (Kubernetes default)
 TAIL_S = 1.0  # the window ends this long after the scale-in is complete, so a late stall is seen
+JITTER = 0.1  # jitter of the latency toxic, as a share of the one-way latency
 KRUISE = ("apps.kruise.io", "v1beta1", "statefulsets")
 
 COLUMNS = (
-    "strategy", "from_members", "to_members", "repetition", "writes", "failed_writes", "longest_stall_s",
-    "write_p50_ms", "write_p99_ms", "reads", "failed_reads", "longest_read_stall_s", "leader_changes",
-    "scale_in_s", "victims", "leader_before", "leader_after", "first_error",
+    "one_way_ms", "strategy", "from_members", "to_members", "repetition", "steady_writes_per_s",
+    "steady_write_p50_ms", "steady_write_p99_ms", "steady_write_p999_ms", "writes", "failed_writes",
+    "longest_stall_s", "write_p50_ms", "write_p99_ms", "write_p999_ms", "reads", "failed_reads",
+    "longest_read_stall_s", "leader_changes",
+    "scale_in_s", "victims", "leader_before", "leader_after", "load_1m", "first_error",
+    "write_errors",
 )
 
 
@@ -216,63 +227,85 @@ DRIVERS: dict[str, Callable[[Lab, int, int], Any]] = {
 
 
 async def run_once(kubeconfig: str, workdir: Path, strategy: str, start: int, target: int,
-                   repetition: int, baseline_s: float) -> Run:
+                   repetition: int, baseline_s: float, one_way_ms: int = 0) -> Run:
     advanced = strategy == STRATEGIES[2]
     env = {**ETCD_DEFAULTS, **({"RAFTSET_WORKLOAD_KIND": "AdvancedStatefulSet"} if advanced else {})}
     lab = Lab(kubeconfig, workdir, replicas=start, env_extra=env)
     try:
-        if advanced:
-            k8s.CustomObjectsApi(lab.apps.api_client).create_namespaced_custom_object(
-                *KRUISE[:2], lab.namespace, KRUISE[2], _kruise_statefulset(lab, start))
-        await grow(lab, start)
-        top = start - 1
-        await lab.move_leader_to(top, timeout=30)
-        if advanced:
-            wait_for(lambda: _leases_show(lab, start, top), 30, f"Leases showing demo-{top} leading")
-        if strategy in (STRATEGIES[0], STRATEGIES[3]):
-            for ordinal in range(start):  # a plain etcd StatefulSet: none of our processes
-                pod = lab.pod(ordinal)
-                assert pod.sidecar is not None
-                pod.sidecar.kill()
-                pod.sidecar.wait(5)
-        leader_before = await _leader(lab, range(start))
-        endpoints = [lab.pod(o).client_url for o in range(start)]
-        load = Load(endpoints, watch=[lab.pod(0).client_url, lab.pod(1).client_url])
-        load.start()
-        try:
-            load.wait_writes(20)
-            await asyncio.sleep(baseline_s)
-            t0 = time.monotonic()
-            victims = await DRIVERS[strategy](lab, start, target)
-            survivors = sorted(set(range(start)) - set(victims))
-            await lab.wait_voting(target, 60, *survivors)
-            done = time.monotonic()
-            await asyncio.sleep(TAIL_S + 0.5)
-        finally:
-            observed = load.stop()
-        leader_after = await _leader(lab, survivors)
-        window = (t0, done + TAIL_S)
-        stats = window_stats(observed.writes, window)
-        reads = window_stats(observed.reads, window)
-        row = {
-            "strategy": strategy, "from_members": start, "to_members": target, "repetition": repetition,
-            "writes": stats.writes, "failed_writes": stats.failed_writes,
-            "longest_stall_s": round(stats.longest_stall_s, 3),
-            "write_p50_ms": round(stats.p50_ms, 2), "write_p99_ms": round(stats.p99_ms, 2),
-            "reads": reads.writes, "failed_reads": reads.failed_writes,
-            "longest_read_stall_s": round(reads.longest_stall_s, 3),
-            "leader_changes": leader_changes(leaders_in_window(observed.leaders, window)),
-            "scale_in_s": round(done - t0, 3),
-            "victims": " ".join(f"demo-{v}" for v in victims),
-            "leader_before": f"demo-{leader_before}" if leader_before is not None else "",
-            "leader_after": f"demo-{leader_after}" if leader_after is not None else "",
-            # What a failed request was told: the reason behind a stall, in the results.
-            "first_error": observed.errors[0][:160] if observed.errors else "",
-        }
-        return Run(row=row, t0=t0, observed=observed)
+        with Toxiproxy(workdir / "toxiproxy") as toxiproxy:
+            route_peers(lab, toxiproxy, range(start), one_way_ms, round(one_way_ms * JITTER))
+            if advanced:
+                k8s.CustomObjectsApi(lab.apps.api_client).create_namespaced_custom_object(
+                    *KRUISE[:2], lab.namespace, KRUISE[2], _kruise_statefulset(lab, start))
+            await grow(lab, start)
+            top = start - 1
+            await lab.move_leader_to(top, timeout=30)
+            if advanced:
+                wait_for(lambda: _leases_show(lab, start, top), 30, f"Leases showing demo-{top} leading")
+            if strategy in (STRATEGIES[0], STRATEGIES[3]):
+                for ordinal in range(start):  # a plain etcd StatefulSet: none of our processes
+                    pod = lab.pod(ordinal)
+                    assert pod.sidecar is not None
+                    pod.sidecar.kill()
+                    pod.sidecar.wait(5)
+            leader_before = await _leader(lab, range(start))
+            endpoints = [lab.pod(o).client_url for o in range(start)]
+            load = Load(endpoints, watch=[lab.pod(0).client_url, lab.pod(1).client_url])
+            load.start()
+            try:
+                load.wait_writes(20)
+                steady_from = time.monotonic()
+                await asyncio.sleep(baseline_s)
+                t0 = time.monotonic()
+                load_1m = os.getloadavg()[0]
+                victims = await DRIVERS[strategy](lab, start, target)
+                survivors = sorted(set(range(start)) - set(victims))
+                await lab.wait_voting(target, 60, *survivors)
+                done = time.monotonic()
+                await asyncio.sleep(TAIL_S + 0.5)
+            finally:
+                observed = load.stop()
+            leader_after = await _leader(lab, survivors)
+            window = (t0, done + TAIL_S)
+            steady = window_stats(observed.writes, (steady_from, t0))
+            stats = window_stats(observed.writes, window)
+            reads = window_stats(observed.reads, window)
+            row = {
+                "one_way_ms": one_way_ms, "strategy": strategy, "from_members": start, "to_members": target,
+                "repetition": repetition, "steady_writes_per_s": round(steady.per_s, 1),
+                "steady_write_p50_ms": round(steady.p50_ms, 2), "steady_write_p99_ms": round(steady.p99_ms, 2),
+                "steady_write_p999_ms": round(steady.p999_ms, 2),
+                "writes": stats.writes, "failed_writes": stats.failed_writes,
+                "longest_stall_s": round(stats.longest_stall_s, 3),
+                "write_p50_ms": round(stats.p50_ms, 2), "write_p99_ms": round(stats.p99_ms, 2),
+                "write_p999_ms": round(stats.p999_ms, 2),
+                "reads": reads.writes, "failed_reads": reads.failed_writes,
+                "longest_read_stall_s": round(reads.longest_stall_s, 3),
+                "leader_changes": leader_changes(leaders_in_window(observed.leaders, window)),
+                "scale_in_s": round(done - t0, 3),
+                "victims": " ".join(f"demo-{v}" for v in victims),
+                "leader_before": f"demo-{leader_before}" if leader_before is not None else "",
+                "leader_after": f"demo-{leader_after}" if leader_after is not None else "",
+                "load_1m": round(load_1m, 2),  # the machine is shared: how busy it was during this run
+                # What a failed request was told: the reason behind a stall, in the results.
+                "first_error": observed.errors[0][:160] if observed.errors else "",
+                "write_errors": error_kinds(observed.errors, "put"),
+            }
+            return Run(row=row, t0=t0, observed=observed)
     finally:
         lab.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def error_kinds(errors: Sequence[str], request: str) -> str:
+    """How often each reason failed a `request` ("put"/"get"), the member's address left out: "5x leader changed"."""
+    counts: dict[str, int] = {}
+    for error in errors:
+        kind, _, text = error.partition(": ")
+        if kind == request:
+            reason = text.split(": ", 1)[-1][:80]  # "Put at http://...: reason"
+            counts[reason] = counts.get(reason, 0) + 1
+    return "; ".join(f"{n}x {reason}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
 def timeline(run: Run, before_s: float = 1.0) -> list[Sample]:
@@ -283,18 +316,23 @@ def timeline(run: Run, before_s: float = 1.0) -> list[Sample]:
 
 async def bench(kubeconfig: str, workdir: Path, sizes: Sequence[tuple[int, int]], repetitions: int,
                 baseline_s: float, strategies: Sequence[str] = STRATEGIES,
-                log: Callable[[str], None] = print) -> list[Run]:
-    """Every strategy x size x repetition; strategies interleave so machine noise hits all alike."""
+                log: Callable[[str], None] = print, latencies_ms: Sequence[int] = (0,)) -> list[Run]:
+    """Every latency x size x repetition x strategy; strategies interleave so machine noise hits all alike."""
     runs: list[Run] = []
-    for start, target in sizes:
-        for repetition in range(repetitions):
-            for strategy in strategies:
-                t = time.monotonic()
-                run = await run_once(kubeconfig, workdir / f"{strategy}-{start}to{target}-{repetition}",
-                                     strategy, start, target, repetition, baseline_s)
-                runs.append(run)
-                r = run.row
-                log(f"  scale-in {strategy} {start}->{target} #{repetition}: {r['failed_writes']} failed of "
-                    f"{r['writes']}, stall {r['longest_stall_s']:.3f}s, leader changes {r['leader_changes']}, "
-                    f"victims {r['victims']} ({time.monotonic() - t:.0f}s)")
+    for one_way_ms in latencies_ms:
+        for start, target in sizes:
+            for repetition in range(repetitions):
+                for strategy in strategies:
+                    t = time.monotonic()
+                    run = await run_once(
+                        kubeconfig, workdir / f"{strategy}-{one_way_ms}ms-{start}to{target}-{repetition}",
+                        strategy, start, target, repetition, baseline_s, one_way_ms)
+                    runs.append(run)
+                    r = run.row
+                    log(f"  row {json.dumps(r)}")  # a long run that fails later still leaves its rows
+                    log(f"  scale-in {one_way_ms} ms {strategy} {start}->{target} #{repetition}: "
+                        f"{r['failed_writes']} failed of {r['writes']}, stall {r['longest_stall_s']:.3f}s, "
+                        f"p99 {r['write_p99_ms']} ms (steady {r['steady_write_p99_ms']} ms, "
+                        f"{r['steady_writes_per_s']}/s), leader changes {r['leader_changes']}, "
+                        f"victims {r['victims']} ({time.monotonic() - t:.0f}s)")
     return runs

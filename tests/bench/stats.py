@@ -46,17 +46,22 @@ class WindowStats:
     longest_stall_s: float
     p50_ms: float
     p99_ms: float
+    p999_ms: float
+    per_s: float  # successful requests per second of the window: the sustained rate
 
 
 def window_stats(samples: Sequence[Sample], window: tuple[float, float]) -> WindowStats:
     inside = [s for s in samples if window[0] <= s.start <= window[1]]
     latencies = [(s.end - s.start) * 1000 for s in inside if s.ok]
+    length = window[1] - window[0]
     return WindowStats(
         writes=len(inside),
         failed_writes=sum(1 for s in inside if not s.ok),
         longest_stall_s=longest_stall(samples, window),
         p50_ms=percentile(latencies, 50),
         p99_ms=percentile(latencies, 99),
+        p999_ms=percentile(latencies, 99.9),
+        per_s=len(latencies) / length if length > 0 else 0.0,
     )
 
 

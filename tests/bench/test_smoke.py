@@ -16,13 +16,16 @@ from pathlib import Path
 import pytest
 
 from tests.bench import report
+from tests.harness import engines
+from tests.harness.engines import EngineUnderTest
 
-pytestmark = pytest.mark.etcd
+# The bench runs the default etcd build (tests/bench/__main__.py puts it first on PATH): the id names it.
+pytestmark = [pytest.mark.etcd, pytest.mark.parametrize("etcd", [engines.DEFAULT], ids=lambda e: e.label)]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path) -> None:
+def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, etcd: EngineUnderTest) -> None:
     out = tmp_path / "bench"
     done = subprocess.run([sys.executable, "-m", "tests.bench", "--smoke", "--out", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
@@ -30,7 +33,7 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path) -
 
     results = json.loads((out / "results.json").read_text())
     assert results["smoke"] is True
-    assert results["machine"]["logical_cpus"] >= 1 and results["machine"]["etcd"]
+    assert results["machine"]["logical_cpus"] >= 1 and results["machine"]["etcd"] == etcd.version
     tables = {**report.TABLES, "scale_in_summary": report.SUMMARY_COLUMNS}
     for name, columns in tables.items():
         rows = results[name]
@@ -44,10 +47,14 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path) -
             assert len(list(reader)) == len(rows)
     assert {r["strategy"] for r in results["scale_in"]} >= {
         "a-builtin-no-handoff", "b-builtin-sidecar-handoff", "c-advanced-planner"}
+    # The smoke's one latency went through Toxiproxy, under the concurrent load, with a steady phase.
+    assert {r["one_way_ms"] for r in results["scale_in"]} == {20}
+    assert all(r["steady_writes_per_s"] > 0 and r["steady_write_p50_ms"] > 0 for r in results["scale_in"])
+    assert set(results["measured"]) == {"scale_in", "scale_out", "operator", "footprint"}
     for png in report.PLOTS:
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     page = (out / "benchmarks.md").read_text()
     for heading in ("## Machine", "## Scale-in availability", "## Scale-out", "## Operator cost",
-                    "## Sidecar footprint"):
+                    "## Sidecar footprint", "| 20 ms one-way |", "*Measured "):
         assert heading in page
     assert all(f"]({png}" in page or f"/{png})" in page for png in report.PLOTS)

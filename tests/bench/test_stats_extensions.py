@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.bench.stats import leader_changes, leaders_in_window
+from tests.bench.stats import Sample, leader_changes, leaders_in_window, window_stats
 
 pytestmark = pytest.mark.unit
 
@@ -20,3 +20,14 @@ def test_unknown_leaders_before_the_window_do_not_hide_the_last_known_one() -> N
     assert leaders_in_window(observed, (1.0, 2.0)) == ["a", "a"]
     assert leaders_in_window(observed, (0.0, 0.6)) == ["a", ""]
     assert leaders_in_window([], (0.0, 1.0)) == []
+
+
+def test_window_stats_give_the_tail_and_the_sustained_rate() -> None:
+    # 1000 puts of 1 ms in a 2 s window, one of them 500 ms and one failed: p99.9 is the slow one.
+    samples = [Sample(i * 0.002, i * 0.002 + 0.001, True) for i in range(998)]
+    samples += [Sample(1.0, 1.5, True), Sample(1.2, 1.3, False)]
+    stats = window_stats(samples, (0.0, 2.0))
+    assert stats.writes == 1000 and stats.failed_writes == 1
+    assert stats.p50_ms == pytest.approx(1.0) and stats.p99_ms == pytest.approx(1.0)
+    assert stats.p999_ms == pytest.approx(500.0)
+    assert stats.per_s == pytest.approx(999 / 2.0)

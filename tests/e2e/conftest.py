@@ -1,14 +1,22 @@
-"""Fixtures of the e2e tier: a namespace per test."""
+"""Fixtures of the e2e tier: a namespace per test, the pod runner, the etcd build under test.
+
+The operator (`operator`, module scope) is in tests/conftest.py beside the k8s tier's.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.harness import engines
+from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import kubectl
+from tools.devcluster.podrunner import PodRunner
+
 
 @pytest.fixture
 def namespace(control_plane: Any) -> Iterator[str]:
@@ -16,3 +24,18 @@ def namespace(control_plane: Any) -> Iterator[str]:
     kubectl(control_plane.kubeconfig, "create", "namespace", name)
     yield name
     kubectl(control_plane.kubeconfig, "delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def runner(control_plane: Any, namespace: str, tmp_path: Path) -> Iterator[PodRunner]:
+    """What kubelet would run in the namespace's pods (sidecar, then the real store), on loopback."""
+    with PodRunner(control_plane.kubeconfig, tmp_path / "runner", namespace=namespace) as pods:
+        yield pods
+    assert not pods.supervisor.procs, "the runner left processes behind"
+
+
+@pytest.fixture(params=[engines.DEFAULT], ids=lambda e: e.label)
+def etcd(request: pytest.FixtureRequest) -> EngineUnderTest:
+    """The etcd build a test's cluster runs (its `version`), named in the test id: the default
+    build; a test parametrized over `etcd` itself (test_fullstack.ETCD_BUILDS) overrides it."""
+    return request.param

@@ -7,30 +7,23 @@ the sidecar does, with the leader placed where a test wants it.
 from __future__ import annotations
 
 import itertools
+import re
+import urllib.request
 from typing import Any
 
 import pytest
 import yaml
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract
-from tests.harness.operator import Operator, Sidecars, install_crds, kubectl, wait_for
+from tests.harness.operator import Operator, Sidecars, kubectl, wait_for
 from tests.harness.view import STEP_TIMEOUT, ClusterView, cluster_manifest
 
 pytestmark = pytest.mark.e2e
 
 KINDS = {"EtcdCluster": "etcdclusters", "XlineCluster": "xlineclusters"}
 BACKENDS = ("StatefulSet", "AdvancedStatefulSet")
-
-
-@pytest.fixture(scope="module")
-def operator(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Operator:
-    install_crds(control_plane.kubeconfig)
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    op = Operator(control_plane.kubeconfig, log)
-    op.start()
-    yield op
-    op.stop()
 
 
 @pytest.mark.parametrize("kind,backend", list(itertools.product(KINDS, BACKENDS)))
@@ -182,3 +175,36 @@ def test_deleting_a_cluster_removes_what_it_owns(control_plane: Any, operator: O
                 and not client.CoordinationV1Api(c.api).list_namespaced_lease(
                     namespace, label_selector=selector).items)
     wait_for(all_gone, 90, "owned objects garbage-collected")
+
+
+def test_the_operator_metrics_show_the_leader_and_the_members(
+        control_plane: Any, operator: Operator, namespace: str) -> None:
+    """Scraped over HTTP as Prometheus would: the per-cluster gauges follow status, and the
+    reconcile and scale-step counters move."""
+    c = ClusterView(control_plane.kubeconfig, "EtcdCluster", "scraped", namespace, "StatefulSet")
+    c.create(3)
+    with Sidecars(c.api, namespace, c.name, leader=1):
+        c.wait_pods(0, 1, 2)
+        c.wait_settled(3)
+        labels = {"namespace": namespace, "cluster": "scraped", "kind": "EtcdCluster"}
+
+        def scraped() -> dict[str, float] | None:
+            with urllib.request.urlopen(operator.metrics_url, timeout=5) as response:
+                text = response.read().decode()
+            out: dict[str, float] = {}
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    if labels.items() <= sample.labels.items():
+                        extra = {k: v for k, v in sample.labels.items() if k not in labels}
+                        out[sample.name + "".join(f"/{v}" for _, v in sorted(extra.items()))] = sample.value
+            settled = out.get("raftset_cluster_voters") == 3 and out.get("raftset_cluster_has_leader") == 1
+            return out if settled else None
+
+        got = wait_for(scraped, 30, "the operator's metrics to show 3 voters and a leader")
+        assert got["raftset_cluster_members"] == 3 and got["raftset_cluster_healthy_voters"] == 3
+        assert got["raftset_cluster_member_healthy/scraped-1/leader"] == 1
+        assert got["raftset_cluster_condition/Available/QuorumHealthy"] == 1
+        with urllib.request.urlopen(operator.metrics_url, timeout=5) as response:
+            text = response.read().decode()
+        assert re.search(r'^raftset_operator_scale_steps_total\{kind="EtcdCluster",step="create"\} [1-9]', text, re.M)
+        assert re.search(r'^raftset_operator_reconciles_total\{kind="EtcdCluster",result="ok"\} [1-9]', text, re.M)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -29,37 +30,16 @@ from raftset.contract import SidecarEnv
 from raftset.engines import TLSFiles
 from raftset.operator import certificates
 from raftset.operator.storage import ANNOTATION_FAILED
-from tests.harness.operator import Operator, api, heartbeat_lease, kubectl, wait_for
+from tests.harness.operator import Operator, Sidecars, api, heartbeat_lease, kubectl, wait_for
+from tools.devcluster.plane import start_cert_manager
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 90
 OPERATOR_NS, OPERATOR_SA = "raftset-system", "raftset-operator"
+SECRETS_ROLE = "raftset-operator-secrets"
 KINDS = {contract.KIND_ETCD: contract.PLURAL_ETCD, contract.KIND_XLINE: contract.PLURAL_XLINE}
-
-# cert-manager's CRDs as far as the operator and this test need them: the kinds, served
-# with their status subresource, any content accepted.
-_OPEN = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-
-
-def _crd(kind: str, plural: str, scope: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.cert-manager.io"},
-        "spec": {
-            "group": "cert-manager.io", "scope": scope,
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-            "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-                          "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                              "spec": _OPEN, "status": _OPEN}}}}],
-        },
-    }
-
-
-CERT_MANAGER_CRDS = [_crd("Issuer", "issuers", "Namespaced"), _crd("ClusterIssuer", "clusterissuers", "Cluster"),
-                     _crd("Certificate", "certificates", "Namespaced")]
-
 
 # --- fixtures ----------------------------------------------------------------------------------
 
@@ -90,10 +70,26 @@ def operator(control_plane: Any, admin: str, tmp_path_factory: pytest.TempPathFa
     op.stop()
 
 
+def bind_secrets_role(admin: str, namespace: str) -> None:
+    """What docs/security.md asks of the admin for each namespace that uses provider auto."""
+    kubectl(admin, "create", "rolebinding", SECRETS_ROLE, "-n", namespace, f"--clusterrole={SECRETS_ROLE}",
+            f"--serviceaccount={OPERATOR_NS}:{OPERATOR_SA}")
+
+
+@pytest.fixture
+def bare_namespace(admin: str) -> Iterator[str]:
+    """A namespace where the operator may not touch Secrets."""
+    name = f"s-{uuid.uuid4().hex[:8]}"
+    kubectl(admin, "create", "namespace", name)
+    yield name
+    kubectl(admin, "delete", "namespace", name, "--wait=false", check=False)
+
+
 @pytest.fixture
 def namespace(admin: str) -> Iterator[str]:
     name = f"s-{uuid.uuid4().hex[:8]}"
     kubectl(admin, "create", "namespace", name)
+    bind_secrets_role(admin, name)
     yield name
     kubectl(admin, "delete", "namespace", name, "--wait=false", check=False)
 
@@ -198,6 +194,56 @@ def test_auto_reissues_a_deleted_leaf_from_the_same_ca_without_a_roll(admin: str
     assert template_annotation(admin, namespace, "kv") == "1"
 
 
+def test_auto_rotates_a_deleted_ca_in_three_rolls_each_one_member_at_a_time_leader_last(
+        admin: str, operator: Operator, namespace: str) -> None:
+    """Phase by phase (rotation.py): trust both CAs, re-issue the leaves, drop the old CA; each
+    phase a roll of one pod at a time with the leader last, the next only once it finished."""
+    create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "auto"},
+           sidecar={"heartbeatIntervalSeconds": 1})
+    core = client.CoreV1Api(api(admin))
+
+    def uids() -> dict[str, str]:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{contract.LABEL_INSTANCE}=kv").items
+        return {p.metadata.name: p.metadata.uid for p in pods if p.metadata.deletion_timestamp is None}
+
+    with Sidecars(api(admin), namespace, "kv", leader=1, interval=0.3) as sidecars:
+        wait_for(lambda: len(uids()) == 3 and template_annotation(admin, namespace, "kv") == "1", TIMEOUT,
+                 "three pods on TLS revision 1")
+        old_ca = secret(admin, namespace, "kv-ca")["tls.crt"]
+        core.delete_namespaced_secret("kv-ca", namespace)
+
+        # The timeline: which pods were re-created under which template revision, and who led
+        # when each revision appeared (the stand-in moves leadership only when the leader's pod goes).
+        restarts: dict[str, list[str]] = {}
+        switched: dict[str, tuple[dict[str, str], int]] = {}  # revision -> (pods' uids, leader) then
+        seen, revision = uids(), "1"
+        deadline = time.monotonic() + 4 * TIMEOUT
+        while revision != "4" or len(restarts.get("4", [])) < 3:
+            assert time.monotonic() < deadline, f"rotation stuck at revision {revision}: {restarts}"
+            leader = sidecars.leader
+            now_rev, now_uids = template_annotation(admin, namespace, "kv") or revision, uids()
+            if now_rev != revision:
+                switched[now_rev], revision = (dict(now_uids), leader), now_rev
+            restarts.setdefault(revision, []).extend(
+                name for name, uid in sorted(now_uids.items()) if seen.get(name) not in (None, uid))
+            seen.update(now_uids)
+            time.sleep(0.2)
+
+    assert list(switched) == ["2", "3", "4"], switched
+    for phase in ("2", "3", "4"):
+        assert sorted(restarts[phase]) == ["kv-0", "kv-1", "kv-2"], (phase, restarts)
+        assert restarts[phase][-1] == f"kv-{switched[phase][1]}", f"phase {phase}: the leader last ({restarts})"
+    for phase, before in (("3", "2"), ("4", "3")):
+        # The next phase began only after every pod of the previous one was re-created.
+        assert set(restarts[before]) == set(switched[phase][0]) == {"kv-0", "kv-1", "kv-2"}
+        assert all(switched[phase][0][n] != switched[before][0][n] for n in switched[phase][0]), (phase, switched)
+    new_ca = secret(admin, namespace, "kv-ca")["tls.crt"]
+    assert new_ca != old_ca
+    for purpose in certificates.PURPOSES:
+        data = secret(admin, namespace, f"kv-{purpose}-tls")
+        assert data["ca.crt"] == new_ca and certificates.signed_by(data["tls.crt"], new_ca)
+
+
 def test_disabled_speaks_http_and_warns(admin: str, operator: Operator, namespace: str) -> None:
     create(admin, contract.KIND_XLINE, "plain", namespace, tls={"provider": "disabled"})
     sts = wait_for(lambda: statefulset(admin, namespace, "plain"), TIMEOUT, "the StatefulSet")
@@ -228,7 +274,8 @@ def test_disabled_speaks_http_and_warns(admin: str, operator: Operator, namespac
 
 
 # --- cert-manager ------------------------------------------------------------------------------------
-# The first test runs before cert-manager's CRDs exist; the fixture below installs them.
+# The first test runs before cert-manager's CRDs exist; the fixture below installs its real CRDs
+# and starts its real controller (tools.devcluster.plane.start_cert_manager).
 
 def test_cert_manager_missing_is_degraded(admin: str, operator: Operator, namespace: str) -> None:
     served = kubectl(admin, "get", "crd", "certificates.cert-manager.io", check=False)
@@ -240,10 +287,9 @@ def test_cert_manager_missing_is_degraded(admin: str, operator: Operator, namesp
 
 
 @pytest.fixture(scope="module")
-def cert_manager_crds(admin: str) -> None:
-    kubectl(admin, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(CERT_MANAGER_CRDS))
-    for crd in CERT_MANAGER_CRDS:
-        kubectl(admin, "wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+def cert_manager(control_plane: Any) -> None:
+    """The real cert-manager controller with its real CRDs (after the test above)."""
+    start_cert_manager(control_plane)
 
 
 def certificate(admin: str, namespace: str, name: str) -> dict[str, Any]:
@@ -251,69 +297,118 @@ def certificate(admin: str, namespace: str, name: str) -> dict[str, Any]:
         "cert-manager.io", "v1", namespace, "certificates", name)
 
 
-def fill_as_cert_manager_would(admin: str, namespace: str, name: str, ca: certificates.KeyPair,
-                               revision: int) -> None:
-    """Issue what the Certificate asks for into its Secret and record the revision."""
-    cert = certificate(admin, namespace, name)["spec"]
-    leaf = certificates.LeafSpec(
-        "x", cert["commonName"], tuple(cert.get("dnsNames", ())), tuple(cert.get("ipAddresses", ())),
-        server_auth="server auth" in cert["usages"], client_auth="client auth" in cert["usages"])
-    pair = certificates.issue(ca, leaf, datetime.now(timezone.utc))
-    body = {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-            "metadata": {"name": cert["secretName"], "namespace": namespace,
-                         "annotations": {"cert-manager.io/certificate-name": name}},
-            "data": certificates.secret_data(pair, ca.cert_pem)}
-    kubectl(admin, "apply", "--server-side", "--field-manager=cert-manager", "--force-conflicts", "-f", "-",
-            stdin=json.dumps(body))
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def all_ready(admin: str, namespace: str, names: list[str]) -> bool:
+    return all(condition(certificate(admin, namespace, n), "Ready").get("status") == "True" for n in names)
+
+
+def renew(admin: str, namespace: str, name: str) -> None:
+    """What `cmctl renew` does: mark the Certificate Issuing, reason ManuallyTriggered."""
+    cert = certificate(admin, namespace, name)
+    conditions = [c for c in (cert.get("status") or {}).get("conditions") or [] if c["type"] != "Issuing"]
+    conditions.append({"type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
+                       "message": "renewal requested by the test",
+                       "lastTransitionTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")})
     kubectl(admin, "patch", "certificates.cert-manager.io", name, "-n", namespace, "--subresource=status",
-            "--type=merge", "-p", json.dumps({"status": {"revision": revision}}))
+            "--type=merge", "-p", json.dumps({"status": {"conditions": conditions}}))
 
 
-def test_cert_manager_certificates_with_the_operators_ca_chain(admin: str, operator: Operator, namespace: str,
-                                                               cert_manager_crds: None) -> None:
+def test_cert_manager_issues_the_clusters_certificates_through_the_operators_ca_chain(
+        admin: str, operator: Operator, namespace: str, cert_manager: None) -> None:
     create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "cert-manager"})
     custom = client.CustomObjectsApi(api(admin))
     names = [certificates.secret_name("kv", p) for p in certificates.PURPOSES]
-    wait_for(lambda: all(certificate(admin, namespace, n) for n in names), TIMEOUT, "three Certificates")
-    issuers = {i["metadata"]["name"]: i["spec"] for i in
+    # The real controller issues them all: the self-signed CA first, then the leaves from it.
+    wait_for(lambda: all_ready(admin, namespace, ["kv-ca", *names]), TIMEOUT, "cert-manager's Certificates Ready")
+    issuers = {i["metadata"]["name"]: i for i in
                custom.list_namespaced_custom_object("cert-manager.io", "v1", namespace, "issuers")["items"]}
-    assert issuers == {"kv-selfsigned": {"selfSigned": {}}, "kv-ca": {"ca": {"secretName": "kv-ca"}}}
-    ca_cert = certificate(admin, namespace, "kv-ca")["spec"]
-    assert ca_cert["isCA"] is True and ca_cert["issuerRef"]["name"] == "kv-selfsigned"
-    expected = certificates.leaf_specs("kv", namespace, 3)
-    for purpose in certificates.PURPOSES:
-        spec = certificate(admin, namespace, f"kv-{purpose}-tls")["spec"]
-        assert spec["secretName"] == f"kv-{purpose}-tls"
-        assert spec["issuerRef"] == {"name": "kv-ca", "kind": "Issuer", "group": "cert-manager.io"}
-        assert spec.get("dnsNames", []) == list(expected[purpose].dns_names)
-    assert f"kv-0.kv-peer.{namespace}.svc" in certificate(admin, namespace, "kv-peer-tls")["spec"]["dnsNames"]
+    assert {n: i["spec"] for n, i in issuers.items()} == {"kv-selfsigned": {"selfSigned": {}},
+                                                         "kv-ca": {"ca": {"secretName": "kv-ca"}}}
+    assert all(condition(i, "Ready").get("status") == "True" for i in issuers.values())
+    assert certificate(admin, namespace, "kv-ca")["spec"]["isCA"] is True
 
-    # cert-manager fills the Secrets; the pods mount them; the first issue does not roll.
-    ca = certificates.build_ca("test-ca", datetime.now(timezone.utc))
-    for name in names:
-        fill_as_cert_manager_would(admin, namespace, name, ca, revision=1)
+    ca_pem = secret(admin, namespace, "kv-ca")["tls.crt"]
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    expected = certificates.leaf_specs("kv", namespace, 3)
+    now = datetime.now(timezone.utc)
+    issued = {}
+    for purpose in certificates.PURPOSES:
+        data = secret(admin, namespace, f"kv-{purpose}-tls")
+        assert data["ca.crt"] == ca_pem, "cert-manager's CA issuer fills ca.crt with the CA"
+        assert certificates.signed_by(data["tls.crt"], ca_pem)
+        assert certificates.matches_key(certificates.KeyPair(data["tls.crt"], data["tls.key"]))
+        assert certificates.covers(data["tls.crt"], expected[purpose])
+        issued[purpose] = data["tls.crt"]
+    for purpose, name in (("server", f"kv-client.{namespace}.svc"), ("peer", f"kv-2.kv-peer.{namespace}.svc")):
+        leaf = x509.load_pem_x509_certificate(issued[purpose])
+        PolicyBuilder().store(Store([ca])).time(now).build_server_verifier(x509.DNSName(name)).verify(leaf, [])
+
+    # The pods mount them; the first issue does not roll.
     sts = wait_for(lambda: statefulset(admin, namespace, "kv"), TIMEOUT, "the StatefulSet")
     assert_mounts_the_three_secrets(sts, "kv")
-    assert template_annotation(admin, namespace, "kv") == "1.1.1"
-    # A renewal (revision 2 of the peer certificate) rolls the pods.
-    fill_as_cert_manager_would(admin, namespace, "kv-peer-tls", ca, revision=2)
+    wait_for(lambda: template_annotation(admin, namespace, "kv") == "1.1.1", TIMEOUT, "the TLS revision 1.1.1")
+
+    # A renewal by cert-manager (revision 2 of the peer certificate, a new key) rolls the pods.
+    renew(admin, namespace, "kv-peer-tls")
+    wait_for(lambda: (certificate(admin, namespace, "kv-peer-tls").get("status") or {}).get("revision") == 2,
+             TIMEOUT, "the peer Certificate re-issued")
+    renewed = secret(admin, namespace, "kv-peer-tls")
+    assert renewed["tls.crt"] != issued["peer"] and certificates.signed_by(renewed["tls.crt"], ca_pem)
     wait_for(lambda: template_annotation(admin, namespace, "kv") == "1.2.1", TIMEOUT, "the TLS revision 1.2.1")
     # No sidecars run here, so no leader: Degraded may say so, but not that TLS or a write failed.
     assert degraded(cluster_object(admin, contract.KIND_ETCD, "kv", namespace)).get("reason") not in (
         "CertManagerMissing", "ApplyFailed")
 
 
-def test_cert_manager_with_the_users_cluster_issuer(admin: str, operator: Operator, namespace: str,
-                                                    cert_manager_crds: None) -> None:
-    create(admin, contract.KIND_XLINE, "kv", namespace,
-           tls={"provider": "cert-manager", "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}})
-    wait_for(lambda: certificate(admin, namespace, "kv-client-tls"), TIMEOUT, "the client Certificate")
-    for purpose in certificates.PURPOSES:
-        assert certificate(admin, namespace, f"kv-{purpose}-tls")["spec"]["issuerRef"] == {
-            "name": "corp-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
-    issuers = client.CustomObjectsApi(api(admin)).list_namespaced_custom_object(
-        "cert-manager.io", "v1", namespace, "issuers")["items"]
-    assert issuers == []
+def test_cert_manager_issues_through_the_users_cluster_issuer(admin: str, operator: Operator, namespace: str,
+                                                             cert_manager: None) -> None:
+    issuer = f"corp-{namespace}"
+    kubectl(admin, "apply", "-f", "-", stdin=yaml.safe_dump({
+        "apiVersion": "cert-manager.io/v1", "kind": "ClusterIssuer", "metadata": {"name": issuer},
+        "spec": {"selfSigned": {}}}))
+    try:
+        create(admin, contract.KIND_XLINE, "kv", namespace,
+               tls={"provider": "cert-manager", "issuerRef": {"name": issuer, "kind": "ClusterIssuer"}})
+        names = [certificates.secret_name("kv", p) for p in certificates.PURPOSES]
+        wait_for(lambda: all_ready(admin, namespace, names), TIMEOUT, "the Certificates Ready")
+        for purpose in certificates.PURPOSES:
+            assert certificate(admin, namespace, f"kv-{purpose}-tls")["spec"]["issuerRef"] == {
+                "name": issuer, "kind": "ClusterIssuer", "group": "cert-manager.io"}
+            assert secret(admin, namespace, f"kv-{purpose}-tls")["tls.crt"]
+        issuers = client.CustomObjectsApi(api(admin)).list_namespaced_custom_object(
+            "cert-manager.io", "v1", namespace, "issuers")["items"]
+        assert issuers == []
+    finally:
+        kubectl(admin, "delete", "clusterissuer", issuer, "--wait=false", check=False)
+
+
+# --- Secrets, namespace by namespace -------------------------------------------------------------------
+
+def test_auto_where_the_secrets_role_is_not_bound_is_degraded_until_it_is(
+        control_plane: Any, admin: str, operator: Operator, bare_namespace: str, tmp_path: Path) -> None:
+    ns = bare_namespace
+    create(admin, contract.KIND_ETCD, "kv", ns, tls={"provider": "auto"})
+    obj = wait_degraded(admin, contract.KIND_ETCD, "kv", ns, "SecretsForbidden")
+    assert f"kubectl create rolebinding {SECRETS_ROLE} -n {ns}" in degraded(obj)["message"]
+    assert secret(admin, ns, "kv-ca") is None
+    # The operator's own identity: no Secret anywhere it is not bound, not even a list.
+    operator_api = api(str(control_plane.token_kubeconfig(OPERATOR_NS, OPERATOR_SA, tmp_path / "op.kubeconfig")))
+    core = client.CoreV1Api(operator_api)
+    for what, call in {
+        "read a Secret in kube-system": lambda: core.read_namespaced_secret("anything", "kube-system"),
+        "list Secrets cluster-wide": lambda: core.list_secret_for_all_namespaces(),
+        "create a Secret here": lambda: core.create_namespaced_secret(ns, {"metadata": {"name": "x"}}),
+    }.items():
+        assert _status(call) == 403, what
+    # The admin binds the role in this namespace: the next retry issues everything.
+    bind_secrets_role(admin, ns)
+    wait_for(lambda: secret(admin, ns, "kv-ca") and secret(admin, ns, "kv-server-tls"), TIMEOUT,
+             "the Secrets issued once the role is bound")
+    assert _status(lambda: core.list_namespaced_secret(ns)) == 403, "bound for get/create/patch, never list"
 
 
 # --- storage -------------------------------------------------------------------------------------------

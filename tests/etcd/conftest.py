@@ -5,7 +5,8 @@ Every test runs on the default etcd version; tests marked `lifecycle` (the membe
 lifecycle subset) also run on every other supported etcd version. Xline joins that list once
 a cluster of it can grow past two members (docs/engines.md); until then what works on Xline
 is tested in test_engine_builds.py. The test
-id names the build: `test_x[etcd-3.7.3]`, `test_x[xline-0.6.1+71479a4f]`.
+id names the build: `test_x[etcd-3.7.3]`, `test_x[xline-0.6.1+71479a4f]` (the parametrization
+of `engine_under_test` is in tests/conftest.py: the k8s tier's labs run a real store too).
 """
 
 from __future__ import annotations
@@ -16,28 +17,17 @@ from typing import Any
 
 import pytest
 
-from tests.harness import engines
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import Lab
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "engine_under_test" in metafunc.fixturenames:
-        chosen = engines.LIFECYCLE if metafunc.definition.get_closest_marker("lifecycle") else (engines.DEFAULT,)
-        metafunc.parametrize("engine_under_test", chosen, ids=[e.label for e in chosen], scope="session")
-
-
 @pytest.fixture
-def make_lab(kube_apiserver: Any, engine_under_test: EngineUnderTest, tmp_path: Path,
+def make_lab(kube_apiserver: Any, engine_ready: EngineUnderTest, tmp_path: Path,
              request: pytest.FixtureRequest) -> Iterator[Callable[..., Lab]]:
-    try:
-        engines.ready(engine_under_test)
-    except Exception as exc:  # noqa: BLE001 - a missing engine fails its tests, never skips them
-        pytest.fail(f"{engine_under_test.label}: its binaries could not be built or found: {exc}")
     labs: list[Lab] = []
 
     def make(**kwargs: Any) -> Lab:
-        lab = Lab(kube_apiserver.kubeconfig, tmp_path / f"lab{len(labs)}", engine=engine_under_test, **kwargs)
+        lab = Lab(kube_apiserver.kubeconfig, tmp_path / f"lab{len(labs)}", engine=engine_ready, **kwargs)
         labs.append(lab)
         return lab
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.harness.checker import Writer
 from tests.harness.lab import wait_for
-from tests.harness.scenarios import check_members, grow
+from tests.harness.scenarios import check_members, grow, restart_in_place
 
 pytestmark = pytest.mark.etcd
 
@@ -61,12 +61,7 @@ async def test_rolling_restart_keeps_every_member_and_writes_flow(make_lab) -> N
     # The StatefulSet's rolling update: highest ordinal first, one pod at a time, each
     # back and ready before the next; replicas never change.
     for ordinal in (2, 1, 0):
-        pod = lab.pod(ordinal)
-        result = pod.terminate()
-        assert result is not None and not result["removed"], result
-        pod.start()
-        pod.wait_ready()
-        await lab.wait_voting(3)
+        await restart_in_place(lab, ordinal)
     writer.stop()
     assert member_ids(await lab.members(0)) == before
     assert writer.failed == 0, writer.errors[:5]
@@ -80,6 +75,9 @@ async def test_leader_lost_during_scale_in_keeps_quorum_then_converges(make_lab)
     await grow(lab, 3)
     await lab.move_leader_to(0)
     before = member_ids(await lab.members(0))
+    writer = Writer([lab.pod(0).client_url, lab.pod(1).client_url])  # its puts fail while quorum is lost
+    writer.start()
+    wait_for(lambda: writer.ok > 20, 10, "writer running")
     lab.scale(2)
     lab.pod(0).kill()  # the leader's node dies just as ordinal 2 is scaled away
     result = lab.pod(2).terminate()
@@ -94,3 +92,7 @@ async def test_leader_lost_during_scale_in_keeps_quorum_then_converges(make_lab)
     assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
     assert member_ids(members) < before
     await lab.logged("clean: removed member", 0, 1)
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 20, 20, "writes acknowledged by the two that stay")
+    writer.stop()
+    await check_members(lab, writer, 0, 1)

@@ -14,9 +14,9 @@ pytestmark = pytest.mark.etcd
 
 
 def join_attempts(metrics: str) -> int:
-    match = re.search(r"^raftset_sidecar_join_attempts_total\{[^}]*\} (\d+)", metrics, re.M)
+    match = re.search(r"^raftset_sidecar_join_attempts_total(?:\{[^}]*\})? ([0-9.e+]+)$", metrics, re.M)
     assert match, metrics
-    return int(match.group(1))
+    return int(float(match.group(1)))
 
 
 def assert_waits_with_backoff(pod, error_fragment: str, seconds: float = 7.0) -> None:

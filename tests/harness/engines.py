@@ -15,7 +15,7 @@ from pathlib import Path
 
 from raftset import engines
 from raftset.engines import Engine
-from tools.devcluster import build, xline
+from tools.devcluster import build, kubelet, xline
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,11 @@ class EngineUnderTest:
     options: Mapping[str, str] = field(default_factory=dict)
     # Builds (or finds cached) the binaries; raises when it cannot.
     ensure: Callable[[], object] = lambda: None
+
+    @property
+    def version(self) -> str:
+        """The engine version a cluster's `spec.version` names to run this build."""
+        return self.label.split("-", 1)[1].split("+", 1)[0]
 
     @property
     def options_json(self) -> str:
@@ -48,9 +53,7 @@ XLINE = EngineUnderTest(
     engine=engines.XLINE,
     label=xline.XLINE.label,
     bin_dir=xline.XLINE.out_dir,
-    # Xline serves metrics on 0.0.0.0:<metrics-port> and cannot turn them off; in push mode it
-    # listens on nothing and only dials its collector, 127.0.0.1:4318 by default.
-    options={"metrics-push": "", "metrics-push-endpoint": "http://127.0.0.1:4318"},
+    options=kubelet.LOOPBACK_OPTIONS[engines.XLINE.name],  # metrics pushed: nothing bound on 0.0.0.0
     ensure=functools.partial(xline.ensure, xline.XLINE, log=lambda _: None),
 )
 

@@ -10,6 +10,7 @@ terminating pod is).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -123,6 +124,8 @@ class Pod:
             SidecarEnv.LOG_LEVEL: "INFO",
             SidecarEnv.OPTIONS: lab.engine.options_json,
             "PYTHONUNBUFFERED": "1",
+            # The engine's tools (etcdutl, for a restore) as the sidecar image carries them.
+            "PATH": f"{lab.engine.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         }
         env.update(lab.env_extra)
         env.update(self.env_extra)
@@ -171,6 +174,42 @@ class Pod:
 
     def ready(self) -> bool:
         return self.containers.ready()
+
+    def report_exit(self, restart_count: int, exit_code: int) -> None:
+        """kubelet's pod status after the store exited: waiting to restart, with its last words."""
+        tail = self.store_log.read_bytes()[-2048:].decode(errors="replace") if self.store_log.exists() else ""
+        engine = self.lab.engine.engine.name
+        status = {"containerStatuses": [{
+            "name": engine, "image": engine, "imageID": "", "ready": False, "restartCount": restart_count,
+            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"exitCode": exit_code, "reason": "Error", "message": tail}},
+        }]}
+        self.lab.core.patch_namespaced_pod_status(self.name, self.lab.namespace, {"status": status})
+
+    async def restart_always(self, stop: asyncio.Event, interval: float = 0.3) -> int:
+        """kubelet's restartPolicy Always for the store, until `stop`: start it again after it exits.
+
+        Like kubelet it reports each exit in the pod's status: the store container's
+        restartCount and its last termination, whose message is the end of the store's log
+        (terminationMessagePolicy FallbackToLogsOnError: at most 2048 bytes). It waits for the
+        sidecar's startup file (`/startup` 200) before a start, where kubelet would retry a
+        failing start with backoff. Runs on the test's event loop, in the main thread: a process
+        started from a short-lived thread dies with it (PR_SET_PDEATHSIG).
+        Returns how many times it restarted the store.
+        """
+        restarts = 0
+        reported: subprocess.Popen[bytes] | None = None
+        while not stop.is_set():
+            store = self.store
+            if store is not None and store.poll() is not None and store is not reported:
+                self.report_exit(restarts + 1, store.returncode)
+                reported = store
+            if store is not None and store.poll() is not None and await asyncio.to_thread(self.startup_ok):
+                self.start_store()
+                restarts += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval)
+        return restarts
 
     def wait_ready(self, timeout: float = 40.0) -> None:
         wait_for(self.ready, timeout, f"{self.name} /readyz (voting member serving)")

@@ -38,7 +38,7 @@ def heartbeat_lease(namespace: str, cluster: str, pod: str, *, role: str, member
                     healthy: bool = True, lease_seconds: int = 30) -> dict[str, Any]:
     """The Lease a member's sidecar writes, built by the sidecar's own code."""
     beat = Heartbeat(member_id=member_id, name=pod, role=role, healthy=healthy, raft_term=2,
-                     raft_index=100, time=rfc3339(datetime.now(timezone.utc)), cluster_id="c1")
+                     raft_index=100, raft_applied_index=100, time=rfc3339(datetime.now(timezone.utc)), cluster_id="c1")
     return lease_body(pod, namespace, cluster, beat, duration=lease_seconds, owner=None)
 
 
@@ -55,9 +55,11 @@ class Operator:
     """The operator as a real subprocess, so a test can SIGKILL it mid-scale."""
 
     def __init__(self, kubeconfig: str, log: Path, default_kind: str = "StatefulSet",
-                 **env: str) -> None:
+                 args: tuple[str, ...] = (), **env: str) -> None:
         self.kubeconfig = kubeconfig
         self.log = log
+        self.args = args
+        self.liveness = ""  # kopf's liveness URL, or the standby's (set by start)
         self.env = {
             **os.environ,
             "KUBECONFIG": kubeconfig,
@@ -65,15 +67,21 @@ class Operator:
             "RAFTSET_RECONCILE_INTERVAL": "1",
             "RAFTSET_RESYNC_SECONDS": "5",
             "RAFTSET_RETRY_SECONDS": "5",
+            "RAFTSET_METRICS_ADDRESS": f"127.0.0.1:{free_port('127.0.0.1')}",
             **env,
         }
         self.process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def metrics_url(self) -> str:
+        """The operator's /metrics (RAFTSET_METRICS_ADDRESS, on loopback)."""
+        return f"http://{self.env['RAFTSET_METRICS_ADDRESS']}/metrics"
+
     def start(self) -> None:
         out = self.log.open("ab")
+        self.liveness = f"http://127.0.0.1:{free_port('127.0.0.1')}/healthz"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "raftset.operator",
-             "--liveness", f"http://127.0.0.1:{free_port('127.0.0.1')}/healthz"],
+            [sys.executable, "-m", "raftset.operator", "--liveness", self.liveness, *self.args],
             env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
 
     def kill(self) -> None:

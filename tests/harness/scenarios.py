@@ -46,3 +46,14 @@ async def grow(lab: Lab, upto: int) -> None:
         pod.start()
         pod.wait_ready()
     await lab.wait_voting(upto)
+
+
+async def restart_in_place(lab: Lab, ordinal: int, voters: int = 3) -> None:
+    """One pod of a rolling update: its preStop leaves Raft alone (the member stays), it comes
+    back ready on its data, and all `voters` vote again before the next pod goes."""
+    pod = lab.pod(ordinal)
+    result = pod.terminate()
+    assert result is not None and not result["removed"], result
+    pod.start()
+    pod.wait_ready()
+    await lab.wait_voting(voters)

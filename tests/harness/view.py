@@ -62,25 +62,12 @@ class ClusterView:
     def condition(self, kind: str) -> dict[str, Any]:
         return next((c for c in self.status().get("conditions", []) if c["type"] == kind), {})
 
-    def prebind_volumes(self, *ordinals: int) -> list[str]:
-        """PersistentVolumes bound ahead to the members' claims: the plane has no provisioner.
-
-        Returns their names, for the caller to delete (PersistentVolumes are cluster-scoped).
-        """
-        names = []
-        for ordinal in ordinals:
-            name = f"{self.namespace}-{self.name}-{ordinal}"
-            client.CoreV1Api(self.api).create_persistent_volume({
-                "metadata": {"name": name},
-                "spec": {
-                    "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                    "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                    "hostPath": {"path": f"/nonexistent/{name}"},  # never mounted: kwok runs no kubelet
-                    "claimRef": {"namespace": self.namespace, "name": f"data-{self.name}-{ordinal}"},
-                },
-            })
-            names.append(name)
-        return names
+    def bound_claims(self) -> dict[str, str]:
+        """The cluster's Bound data claims and their volumes (the plane's default StorageClass
+        provisions them; the stand-in kubelet serves the member's data from the volume)."""
+        found = self.core.list_namespaced_persistent_volume_claim(
+            self.namespace, label_selector=f"{contract.LABEL_INSTANCE}={self.name}")
+        return {c.metadata.name: c.spec.volume_name for c in found.items if c.status.phase == "Bound"}
 
     def scale(self, replicas: int) -> None:
         kubectl(self.kubeconfig, "scale", f"{self.plural}/{self.name}", f"--replicas={replicas}",

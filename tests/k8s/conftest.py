@@ -1,5 +1,6 @@
-"""Fixtures of the k8s tier: the operator without workload controllers, labs whose sidecars
-authenticate as the member ServiceAccount, a namespace per test."""
+"""Fixtures of the k8s tier: labs whose sidecars authenticate as the member ServiceAccount, a
+namespace per test. The operator without workload controllers (`bare_operator`) is in
+tests/conftest.py, beside the e2e tier's."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from raftset import contract
 from raftset.operator import manifests, spec
 from tests.harness.lab import Lab
-from tests.harness.operator import Operator, install_crds, kubectl
+from tests.harness.engines import EngineUnderTest
+from tests.harness.operator import kubectl
 
 
 def member_kubeconfig(plane: Any, lab: Lab) -> str:
@@ -30,11 +32,12 @@ def member_kubeconfig(plane: Any, lab: Lab) -> str:
 
 
 @pytest.fixture
-def lab(kube_apiserver: Any, tmp_path: Path) -> Iterator[Callable[..., Lab]]:
+def lab(kube_apiserver: Any, engine_ready: EngineUnderTest, tmp_path: Path) -> Iterator[Callable[..., Lab]]:
+    """Labs on the build under test (the test id names it, tests/conftest.py)."""
     labs: list[Lab] = []
 
     def make(**kwargs: Any) -> Lab:
-        made = Lab(kube_apiserver.kubeconfig, tmp_path / f"lab{len(labs)}", **kwargs)
+        made = Lab(kube_apiserver.kubeconfig, tmp_path / f"lab{len(labs)}", engine=engine_ready, **kwargs)
         made.workdir.mkdir(parents=True, exist_ok=True)
         made.env_extra["KUBECONFIG"] = member_kubeconfig(kube_apiserver, made)
         labs.append(made)
@@ -43,15 +46,6 @@ def lab(kube_apiserver: Any, tmp_path: Path) -> Iterator[Callable[..., Lab]]:
     yield make
     for made in labs:
         made.close()
-
-
-@pytest.fixture(scope="module")
-def bare_operator(kube_apiserver: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
-    install_crds(kube_apiserver.kubeconfig)
-    op = Operator(kube_apiserver.kubeconfig, tmp_path_factory.mktemp("op") / "operator.log")
-    op.start()
-    yield op
-    op.stop()
 
 
 @pytest.fixture

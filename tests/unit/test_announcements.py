@@ -36,5 +36,13 @@ def test_recovery_is_announced() -> None:
 def test_stale_marks_are_kept_pods_that_are_not_this_steps_victims() -> None:
     plan = Plan(replicas=3, reserved=(2,), action="scale-in", message="", scale_away=("kv-3",))
     assert plan.kept == [0, 1, 3]
-    assert stale_marks(plan, ["kv-3", "kv-1", "kv-2", "kv-0"]) == ["kv-0", "kv-1"]
-    assert stale_marks(plan, []) == []
+    assert stale_marks("kv", plan, ["kv-3", "kv-1", "kv-2", "kv-0"]) == ["kv-0", "kv-1"]
+    assert stale_marks("kv", plan, []) == []
+
+
+@pytest.mark.parametrize("stray", ["kv-canary", "kv-", "kv", "other-1", "kv-1-debug", "kv-\u0661", "kv-0x1"])
+def test_a_marked_stray_pod_is_left_alone_and_stops_nothing(stray: str) -> None:
+    """Issue 11 i: before the fix `kv-canary` raised ValueError on every reconcile (wedged), and
+    `other-1` (another name, the cluster's labels) lost its mark as if it were ordinal 1."""
+    plan = Plan(replicas=3, reserved=(), action="steady", message="")
+    assert stale_marks("kv", plan, [stray, "kv-1"]) == ["kv-1"]

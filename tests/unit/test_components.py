@@ -25,11 +25,12 @@ def test_components_run_upstream_first() -> None:
     (("demo-2",), ("demo-2",), {"demo-2": "true"}),
     ((), ("demo-1",), {"demo-1": None}),  # kept after all: the mark goes
     ((), ("demo-5",), {}),  # not kept and not a victim of this plan: left to the sidecar
+    ((), ("demo-canary", "other-1"), {}),  # strays with the cluster's labels: left alone (issue 11 i)
 ])
 def test_pod_marks_follow_the_plan(scale_away: tuple[str, ...], marked: tuple[str, ...],
                                    expected: dict[str, str | None]) -> None:
     plan = Plan(replicas=3, reserved=(), action="scale-in", message="", scale_away=scale_away)
-    assert components.pod_marks(plan, marked) == expected
+    assert components.pod_marks("demo", plan, marked) == expected
 
 
 def test_a_step_finds_the_first_problem() -> None:

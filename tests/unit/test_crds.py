@@ -169,9 +169,23 @@ def full_spec() -> dict[str, Any]:
             "priorityClassName": "system-cluster-critical",
         },
         "podDisruptionBudget": {"enabled": True, "minAvailable": "60%"},
+        "maintenance": {"defrag": {"schedule": "0 3 * * 0", "thresholdPercent": 30}},
         "sidecar": {"image": "ghcr.io/raftset/raftset:0.1.0", "heartbeatIntervalSeconds": 5,
                     "cleanIntervalSeconds": 15, "cleanGracePeriodSeconds": 0, "resources": resources},
+        "recovery": {"quorumLoss": "Automatic", "quorumLossGracePeriodSeconds": 120},
+        "backup": {"schedule": "0 */6 * * *", "retention": {"keep": 7, "maxAge": "3d"}, "s3": S3_FULL},
+        "bootstrap": {"fromBackup": {"backup": "latest", "cluster": "old", "namespace": "shop",
+                                     "pvc": PVC_FULL}},
+        "repair": {"policy": "Automatic", "crashLoopRestarts": 3},
     }
+
+
+S3_FULL = {"endpoint": "https://s3.example.com:9000", "bucket": "etcd-backups", "prefix": "prod",
+           "region": "eu-west-1", "credentialsSecret": "s3-credentials",
+           "caSecret": {"name": "s3-ca", "key": "ca.crt"}}
+PVC_FULL = {"claimName": "etcd-backups", "prefix": "prod"}
+# Each destination is s3 or pvc, never both (CEL): the fields full_spec() leaves out for that.
+OTHER_DESTINATIONS = {"backup": {"pvc": PVC_FULL}, "bootstrap": {"fromBackup": {"s3": S3_FULL}}}
 
 
 def full_status() -> dict[str, Any]:
@@ -334,7 +348,8 @@ def test_full_spec_sets_every_field() -> None:
     schema = crdgen.schema_of(engines.ETCD)["properties"]["spec"]
     spec = full_spec()
     unset = [p for p, node in _nodes(schema, "spec") if "<key>" not in p and "[]" not in p
-             and _lookup(spec, p.split(".")[1:]) is _MISSING]
+             and _lookup(spec, p.split(".")[1:]) is _MISSING
+             and _lookup(OTHER_DESTINATIONS, p.split(".")[1:]) is _MISSING]
     assert not unset
 
 
@@ -396,10 +411,22 @@ BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("unknown retention policy", {"storage": {"retentionPolicy": {"whenScaled": "Keep"}}},
      "storage.retentionPolicy.whenScaled"),
     ("heartbeat of zero", {"sidecar": {"heartbeatIntervalSeconds": 0}}, "sidecar.heartbeatIntervalSeconds"),
+    ("threshold over 100", {"maintenance": {"defrag": {"thresholdPercent": 101}}},
+     "maintenance.defrag.thresholdPercent"),
     ("negative grace period", {"sidecar": {"cleanGracePeriodSeconds": -1}}, "sidecar.cleanGracePeriodSeconds"),
     ("minAvailable as word", {"podDisruptionBudget": {"minAvailable": "half"}}, "podDisruptionBudget.minAvailable"),
     ("negative minAvailable", {"podDisruptionBudget": {"minAvailable": -1}}, "podDisruptionBudget.minAvailable"),
     ("PDB switch as string", {"podDisruptionBudget": {"enabled": "true"}}, "podDisruptionBudget.enabled"),
+    ("schedule not cron", {"backup": {"schedule": "every hour", "pvc": PVC_FULL}}, "backup.schedule"),
+    ("schedule of six fields", {"backup": {"schedule": "0 0 * * * *", "pvc": PVC_FULL}}, "backup.schedule"),
+    ("retention age in weeks", {"backup": {"retention": {"maxAge": "1w"}, "pvc": PVC_FULL}},
+     "backup.retention.maxAge"),
+    ("retention keep of zero", {"backup": {"retention": {"keep": 0}, "pvc": PVC_FULL}}, "backup.retention.keep"),
+    ("s3 without credentials", {"backup": {"s3": {"endpoint": "https://s3", "bucket": "bkt"}}}, "backup.s3"),
+    ("s3 endpoint without scheme", {"backup": {"s3": {**S3_FULL, "endpoint": "s3.example.com"}}},
+     "backup.s3.endpoint"),
+    ("restore of a non-snapshot key", {"bootstrap": {"fromBackup": {"backup": "x/latest.json", "pvc": PVC_FULL}}},
+     "bootstrap.fromBackup.backup"),
 ]
 
 
@@ -443,6 +470,12 @@ CEL_BAD: list[tuple[str, dict[str, Any], str, str]] = [
      ".spec.tls", "only allowed with tls.provider cert-manager"),
     ("flag with dashes", {"kind": "EtcdCluster", "spec": {"options": {"--snapshot-count": "1"}}},
      ".spec.options", "without leading dashes"),
+    ("two backup destinations", {"kind": "EtcdCluster", "spec": {"backup": {"s3": S3_FULL, "pvc": PVC_FULL}}},
+     ".spec.backup", "exactly one destination"),
+    ("no backup destination", {"kind": "EtcdCluster", "spec": {"backup": {"schedule": "@daily"}}},
+     ".spec.backup", "exactly one destination"),
+    ("restore from nowhere", {"kind": "EtcdCluster", "spec": {"bootstrap": {"fromBackup": {"backup": "latest"}}}},
+     ".spec", "needs s3 or pvc, or spec.backup"),
     ("name too long", {"kind": "EtcdCluster", "name": "a" * 53}, "<root>", "at most 52 characters"),
     ("name with capitals", {"kind": "XlineCluster", "name": "Demo"}, "<root>", "DNS label"),
     ("name starting with a digit", {"kind": "EtcdCluster", "name": "1demo"}, "<root>", "DNS label"),
@@ -503,7 +536,13 @@ UPDATES: list[tuple[str, dict[str, Any], dict[str, Any], str | None]] = [
     ("workload kind changed", {"workloadKind": "StatefulSet"}, {"workloadKind": "AdvancedStatefulSet"},
      "spec.workloadKind is immutable"),
     ("workload kind unset", {"workloadKind": "AdvancedStatefulSet"}, {}, "spec.workloadKind is immutable"),
-    ("class set later", {"storage": {}}, {"storage": {"storageClassName": "fast"}}, None),
+    # Issue 14: unset is the default class the claims already have; setting one later was
+    # accepted and silently rewrote the template (this case passed before the fix).
+    ("class set later", {"storage": {}}, {"storage": {"storageClassName": "fast"}},
+     "spec.storage.storageClassName is immutable"),
+    ("class set later without a storage block", {}, {"storage": {"storageClassName": "fast"}},
+     "spec.storage.storageClassName is immutable"),
+    ("class still unset", {"storage": {}}, {"storage": {"size": "2Gi"}}, None),
     ("class unchanged", {"storage": {"storageClassName": "fast"}},
      {"storage": {"storageClassName": "fast", "size": "5Gi"}}, None),
     ("class changed", {"storage": {"storageClassName": "fast"}}, {"storage": {"storageClassName": "slow"}},
@@ -519,6 +558,15 @@ UPDATES: list[tuple[str, dict[str, Any], dict[str, Any], str | None]] = [
     ("size grown", {"storage": {"size": "1Gi"}}, {"storage": {"size": "2Gi"}}, None),
     ("scaled", {"replicas": 3}, {"replicas": 5}, None),
     ("TLS provider changed", {"tls": {"provider": "auto"}}, {"tls": {"provider": "disabled"}}, "spec.tls.provider is immutable"),
+    ("backup changed", {"backup": {"pvc": PVC_FULL}}, {"backup": {"s3": S3_FULL, "schedule": "@daily"}}, None),
+    ("restore source unchanged", {"bootstrap": {"fromBackup": {"backup": "latest", "pvc": PVC_FULL}}},
+     {"replicas": 5, "bootstrap": {"fromBackup": {"backup": "latest", "pvc": PVC_FULL}}}, None),
+    ("restore source changed", {"bootstrap": {"fromBackup": {"backup": "latest", "pvc": PVC_FULL}}},
+     {"bootstrap": {"fromBackup": {"backup": "latest", "s3": S3_FULL}}}, "spec.bootstrap is immutable"),
+    ("restore source removed", {"bootstrap": {"fromBackup": {"backup": "latest", "pvc": PVC_FULL}}}, {},
+     "spec.bootstrap is immutable"),
+    ("restore source added later", {}, {"bootstrap": {"fromBackup": {"backup": "latest", "pvc": PVC_FULL}}},
+     "spec.bootstrap is immutable"),
 ]
 
 
@@ -589,6 +637,10 @@ def test_the_parser_applies_the_field_tables_defaults_to_an_empty_spec() -> None
             "sidecar.heartbeatIntervalSeconds": parsed.sidecar.heartbeat_interval,
             "sidecar.cleanIntervalSeconds": parsed.sidecar.clean_interval,
             "sidecar.cleanGracePeriodSeconds": parsed.sidecar.clean_grace,
+            "recovery.quorumLoss": parsed.recovery.quorum_loss,
+            "recovery.quorumLossGracePeriodSeconds": parsed.recovery.grace_seconds,
+            "repair.policy": parsed.repair.policy,
+            "repair.crashLoopRestarts": parsed.repair.crash_loop_restarts,
         }
         assert seen == {path: fields.default(path) for path in seen}
 

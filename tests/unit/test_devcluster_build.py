@@ -1,4 +1,4 @@
-"""Build inputs and cache paths of the etcd and Xline components (no builds run here)."""
+"""Build inputs and cache paths of the etcd, Xline and cert-manager components (no builds run here)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.devcluster import build, versions, xline
+from tools.devcluster import build, certmanager, sources, versions, xline
 
 pytestmark = pytest.mark.unit
 
@@ -96,3 +96,95 @@ def test_a_bad_source_archive_fails_loudly_and_leaves_nothing(tmp_path: Path, mo
         xline.ensure_source(xline.XLINE, log=lambda _: None)
     assert not xline.XLINE.source_root.exists()
     assert list(xline.XLINE.source_root.parent.iterdir()) == []
+
+
+# --- cert-manager's controller ---------------------------------------------------------------------
+
+def test_cert_manager_paths_are_keyed_by_release(_cache: Path) -> None:
+    cm = certmanager.CERT_MANAGER
+    assert cm.out_dir == _cache / "bin" / f"cert-manager-{versions.CERT_MANAGER}"
+    assert cm.repo_dir == _cache / "src" / f"cert-manager-{versions.CERT_MANAGER}" / "cert-manager"
+    assert cm.crds_dir == cm.out_dir / "crds"
+
+
+def test_cert_manager_digest_follows_release_and_toolchain() -> None:
+    cm = certmanager.CERT_MANAGER
+    digest = certmanager.inputs_digest(cm, "go1.26.8")
+    assert digest == certmanager.inputs_digest(dataclasses.replace(cm), "go1.26.8")
+    assert digest != certmanager.inputs_digest(cm, "go1.27.0")
+    assert digest != certmanager.inputs_digest(dataclasses.replace(cm, version="v1.22.0"), "go1.26.8")
+
+
+def test_a_cached_cert_manager_counts_only_with_its_stamp_and_crds() -> None:
+    cm = certmanager.CERT_MANAGER
+    digest = certmanager.inputs_digest(cm, "go1.26.8")
+    cm.out_dir.mkdir(parents=True)
+    cm.binary().write_text("#!/bin/sh\n")
+    cm.binary().chmod(0o755)
+    (cm.out_dir / build.STAMP).write_text(digest + "\n")
+    assert not certmanager.is_built(cm, digest), "no CRDs beside the binary"
+    cm.crds_dir.mkdir()
+    (cm.crds_dir / "cert-manager.io_certificates.yaml").write_text("kind: CustomResourceDefinition\n")
+    assert certmanager.is_built(cm, digest)
+    (cm.out_dir / build.STAMP).write_text("other\n")
+    assert not certmanager.is_built(cm, digest)
+
+
+def test_a_bad_cert_manager_archive_fails_loudly_and_leaves_nothing(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(certmanager.SOURCE_ENV, str(_archive(tmp_path / "src.tar.gz", {"README": ""})))
+    with pytest.raises(certmanager.CertManagerBuildError, match="cmd/controller/go.mod"):
+        certmanager.ensure_source(certmanager.CERT_MANAGER, log=lambda _: None)
+    archive = _archive(tmp_path / "good.tar.gz", {"cert-manager/cmd/controller/go.mod": "module x\n"})
+    monkeypatch.setenv(certmanager.SOURCE_ENV, str(archive))
+    repo = certmanager.ensure_source(certmanager.CERT_MANAGER, log=lambda _: None)
+    assert (repo / "cmd" / "controller" / "go.mod").is_file()
+    assert [p.name for p in certmanager.CERT_MANAGER.source_root.parent.iterdir()] == [
+        f"cert-manager-{versions.CERT_MANAGER}"]
+
+
+# --- the shared cache steps (build.installing, build.ensure_cached, sources.ensure) ------------------
+
+def test_an_install_lands_whole_and_stamped_or_not_at_all(_cache: Path) -> None:
+    out_dir = _cache / "bin" / "thing-1"
+    with pytest.raises(RuntimeError, match="compiler"):
+        with build.installing("thing", out_dir, "d1") as out:
+            (out / "thing").write_text("half")
+            raise RuntimeError("compiler crashed")
+    assert list((_cache / "bin").iterdir()) == [], "no out dir and no temporary left"
+    with build.installing("thing", out_dir, "d1") as out:
+        (out / "thing").write_text("old")
+        (out / "thing").chmod(0o755)
+    assert build.is_stamped(out_dir, "d1", [out_dir / "thing"])
+    assert not build.is_stamped(out_dir, "d2", [out_dir / "thing"])
+    assert not build.is_stamped(out_dir, "d1", [out_dir / "thing", out_dir / "missing"])
+    with build.installing("thing", out_dir, "d2") as out:
+        (out / "new").write_text("")
+    assert sorted(p.name for p in out_dir.iterdir()) == [build.STAMP, "new"], "replaced, not merged"
+    assert build.is_stamped(out_dir, "d2", [])
+    assert [p.name for p in (_cache / "bin").iterdir()] == ["thing-1"]
+
+
+def test_ensure_cached_builds_only_what_is_not_ready() -> None:
+    made: list[str] = []
+    build.ensure_cached("thing", lambda: True, lambda: made.append("ready"))
+    ready = iter([False, True])  # another session built it while this one waited for the lock
+    build.ensure_cached("thing", lambda: next(ready), lambda: made.append("raced"))
+    build.ensure_cached("thing", lambda: False, lambda: made.append("built"))
+    assert made == ["built"]
+
+
+def test_without_an_archive_the_source_is_fetched_by_its_commands(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(xline.SOURCE_ENV, raising=False)
+    monkeypatch.delenv(certmanager.SOURCE_ENV, raising=False)  # .ci/run sets both
+    fetched = dataclasses.replace(xline.XLINE.source, git=(("mkdir", "xline"), ("touch", "xline/Cargo.lock")))
+    assert sources.ensure(fetched, log=lambda _: None) == xline.XLINE.source_root
+    assert fetched.complete
+    failing = dataclasses.replace(certmanager.CERT_MANAGER.source, git=(("false",),))
+    with pytest.raises(certmanager.CertManagerBuildError,
+                       match=rf"\$RAFTSET_CERT_MANAGER_SOURCE is unset and `false` failed.*"
+                             rf"cert-manager-{versions.CERT_MANAGER}-src\.tar\.gz"):
+        sources.ensure(failing, log=lambda _: None)
+    assert not failing.root.exists()
+    assert [p.name for p in failing.root.parent.iterdir()] == [xline.XLINE.source_root.name]

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from raftset import contract, engines, workloads
+from raftset.operator import tls
 from tools import crdgen
 
 pytestmark = pytest.mark.unit
@@ -28,6 +29,7 @@ KUSTOMIZE = ROOT / "kustomize"
 OVERLAYS = {"statefulset": workloads.STATEFULSET.name, "kruise": workloads.ADVANCED_STATEFULSET.name}
 NAMESPACE = "raftset-system"
 OPERATOR = "raftset-operator"
+SECRETS_ROLE = "raftset-operator-secrets"
 CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
 
 
@@ -53,8 +55,10 @@ def operator_container(docs: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return container
 
 
-def rules(docs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+def rules(docs: Iterable[dict[str, Any]], name: str | None = None) -> list[dict[str, Any]]:
+    """Rules of every (Cluster)Role, or of the one called `name`."""
+    return [r for d in docs if d["kind"] in ("ClusterRole", "Role") and name in (None, d["metadata"]["name"])
+            for r in d["rules"]]
 
 
 def allows(docs: Iterable[dict[str, Any]], group: str, resource: str, verb: str) -> bool:
@@ -72,6 +76,7 @@ def test_overlay_renders_the_expected_objects(overlay: str) -> None:
         ("CustomResourceDefinition", f"{contract.PLURAL_XLINE}.{contract.GROUP}"),
         ("ServiceAccount", OPERATOR),
         ("ClusterRole", OPERATOR),
+        ("ClusterRole", SECRETS_ROLE),
         ("ClusterRoleBinding", OPERATOR),
         ("Deployment", OPERATOR),
     ])
@@ -120,6 +125,10 @@ def test_operator_deployment(overlay: str) -> None:
     assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
     assert security["capabilities"]["drop"] == ["ALL"]
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/tmp"}  # the only writable place
+    # HA: two replicas, only the holder of the operator Lease acts (raftset.operator.election).
+    assert deployment["spec"]["replicas"] == 2 and "--leader-elect" in container["args"]
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
+    assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace"
 
 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
@@ -167,6 +176,7 @@ NEEDED = [
     ("", "persistentvolumeclaims", "list"), ("", "persistentvolumeclaims", "patch"),
     ("coordination.k8s.io", "leases", "update"), ("coordination.k8s.io", "leases", "delete"),
     ("", "events", "create"), ("", "events", "patch"),
+    ("", "events", "list"), ("storage.k8s.io", "storageclasses", "list"),  # naming why a claim is Pending
     ("events.k8s.io", "events", "create"), ("events.k8s.io", "events", "patch"),
     ("", "namespaces", "list"), ("", "namespaces", "watch"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
@@ -203,6 +213,19 @@ def test_rbac_refuses_what_the_operator_does_not_need(overlay: str, group: str, 
     assert not allows(render(f"overlays/{overlay}"), group, resource, verb)
 
 
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_secrets_come_only_from_a_role_bound_per_namespace(overlay: str) -> None:
+    """The cluster-wide binding grants no Secret at all; the secrets ClusterRole grants the auto
+    provider's get/create/patch and nothing else, and the overlay binds it nowhere."""
+    docs = render(f"overlays/{overlay}")
+    assert not any("secrets" in r.get("resources", []) for r in rules(docs, OPERATOR))
+    assert rules(docs, SECRETS_ROLE) == [{"apiGroups": [""], "resources": ["secrets"],
+                                          "verbs": ["get", "create", "patch"]}]
+    assert not [d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")
+                and d["roleRef"]["name"] == SECRETS_ROLE]
+    assert tls.SECRETS_ROLE == SECRETS_ROLE  # the name the Degraded message tells users to bind
+
+
 @pytest.mark.parametrize("verb", ["get", "list", "watch", "create", "patch"])
 def test_only_the_kruise_overlay_manages_advanced_statefulsets(verb: str) -> None:
     backend = workloads.ADVANCED_STATEFULSET
@@ -212,8 +235,9 @@ def test_only_the_kruise_overlay_manages_advanced_statefulsets(verb: str) -> Non
 
 def test_overlays_differ_only_in_kruise_rbac_and_default_kind() -> None:
     sts, kruise = render("overlays/statefulset"), render("overlays/kruise")
-    assert rules(kruise)[:-1] == rules(sts)
-    assert rules(kruise)[-1]["apiGroups"] == [workloads.ADVANCED_STATEFULSET.group]
+    assert rules(kruise, OPERATOR)[:-1] == rules(sts, OPERATOR)
+    assert rules(kruise, OPERATOR)[-1]["apiGroups"] == [workloads.ADVANCED_STATEFULSET.group]
+    assert rules(kruise, SECRETS_ROLE) == rules(sts, SECRETS_ROLE)
     strip = [d for d in sts if d["kind"] not in ("ClusterRole", "Deployment")]
     assert strip == [d for d in kruise if d["kind"] not in ("ClusterRole", "Deployment")]
 
@@ -229,7 +253,9 @@ def test_samples_render_one_cluster_per_kind() -> None:
 def test_dockerfile_runs_as_the_deployments_non_root_user() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     froms = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    assert froms and all(f == "python:3.11-slim" for f in froms)
+    # The etcd image only lends etcdutl (the sidecar's restore), of the default etcd release.
+    assert froms and all(f in ("python:3.11-slim", engines.ETCD.image()) for f in froms)
+    assert "COPY --from=etcd /usr/local/bin/etcdutl /usr/local/bin/etcdutl" in dockerfile
     (user,) = re.findall(r"^USER (\d+):(\d+)$", dockerfile, re.M)
     pod = only(render("overlays/statefulset"), "Deployment", OPERATOR)["spec"]["template"]["spec"]
     assert (int(user[0]), int(user[1])) == (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"])

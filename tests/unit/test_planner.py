@@ -500,3 +500,23 @@ def test_advanced_round_trip_in_and_out_is_compact_again(start: int) -> None:
                         records[new] = member(new)
                 assert leader_at in kept_ordinals(replicas, reserved)
             assert kept_ordinals(replicas, reserved) == list(range(start)) and reserved == ()
+
+
+# --- the Events a taken step announces ---------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["steady", "wait"])
+def test_no_step_no_events(action: str) -> None:
+    assert Plan(3, (), action, "nothing to do", hand_off_from="demo-0").step_events() == []
+
+
+@pytest.mark.parametrize("action", sorted(planner.STEP_REASONS))
+def test_a_step_is_announced_with_its_reason(action: str) -> None:
+    assert Plan(3, (), action, "why").step_events() == [("Normal", planner.STEP_REASONS[action], "why")]
+
+
+@pytest.mark.parametrize(("restart", "going"), [((), "scaled away"), (("demo-2",), "restarted on the new template")])
+def test_a_leader_that_goes_hands_off_first(restart: tuple[str, ...], going: str) -> None:
+    events = Plan(2, (), "scale-in", "why", restart=restart, hand_off_from="demo-2").step_events()
+    assert events[1][:2] == ("Normal", "LeaderHandOff")
+    assert events[1][2].startswith(f"demo-2 is the leader and is being {going}:")

@@ -9,8 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from datetime import datetime, timezone
 
-from tools.devcluster import podrunner
+from raftset import contract
+from raftset.operator import certificates, manifests
+from tests.unit import builders
+from tools.devcluster import kubeconfig, podrunner
 from tools.devcluster.podrunner import AddressBook
 
 pytestmark = pytest.mark.unit
@@ -107,8 +111,9 @@ def test_loopback_env_overrides_only_network_volumes_and_credentials() -> None:
     assert env["KUBECONFIG"] == "/p/u-1/kubeconfig"
     changed = {k for k in env if env[k] != declared.get(k)}
     assert changed == {"RAFTSET_PEER_URL_TEMPLATE", "RAFTSET_CLIENT_URL_TEMPLATE", "RAFTSET_LISTEN_PEER_URL",
-                       "RAFTSET_LISTEN_CLIENT_URL", "RAFTSET_HTTP_ADDRESS", "RAFTSET_DATA_DIR", "RAFTSET_RUN_DIR",
-                       "KUBECONFIG"}
+                       "RAFTSET_LISTEN_CLIENT_URL", "RAFTSET_LISTEN_METRICS_URL", "RAFTSET_HTTP_ADDRESS",
+                       "RAFTSET_DATA_DIR", "RAFTSET_RUN_DIR", "KUBECONFIG"}
+    assert env["RAFTSET_LISTEN_METRICS_URL"] == "http://127.150.3.12:2381"
     for key, value in env.items():
         if key.endswith(("_URL", "_TEMPLATE", "ADDRESS")):
             host = value.split("//")[-1].split(":")[0]
@@ -120,7 +125,7 @@ def test_loopback_env_overrides_only_network_volumes_and_credentials() -> None:
     ({}, None),  # the sidecar's defaults: etcd, plaintext
     ({"RAFTSET_ENGINE": "xline"}, None),
     ({"RAFTSET_ENGINE": "tikv"}, "not one raftset knows"),
-    ({"RAFTSET_ENGINE": "etcd", "RAFTSET_TLS_DIR": "/etc/raftset/tls"}, "plaintext only"),
+    ({"RAFTSET_ENGINE": "etcd", "RAFTSET_TLS_DIR": "/etc/raftset/tls"}, None),  # served with loopback certificates
 ])
 def test_skip_reason(declared: dict[str, str], reason: str | None) -> None:
     got = podrunner.skip_reason(declared)
@@ -131,6 +136,59 @@ def test_ephemeral_means_an_emptydir_named_data() -> None:
     assert not podrunner.ephemeral(pod())
     assert podrunner.ephemeral(pod(volumes=[{"name": "run", "emptyDir": {}}, {"name": "data", "emptyDir": {}}]))
     assert not podrunner.ephemeral(pod(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "x"}}]))
+
+
+def test_the_claim_is_the_data_volumes() -> None:
+    assert podrunner.claim_name(pod()) is None
+    assert podrunner.claim_name(pod(volumes=[{"name": "data", "emptyDir": {}}])) is None
+    assert podrunner.claim_name(pod(volumes=[{"name": "other", "persistentVolumeClaim": {"claimName": "y"}},
+                                             {"name": "data", "persistentVolumeClaim": {"claimName": "data-kv-2"}}])
+                                ) == "data-kv-2"
+
+
+def test_tls_env_points_at_the_local_copy_and_speaks_https() -> None:
+    declared = podrunner.declared_env(pod("kv-2")) | {"RAFTSET_TLS_DIR": "/etc/raftset/tls"}
+    kwargs = {"data_dir": Path("/d"), "run_dir": Path("/r"), "kubeconfig": "/k"}
+    env = podrunner.loopback_env(declared, "127.150.3", 2, tls_dir=Path("/p/u-1/tls"), **kwargs)
+    assert env["RAFTSET_TLS_DIR"] == "/p/u-1/tls"
+    assert env["RAFTSET_LISTEN_CLIENT_URL"] == "https://127.150.3.12:2379"
+    assert env["RAFTSET_PEER_URL_TEMPLATE"] == "https://127.150.3.1{ordinal}:2380"
+    with pytest.raises(ValueError, match="no local copy"):
+        podrunner.loopback_env(declared, "127.150.3", 2, **kwargs)
+
+
+def tls_pod() -> dict[str, Any]:
+    return pod(volumes=[{"name": "run", "emptyDir": {}}, manifests.tls_volume(builders.cluster())])
+
+
+def test_tls_sources_are_the_projected_secret_items() -> None:
+    sources = podrunner.tls_sources(tls_pod())
+    assert (f"{builders.CLUSTER}-server-tls", "ca.crt", "ca.crt") in sources
+    assert (f"{builders.CLUSTER}-peer-tls", "tls.key", "peer.key") in sources
+    assert {path for _, _, path in sources} == {"ca.crt", "server.crt", "server.key", "peer.crt", "peer.key",
+                                               "client.crt", "client.key"}
+    assert podrunner.tls_sources(pod()) == []
+
+
+def test_project_tls_adds_the_loopback_address_and_keeps_names_usages_and_the_ca() -> None:
+    now = datetime.now(timezone.utc)
+    ca = certificates.build_ca("kv-ca", now)
+    leaves = {p: certificates.issue(ca, spec, now) for p, spec in certificates.leaf_specs("kv", "prod", 3).items()}
+    files = {"ca.crt": ca.cert_pem, "client.crt": leaves["client"].cert_pem, "client.key": leaves["client"].key_pem}
+    for purpose in ("server", "peer"):
+        files[f"{purpose}.crt"], files[f"{purpose}.key"] = leaves[purpose].cert_pem, leaves[purpose].key_pem
+    out = podrunner.project_tls(files, ca, "127.150.3.12")
+    for purpose in ("server", "peer"):
+        pair = certificates.KeyPair(out[f"{purpose}.crt"], out[f"{purpose}.key"])
+        assert certificates.matches_key(pair) and certificates.signed_by(pair.cert_pem, ca.cert_pem)
+        dns, ips = certificates.subject_alt_names(pair.cert_pem)
+        old_dns, old_ips = certificates.subject_alt_names(files[f"{purpose}.crt"])
+        assert dns == old_dns and ips == old_ips | {"127.150.3.12"}
+        assert certificates.has_usages(pair.cert_pem, certificates.leaf_specs("kv", "prod")[purpose])
+    assert {k: out[k] for k in ("ca.crt", "client.crt", "client.key")} == \
+        {k: files[k] for k in ("ca.crt", "client.crt", "client.key")}
+    with pytest.raises(ValueError, match="cert-manager"):
+        podrunner.project_tls(files, None, "127.150.3.12")
 
 
 def test_grace_defaults_like_kubernetes() -> None:
@@ -148,7 +206,7 @@ def test_token_kubeconfig_keeps_server_and_ca_and_drops_the_admin_credentials() 
                      {"name": "dev", "context": {"cluster": "dev", "user": "admin"}}],
         "current-context": "dev",
     }
-    config = podrunner.token_kubeconfig(admin, "tok")
+    config = kubeconfig.with_token(admin, "tok", "pod")
     assert config["clusters"][0]["cluster"] == {"server": "https://127.70.4.1:6443", "certificate-authority-data": "Q0E="}
     assert config["users"] == [{"name": "pod", "user": {"token": "tok"}}]
     assert "secret" not in repr(config)
@@ -164,9 +222,96 @@ def test_the_store_runs_the_build_its_image_names() -> None:
     assert podrunner.store_bin_dir("xline", "ghcr.io/xline-kv/xline:v0.7.0") == xline.XLINE.out_dir
 
 
+def test_a_version_without_a_local_build_runs_the_default_and_says_so() -> None:
+    from tools.devcluster import build, xline
+
+    assert podrunner.store_build("etcd", "gcr.io/etcd-development/etcd:v3.6.16")[1] is None
+    path, note = podrunner.store_build("etcd", "gcr.io/etcd-development/etcd:v3.5.17")
+    assert path == build.ETCD.out_dir and note is not None
+    assert "3.5.17" in note and f"runs etcd {build.ETCD.version}" in note
+    _, note = podrunner.store_build("xline", "ghcr.io/xline-kv/xline:v0.7.0")
+    assert note is not None and xline.XLINE.version in note  # the one Xline build stands in for v0.7.0
+
+
 def test_an_xline_member_pushes_its_metrics_instead_of_binding_all_interfaces() -> None:
     declared = {**podrunner.declared_env(pod("kv-0")), "RAFTSET_ENGINE": "xline",
                 "RAFTSET_OPTIONS": json.dumps({"quota-bytes": "1"})}
     env = podrunner.loopback_env(declared, "127.150.3", 0, data_dir=Path("/d"), run_dir=Path("/r"), kubeconfig="/k")
     assert json.loads(env["RAFTSET_OPTIONS"]) == {"quota-bytes": "1", "metrics-push": "",
                                                   "metrics-push-endpoint": "http://127.0.0.1:4318"}
+
+
+def test_the_xline_store_runs_the_cached_xline_build_whatever_its_tag() -> None:
+    from tools.devcluster import xline
+
+    assert podrunner.store_bin_dir("xline", f"ghcr.io/xline-kv/xline:v{xline.XLINE.version}") == xline.XLINE.out_dir
+    assert podrunner.store_bin_dir("xline", "ghcr.io/xline-kv/xline:v3.6.16") == xline.XLINE.out_dir
+
+
+def test_a_volume_starts_empty_when_lost_or_a_new_emptydir() -> None:
+    claimed = pod(volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data-kv-2"}}])
+    empty_dir = pod(volumes=[{"name": "data", "emptyDir": {}}])
+    assert not podrunner.starts_empty(claimed, lost=False)
+    assert podrunner.starts_empty(claimed, lost=True)
+    assert podrunner.starts_empty(empty_dir, lost=False)
+    assert not podrunner.starts_empty(pod(), lost=False)  # no data volume: the per-pod directory is kept
+
+
+def rendered_pod(c: Any) -> dict[str, Any]:
+    template = manifests.pod_template(c)
+    return {"metadata": {**template["metadata"], "name": "demo-0", "namespace": "ns", "uid": "u-1"},
+            "spec": template["spec"]}
+
+
+def test_the_sidecar_mounts_its_backup_secrets_and_claim() -> None:
+    s3 = {"bucket": "b", "endpoint": "https://s3.example", "credentialsSecret": "s3-credentials",
+          "caSecret": {"name": "s3-ca", "key": "bundle.pem"}}
+    c = builders.cluster(backup={"pvc": {"claimName": "etcd-backups"}},
+                         bootstrap={"fromBackup": {"backup": "latest", "s3": s3}})
+    assert podrunner.sidecar_mounts(rendered_pod(c)) == [
+        podrunner.SidecarMount(contract.BACKUP_VOLUME_MOUNT, claim="etcd-backups"),
+        podrunner.SidecarMount(contract.RESTORE_CREDENTIALS_MOUNT, secret="s3-credentials", optional=True,
+                               items=((contract.ACCESS_KEY_FILE, contract.ACCESS_KEY_FILE),
+                                      (contract.SECRET_KEY_FILE, contract.SECRET_KEY_FILE))),
+        podrunner.SidecarMount(contract.RESTORE_CA_MOUNT, secret="s3-ca", optional=True,
+                               items=(("bundle.pem", "bundle.pem"),)),
+    ]
+    assert podrunner.sidecar_mounts(rendered_pod(builders.cluster())) == []
+
+
+def test_a_secret_mount_without_items_takes_every_key() -> None:
+    p = pod(volumes=[{"name": "creds", "secret": {"secretName": "s"}}, {"name": "run", "emptyDir": {}}])
+    p["spec"]["initContainers"][0]["volumeMounts"] = [{"name": "creds", "mountPath": "/c"},
+                                                      {"name": "run", "mountPath": "/run"}]
+    assert podrunner.sidecar_mounts(p) == [podrunner.SidecarMount("/c", secret="s")]
+
+
+def test_a_pod_not_run_says_why_on_itself_and_on_its_cluster() -> None:
+    now = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    meta = rendered_pod(builders.cluster(contract.KIND_XLINE))["metadata"]
+    events = podrunner.not_run_events(meta, "no CA key", now)
+    assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in events] == [
+        ("Pod", "demo-0"), (contract.KIND_XLINE, meta["labels"][contract.LABEL_INSTANCE])]
+    for event in events:
+        assert event["type"] == "Warning" and event["reason"] == podrunner.NOT_RUN_REASON
+        assert event["involvedObject"]["namespace"] == "ns"
+        assert event["message"] == "demo-0: not run by make run's pod runner: no CA key"
+        assert event["firstTimestamp"] == event["lastTimestamp"] == now
+    assert events[0]["involvedObject"]["uid"] == "u-1"
+    unknown = {**meta, "labels": {**meta["labels"], contract.LABEL_ENGINE: "tikv"}}
+    assert [e["involvedObject"]["kind"] for e in podrunner.not_run_events(unknown, "r", now)] == ["Pod"]
+    unlabelled = {k: v for k, v in meta.items() if k != "labels"}
+    assert [e["involvedObject"]["kind"] for e in podrunner.not_run_events(unlabelled, "r", now)] == ["Pod"]
+
+
+def test_a_container_inherits_only_the_basics_with_its_binaries_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.devcluster import kubelet
+
+    monkeypatch.setenv("PATH", "/usr/bin")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
+    monkeypatch.setenv("ETCD_NAME", "x")
+    env = kubelet.container_env(Path("/cache/bin/etcd-3.6.16"))
+    assert env["PATH"] == "/cache/bin/etcd-3.6.16:/usr/bin"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert "HTTPS_PROXY" not in env and "ETCD_NAME" not in env
+    assert kubelet.container_env()["PATH"] == "/usr/bin"

@@ -10,7 +10,7 @@ import pytest
 
 from raftset import contract
 from raftset.membership import SCALE_IN, ScaleStep, parse_step
-from raftset.operator import manifests
+from raftset.operator import manifests, space
 from raftset.operator.spec import Cluster
 from tests.unit.builders import cluster, owned_objects
 
@@ -136,12 +136,15 @@ def test_store_container(kind: str, backend: str) -> None:
     assert container["name"] == c.engine.name
     assert container["image"] == c.image == c.engine.image()
     assert container["command"] == c.engine.command()
-    assert {p["containerPort"] for p in container["ports"]} == {contract.CLIENT_PORT, contract.PEER_PORT}
+    assert {p["containerPort"] for p in container["ports"]} == {contract.CLIENT_PORT, contract.PEER_PORT,
+                                                                contract.METRICS_PORT}
     assert container["lifecycle"] == {"preStop": {"httpGet": {"path": "/leave", "port": contract.SIDECAR_PORT}}}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": contract.SIDECAR_PORT}
     assert "restartPolicy" not in container
     # A removed Xline member keeps running with its ports closed: this probe is what ends it.
     assert container["livenessProbe"]["tcpSocket"] == {"port": contract.CLIENT_PORT}
+    # Its last log lines reach the pod status: the sidecar tells corrupt data from them.
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
 
 
 @pytest.mark.parametrize("kind", ENGINES)
@@ -157,7 +160,9 @@ def test_engine_specific_parts(kind: str) -> None:
         assert store(template)["image"].startswith("ghcr.io/xline-kv/xline:v")
     variables = env(sidecar(template))
     assert variables["RAFTSET_ENGINE"] == c.engine.name
-    assert json.loads(variables["RAFTSET_OPTIONS"]) == {"snapshot-count": "5", "log-level": ""}
+    # The user's options, over the quota and auto-compaction the volume allows (raftset.operator.space).
+    assert json.loads(variables["RAFTSET_OPTIONS"]) == {**space.defaults(c.engine, c.storage.size),
+                                                        "snapshot-count": "5", "log-level": ""}
 
 
 @pytest.mark.parametrize(("tls", "scheme"), [("auto", "https"), ("cert-manager", "https"), ("disabled", "http")])
@@ -176,6 +181,7 @@ def test_sidecar_environment(tls: str, scheme: str) -> None:
     assert (variables["RAFTSET_HEARTBEAT_INTERVAL"], variables["RAFTSET_CLEAN_INTERVAL"],
             variables["RAFTSET_CLEAN_GRACE"]) == ("4", "9", "120")
     assert variables["RAFTSET_DATA_DIR"] == contract.DATA_DIR
+    assert (variables["RAFTSET_REPAIR_POLICY"], variables["RAFTSET_CRASH_LOOP_RESTARTS"]) == ("Manual", "5")
     assert all(isinstance(v, str) for k, v in variables.items() if k != "RAFTSET_POD_NAME")
 
 
@@ -375,7 +381,8 @@ def test_member_rbac(backend: str, group: str) -> None:
 def test_owned_objects_in_apply_order(kind: str, backend: str) -> None:
     objects = owned_objects(cluster(kind, backend), 3, [])
     assert [o["kind"] for o in objects] == [
-        "ServiceAccount", "Role", "RoleBinding", "Service", "Service", "PodDisruptionBudget", "StatefulSet"]
+        "ServiceAccount", "Role", "RoleBinding", "Service", "Service", "Service", "PodDisruptionBudget",
+        "StatefulSet"]
     assert objects[-1]["spec"]["replicas"] == 3
 
 
@@ -392,7 +399,7 @@ def test_every_object_is_owned_and_labelled(kind: str, backend: str) -> None:
         }], obj["kind"]
         labels = meta["labels"]
         assert labels.items() >= RECOMMENDED.items(), obj["kind"]
-        assert labels[contract.LABEL_COMPONENT] in {"member", "peer", "client"}
+        assert labels[contract.LABEL_COMPONENT] in {"member", "peer", "client", "metrics"}
         assert labels[contract.LABEL_CLUSTER] == "demo" and labels[contract.LABEL_ENGINE] == engine
     pod_labels = manifests.pod_template(c)["metadata"]["labels"]
     assert pod_labels.items() >= {**RECOMMENDED, contract.LABEL_COMPONENT: "member"}.items()

@@ -29,6 +29,7 @@ def test_environment_with_defaults() -> None:
     assert (s.http_host, s.http_port, s.tls) == ("127.0.9.3", 18080, None)
     assert s.marker_path == "/var/lib/raftset/data.member.json"
     assert s.startup_path == "/var/run/raftset/etcd.conf.yaml"
+    assert (s.repair_automatic, s.crash_loop_restarts) == (False, 5)  # a person decides unless told otherwise
 
 
 def test_flags_override_the_environment() -> None:
@@ -54,6 +55,8 @@ def test_tls_switches_every_url_to_https() -> None:
     ({"RAFTSET_HEARTBEAT_INTERVAL": "0"}, "positive"),
     ({"RAFTSET_CLEAN_GRACE": "soon"}, "seconds"),
     ({"RAFTSET_HTTP_ADDRESS": "8080"}, "host:port"),
+    ({"RAFTSET_REPAIR_POLICY": "automatic"}, "RAFTSET_REPAIR_POLICY"),
+    ({"RAFTSET_CRASH_LOOP_RESTARTS": "0"}, "RAFTSET_CRASH_LOOP_RESTARTS"),
     ({"RAFTSET_PEER_URL_TEMPLATE": "http://{host}:2380"}, "template"),
 ])
 def test_bad_settings_are_refused_with_a_clear_message(change: dict, message: str) -> None:

@@ -29,7 +29,7 @@ def test_heartbeat_fields() -> None:
     hb = beat("demo-0", status(0, leader=0, applied=42), NOW)
     assert hb.as_dict() == {
         "member_id": f"{mid(0):x}", "name": "demo-0", "role": "leader", "healthy": True, "raft_term": 3,
-        "raft_index": 42, "time": "2026-01-01T12:00:00.123456Z", "cluster_id": "c1",
+        "raft_index": 42, "raft_applied_index": 42, "time": "2026-01-01T12:00:00.123456Z", "cluster_id": "c1",
     }
 
 

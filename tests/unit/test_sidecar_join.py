@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.sidecar.join import Action, JoinView, decide, initial_cluster, rejoin_cluster
+from raftset.sidecar.join import Action, JoinView, cluster_evidence, decide, initial_cluster, rejoin_cluster
 from raftset.sidecar.marker import Marker
 from tests.unit.sidecar_data import NAMING, member, mid
 
@@ -12,9 +12,10 @@ pytestmark = pytest.mark.unit
 
 
 def view(ordinal: int = 1, *, kept=(0, 1, 2), has_data: bool = False, marker: Marker | None = None,
-         members=None, evidence: bool = True) -> JoinView:
+         members=None, evidence: bool = True, linearizable: bool = True, local: int | None = None) -> JoinView:
     return JoinView(name=NAMING.pod(ordinal), ordinal=ordinal, peer_url=NAMING.peer_url(ordinal), kept=list(kept),
-                    has_data=has_data, marker=marker, members=members, cluster_evidence=evidence)
+                    has_data=has_data, marker=marker, members=members, cluster_evidence=evidence,
+                    linearizable=linearizable, local_member=local)
 
 
 def mark(ordinal: int, member_id: int | None = None) -> Marker:
@@ -133,3 +134,48 @@ def test_a_rejoin_without_answers_starts_with_the_markers_map() -> None:
 
 def test_a_rejoin_with_neither_starts_alone() -> None:
     assert rejoin_cluster(view(1, has_data=True, marker=mark(1)), None, NAMING) == {NAMING.pod(1): NAMING.peer_url(1)}
+
+
+# Fault b: data moves aside, and an entry is removed, only on a linearizable answer; a member
+# whose store runs is never moved aside nor removed by its own sidecar.
+
+def test_a_lagging_members_list_never_moves_data_aside() -> None:
+    # A member that has not applied our MemberAdd yet answers without us.
+    plan = decide(view(1, has_data=True, marker=mark(1), members=[member(0), member(2)], linearizable=False))
+    assert plan.action is Action.WAIT and "linearizable" in plan.reason
+
+
+def test_a_lagging_members_list_never_removes_our_entry() -> None:
+    plan = decide(view(1, members=[member(0), member(1)], linearizable=False))
+    assert plan.action is Action.WAIT and "linearizable" in plan.reason
+
+
+def test_a_non_linearizable_list_still_lets_a_member_rejoin_or_add() -> None:
+    assert decide(view(1, has_data=True, marker=mark(1), members=[member(0), member(1)],
+                       linearizable=False)).action is Action.REJOIN
+    assert decide(view(1, members=[member(0)], linearizable=False)).action is Action.ADD_LEARNER
+
+
+def test_a_running_store_is_kept_even_when_a_list_omits_it() -> None:
+    # Our store answers Status as member mid(1): whatever the marker says, its data stays.
+    plan = decide(view(1, has_data=True, marker=mark(1, member_id=99), members=[member(0), member(1)], local=mid(1)))
+    assert (plan.action, plan.member_id) == (Action.REJOIN, mid(1))
+
+
+def test_a_running_store_whose_member_was_removed_is_waited_for_not_moved() -> None:
+    plan = decide(view(1, has_data=True, marker=mark(1), members=[member(0), member(2)], local=mid(1)))
+    assert plan.action is Action.WAIT and "still runs" in plan.reason
+
+
+def test_an_empty_data_dir_under_a_running_store_never_removes_its_entry() -> None:
+    plan = decide(view(1, members=[member(0), member(1)], local=mid(1)))
+    assert plan.action is Action.REJOIN
+
+
+def test_only_another_pods_heartbeat_lease_is_evidence_of_a_cluster() -> None:
+    def lease(holder: str | None) -> dict:
+        return {"spec": {"holderIdentity": holder} if holder is not None else {}}
+
+    assert not cluster_evidence([], "demo-0")
+    assert not cluster_evidence([lease("demo-0"), lease(None), {}], "demo-0")  # our own, or nobody's
+    assert cluster_evidence([lease("demo-0"), lease("demo-1")], "demo-0")

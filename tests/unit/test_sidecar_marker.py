@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -32,13 +31,13 @@ def test_has_data(tmp_path: Path) -> None:
     assert marker.has_data(str(data))
 
 
-def test_move_aside_keeps_only_the_newest_stale_copy(tmp_path: Path) -> None:
-    data, mark = tmp_path / "data", tmp_path / "data.member.json"
-    (tmp_path / "data.stale-1").mkdir()
-    (tmp_path / "data.stale-1.member.json").write_text("{}")
-    (data / "member").mkdir(parents=True)
-    mark.write_text("{}")
-    dest = marker.move_aside(str(data), str(mark))
-    assert not data.exists() and not mark.exists()
-    assert os.path.isdir(dest) and os.path.isfile(f"{dest}.member.json")
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([Path(dest).name, Path(dest).name + ".member.json"])
+def test_remembering_a_member_carries_over_what_is_not_given() -> None:
+    old = marker.Marker(0x1, "demo-1", "http://x:2380", {"demo-0": "http://y:2380"}, recovered="r1")
+    # The same member seen again (the heartbeat): cluster and recovery id stay.
+    assert marker.remembered(old, 0x1, "demo-1", "http://x:2380") == old
+    # A new member on this volume (a join): its own cluster; it never restarted alone.
+    new = marker.remembered(old, 0x2, "demo-1", "http://x:2380", cluster={"demo-1": "http://x:2380"})
+    assert new == marker.Marker(0x2, "demo-1", "http://x:2380", {"demo-1": "http://x:2380"}, recovered="")
+    # The survivor of a quorum loss, once it leads alone: the recovery id is recorded.
+    assert marker.remembered(old, 0x1, "demo-1", "http://x:2380", recovered="r2").recovered == "r2"
+    assert marker.remembered(None, 0x3, "demo-1", "http://x:2380") == marker.Marker(0x3, "demo-1", "http://x:2380")

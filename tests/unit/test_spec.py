@@ -30,7 +30,7 @@ def test_defaults(kind: str) -> None:
     assert cluster.backend is STATEFULSET
     assert cluster.replicas == 3
     assert cluster.image == engine.image()
-    assert cluster.storage == Storage(size="1Gi", storage_class=None, ephemeral=False,
+    assert cluster.storage == Storage(size="5Gi", storage_class=None, ephemeral=False,
                                       when_scaled="Retain", when_deleted="Retain")
     assert (cluster.tls_provider, cluster.tls, cluster.issuer_ref) == ("auto", True, None)
     assert cluster.options == {}
@@ -172,6 +172,24 @@ BAD: list[tuple[str, str, dict[str, Any], str]] = [
      "spec.sidecar.cleanGracePeriodSeconds"),
     ("clean grace float", contract.KIND_XLINE, {"sidecar": {"cleanGracePeriodSeconds": 1.5}},
      "spec.sidecar.cleanGracePeriodSeconds"),
+    ("quorum-loss policy unknown", contract.KIND_ETCD, {"recovery": {"quorumLoss": "Sometimes"}},
+     "spec.recovery.quorumLoss"),
+    ("quorum-loss grace negative", contract.KIND_XLINE, {"recovery": {"quorumLossGracePeriodSeconds": -1}},
+     "spec.recovery.quorumLossGracePeriodSeconds"),
+    ("quorum-loss grace over a day", contract.KIND_ETCD, {"recovery": {"quorumLossGracePeriodSeconds": 86401}},
+     "spec.recovery.quorumLossGracePeriodSeconds"),
+    ("defrag schedule of six fields", contract.KIND_ETCD, {"maintenance": {"defrag": {"schedule": "0 0 3 * * 0"}}},
+     "spec.maintenance.defrag.schedule"),
+    ("defrag schedule out of range", contract.KIND_XLINE, {"maintenance": {"defrag": {"schedule": "61 * * * *"}}},
+     "spec.maintenance.defrag.schedule"),
+    ("defrag threshold over 100", contract.KIND_ETCD, {"maintenance": {"defrag": {"thresholdPercent": 101}}},
+     "spec.maintenance.defrag.thresholdPercent"),
+    ("defrag threshold text", contract.KIND_XLINE, {"maintenance": {"defrag": {"thresholdPercent": "half"}}},
+     "spec.maintenance.defrag.thresholdPercent"),
+    ("repair policy", contract.KIND_ETCD, {"repair": {"policy": "Sometimes"}}, "spec.repair.policy"),
+    ("crash loop of one", contract.KIND_XLINE, {"repair": {"crashLoopRestarts": 1}}, "spec.repair.crashLoopRestarts"),
+    ("crash loop text", contract.KIND_ETCD, {"repair": {"crashLoopRestarts": "many"}},
+     "spec.repair.crashLoopRestarts"),
 ]
 
 

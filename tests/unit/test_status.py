@@ -45,7 +45,7 @@ def test_a_healthy_settled_cluster() -> None:
     found = conditions(cluster(), STEADY3, members(range(3), leader=1), NOW, None)
     assert brief(found) == {
         "Available": (True, "QuorumHealthy"), "Progressing": (False, "Settled"),
-        "Degraded": (False, "AsExpected"), "Encrypted": (True, "TLS")}
+        "Degraded": (False, "AsExpected"), "Encrypted": (True, "TLS"), "OddReplicas": (True, "OddReplicas")}
     assert by_type(found)["Available"].message == "3 of 3 members healthy, leader demo-1"
 
 
@@ -207,7 +207,8 @@ def test_the_published_status_of_a_running_cluster() -> None:
     assert out["members"][2] == {"name": "demo-3", "id": f"{4:016x}", "role": LEADER, "learner": False,
                                  "healthy": True, "lastHeartbeat": "2026-01-01T12:00:00Z"}
     assert out["disagreements"] == []
-    assert [c["type"] for c in out["conditions"]] == ["Available", "Progressing", "Degraded", "Encrypted"]
+    assert [c["type"] for c in out["conditions"]] == ["Available", "Progressing", "Degraded", "Encrypted",
+                                                      "OddReplicas"]
 
 
 def test_stale_records_are_not_published_as_members() -> None:
@@ -223,7 +224,7 @@ def test_before_the_workload_reports_the_plan_sizes_the_status() -> None:
 
 def test_an_invalid_spec_publishes_conditions_only() -> None:
     out = status(None, None, None, [], {}, 2, NOW, ("InvalidSpec", "bad"))
-    assert set(out) == {"observedGeneration", "conditions", "leader", "members", "disagreements"}
+    assert set(out) == {"observedGeneration", "conditions", "leader", "members", "disagreements", "replacements"}
     assert out["leader"] == "" and out["members"] == []
 
 
@@ -353,3 +354,57 @@ def test_a_member_under_no_ordinal_is_named_and_left_alone() -> None:
     assert out["members"][-1]["name"] == "by-hand"
     assert out["disagreements"] == ["member abc (by-hand) is in Raft under a name no pod of this cluster has; "
                                     "it is left alone"]
+
+
+# --- an even size is warned about, with the quorum arithmetic (issue 14 item 6) ---------------
+
+@pytest.mark.parametrize(("replicas", "odd", "needle"), [
+    (1, True, "1 members: every write needs 1, so 0 may fail"),
+    (2, False, "every write needs 2 members, so only 0 may fail, as with 1"),
+    (3, True, "every write needs 2, so 1 may fail"),
+    (4, False, "every write needs 3 members, so only 1 may fail, as with 3"),
+    (6, False, "Use 5 or 7"),
+])
+def test_even_replicas_get_a_warning_condition_with_the_arithmetic(replicas: int, odd: bool, needle: str) -> None:
+    """Before: replicas 4 was accepted without a word (issue 14)."""
+    found = by_type(conditions(cluster(replicas=replicas), STEADY3, members(range(3), leader=1), NOW, None))
+    assert found["OddReplicas"].status is odd and needle in found["OddReplicas"].message
+    assert found["OddReplicas"].reason == ("OddReplicas" if odd else "EvenReplicas")
+
+
+def test_even_replicas_are_announced_once_per_size() -> None:
+    def st(replicas: int) -> dict[str, Any]:
+        out = status(cluster(replicas=replicas), STEADY3, None, members(range(3), leader=1), {}, 1, NOW)
+        return {"conditions": [c for c in out["conditions"] if c["type"] == "OddReplicas"]}
+
+    first = announcements(st(3), st(4))
+    assert [(kind, reason) for kind, reason, _ in first] == [("Warning", "EvenReplicas")]
+    assert "needs 3 members" in first[0][2]
+    assert announcements(st(4), st(4)) == []
+    assert [reason for _, reason, _ in announcements(st(4), st(6))] == ["EvenReplicas"]
+    assert announcements(st(4), st(5)) == []
+# --- replacements -----------------------------------------------------------------------
+
+REPLACING = [{"pod": "demo-1", "phase": "Removing", "message": "removing member a1", "oldMember": "a1"}]
+BLOCKED = [{"pod": "demo-1", "phase": "Waiting", "message": "removing member a1 would lose quorum"}]
+
+
+def test_a_replacement_under_way_is_progressing() -> None:
+    found = by_type(conditions(cluster(), STEADY3, members(range(3), 0), NOW, None, replacements=REPLACING))
+    assert (found["Progressing"].status, found["Progressing"].reason) == (True, "Replacing")
+    assert "demo-1" in found["Progressing"].message and found["Degraded"].status is False
+
+
+def test_a_replacement_that_would_lose_quorum_is_degraded_and_announced() -> None:
+    found = by_type(conditions(cluster(), STEADY3, members(range(3), 0), NOW, None, replacements=BLOCKED))
+    assert (found["Degraded"].status, found["Degraded"].reason) == (True, "ReplaceWaiting")
+    assert "quorum" in found["Degraded"].message
+    new = status(cluster(), STEADY3, None, members(range(3), 0), {}, 1, NOW, replacements=BLOCKED)
+    assert new["replacements"] == BLOCKED
+    assert ("Warning", "ReplaceWaiting") in [(k, r) for k, r, _ in announcements({}, new)]
+
+
+def test_a_finished_replacement_is_announced_from_the_previous_status() -> None:
+    before = status(cluster(), STEADY3, None, members(range(3), 0), {}, 1, NOW, replacements=REPLACING)
+    after = status(cluster(), STEADY3, None, members(range(3), 0), before, 1, NOW)
+    assert "Replaced" in [r for _, r, _ in announcements(before, after)]

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from raftset.engines import ENGINES, TLSFiles
@@ -193,26 +194,48 @@ def rules(c: spec.Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
 
 
 def test_member_role_names_every_lease_and_pod_it_may_touch() -> None:
-    """Each member's heartbeat Lease, and the membership Lease whichever member leads writes."""
-    lease_rule, list_rule, pod_rule, workload_rule = rules(cluster())
+    """Each member's heartbeat Lease, the membership and backup Leases whichever member leads writes, Events."""
+    lease_rule, list_rule, events_rule, pod_rule, workload_rule, cluster_rule = rules(cluster())
     names = [f"demo-{o}" for o in range(contract.NAMED_ORDINALS)]
     assert lease_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                          "resourceNames": [f"{n}-member" for n in names] + ["demo-membership"],
+                          "resourceNames": [f"{n}-member" for n in names] + ["demo-membership", "demo-backup"],
                           "verbs": ["get", "create", "update", "patch", "delete"]}
     assert list_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]}
     assert pod_rule == {"apiGroups": [""], "resources": ["pods"], "resourceNames": names, "verbs": ["get", "patch"]}
     assert workload_rule["resourceNames"] == ["demo"] and workload_rule["verbs"] == ["get"]
+    # spec.backup / spec.bootstrap are read there, and nothing more: a member that could patch its
+    # cluster object could change the spec of every member (the operator takes backup-now off it).
+    assert cluster_rule == {"apiGroups": [contract.GROUP], "resources": [contract.PLURAL_ETCD],
+                            "resourceNames": ["demo"], "verbs": ["get"]}
+    assert events_rule == {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
 
 
 def test_member_role_names_what_it_creates_and_grants_no_secrets_no_wildcards() -> None:
     for rule in rules(cluster()):
-        assert "create" not in rule["verbs"] or rule.get("resourceNames")
+        # Events are the one unnamed create: an Event's name is not known before it is posted.
+        assert "create" not in rule["verbs"] or rule.get("resourceNames") or rule["resources"] == ["events"]
         assert "*" not in rule["verbs"]
         assert not {"secrets", "*", "pods/exec", "pods/eviction"} & set(rule["resources"])
 
 
+def test_no_member_rule_lets_a_pod_write_its_cluster_object() -> None:
+    for rule in rules(cluster()):
+        if contract.GROUP in rule["apiGroups"]:
+            assert rule["verbs"] == ["get"], rule
+
+
+def test_the_operator_writes_only_the_request_on_the_backup_lease() -> None:
+    """Server-side apply of this body leaves the sidecar's record on the same Lease alone."""
+    c = cluster()
+    lease = manifests.backup_request_lease(c, "2026-11-23T07:00:00.000000Z")
+    assert lease["metadata"]["name"] == contract.backup_lease_name("demo")
+    assert lease["metadata"]["annotations"] == {contract.ANNOTATION_BACKUP_REQUEST: "2026-11-23T07:00:00.000000Z"}
+    assert lease["metadata"]["labels"][contract.LABEL_BACKUP] == "true", "the operator's index watches it"
+    assert lease["metadata"]["ownerReferences"] == [c.owner_reference] and "spec" not in lease
+
+
 def test_member_role_grows_with_ordinals_beyond_the_default() -> None:
-    pod_rule = rules(cluster(), 20)[2]
+    pod_rule = rules(cluster(), 20)[3]
     assert pod_rule["resourceNames"][-1] == "demo-19"
     assert rules(cluster(), 3) == rules(cluster())  # never narrower than MEMBER_ORDINALS
 
@@ -260,6 +283,35 @@ async def test_auto_creates_a_ca_and_three_leaves_once() -> None:
     api.applied.clear()
     assert await tls.ensure_tls(api, c, NOW + timedelta(days=200)) == tls.TLSState(revision="1")
     assert api.applied == []  # nothing to renew: no writes
+
+
+class NoSecretsAPI(MemoryAPI):
+    """The apiserver's answer where the operator's secrets ClusterRole is not bound."""
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        if kind == "Secret":
+            raise ApiException(status=403, reason="Forbidden")
+        return await super().get(api_version, kind, namespace, name)
+
+
+async def test_auto_without_secrets_access_is_degraded_with_the_binding_to_create() -> None:
+    api, c = NoSecretsAPI(), cluster()
+    live = manifests.workload(c, 3, tls_revision="4")
+    state = await tls.ensure_tls(api, c, NOW, workload=live)
+    assert state.revision == "4", "the pods keep the certificates they run"
+    assert state.problem is not None and state.problem[0] == "SecretsForbidden"
+    assert f"kubectl create rolebinding {tls.SECRETS_ROLE} -n db" in state.problem[1]
+    assert api.objects == {}
+
+
+class NoCertificatesAPI(MemoryAPI):
+    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        raise ApiException(status=403, reason="Forbidden")
+
+
+async def test_a_refusal_outside_the_auto_providers_secrets_is_not_called_a_secrets_problem() -> None:
+    with pytest.raises(ApiException):  # reconcile reports it as ApplyFailed with the apiserver's words
+        await tls.ensure_tls(NoCertificatesAPI(), cluster(tls={"provider": "cert-manager"}), NOW)
 
 
 async def test_auto_renews_before_expiry_with_the_same_ca_and_a_new_revision() -> None:

@@ -5,30 +5,21 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shlex
-import signal
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
 from raftset import contract
-from tools.devcluster import build, net, plane, xline
+from tools.devcluster import build, certmanager, operatorpod, plane, shutdown, xline
 from tools.devcluster.podrunner import PodRunner, pod_ip
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _raise_on_sigterm() -> None:
-    """SIGTERM ends `up`/`run` like Ctrl-C does, so teardown runs."""
-
-    def handler(signum: int, _frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, handler)
 
 
 def _wait_forever(p: plane.Plane) -> None:
@@ -39,16 +30,24 @@ def _wait_forever(p: plane.Plane) -> None:
         time.sleep(1)
 
 
+# Built from their own source (not the Go module proxy): name -> (label in the timings, ensure).
+SOURCE_BUILT: dict[str, tuple[str, Callable[[], float]]] = {
+    xline.XLINE.name: (xline.XLINE.label, xline.ensure),
+    certmanager.CERT_MANAGER.name: (f"cert-manager-{certmanager.CERT_MANAGER.version}", certmanager.ensure),
+}
+COMPONENT_NAMES = sorted({c.name for c in build.COMPONENTS} | set(SOURCE_BUILT))
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
-    known = {c.name for c in build.COMPONENTS} | {xline.XLINE.name}
-    unknown = set(args.components) - known
+    unknown = set(args.components) - set(COMPONENT_NAMES)
     if unknown:
-        raise SystemExit(f"unknown component(s) {sorted(unknown)}; choose from {sorted(known)}")
+        raise SystemExit(f"unknown component(s) {sorted(unknown)}; choose from {COMPONENT_NAMES}")
     chosen = tuple(c for c in build.COMPONENTS if not args.components or c.name in args.components)
     took = build.ensure_all(chosen)
-    if not args.components or xline.XLINE.name in args.components:
-        took[xline.XLINE.label] = xline.ensure(xline.XLINE)
+    for name, (label, ensure) in SOURCE_BUILT.items():
+        if not args.components or name in args.components:
+            took[label] = ensure()
     print("timings: " + ", ".join(f"{name} {s:.1f}s" for name, s in took.items()) + f"; total {time.monotonic() - t0:.1f}s")
     return 0
 
@@ -59,17 +58,20 @@ def _print_access(p: plane.Plane) -> None:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    _raise_on_sigterm()
+    shutdown.on_stop_signals()
     workdir = Path(args.workdir) if args.workdir else None
-    p = plane.start(workdir=workdir, full=not args.apiserver_only, log=print)
+    p: plane.Plane | None = None
     try:
+        p = plane.start(workdir=workdir, full=not args.apiserver_only, log=print)
         _print_access(p)
-        print("Ctrl-C or SIGTERM stops it.", flush=True)
+        print("Ctrl-C, SIGTERM or SIGHUP stops it.", flush=True)
         _wait_forever(p)
-    except KeyboardInterrupt:
-        print("\nstopping", flush=True)
+    except KeyboardInterrupt as stop:
+        print(f"\nstopping ({stop})", flush=True)
     finally:
-        p.stop()
+        shutdown.shield()
+        if p is not None:
+            p.stop()
     return 0
 
 
@@ -77,27 +79,41 @@ def _kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> None:
     subprocess.run(["kubectl", "--kubeconfig", kubeconfig, *args], input=stdin, text=True, check=True)
 
 
-def _install(kubeconfig: str, overlay: str) -> dict[str, str]:
-    """The overlay minus its operator Deployment (no image here: the operator runs as a local
-    process); returns the plain env the Deployment gives the operator (its default kind)."""
+def _install(kubeconfig: str, overlay: str) -> dict:
+    """The overlay minus its operator Deployment, which is returned: its image does not run
+    here, its container runs as a local process (`operatorpod`)."""
     rendered = subprocess.run(["kubectl", "kustomize", str(REPO / "kustomize" / "overlays" / overlay)],
                               capture_output=True, text=True, check=True).stdout
     docs = [d for d in yaml.safe_load_all(rendered) if d]
-    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
     rest = [d for d in docs if d["kind"] != "Deployment"]
     _kubectl(kubeconfig, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(rest))
     crds = [f"crd/{plural}.{contract.GROUP}" for plural in (contract.PLURAL_ETCD, contract.PLURAL_XLINE)]
     _kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *crds)
-    containers = [c for d in deployments for c in d["spec"]["template"]["spec"]["containers"]]
-    return {e["name"]: e["value"] for c in containers for e in c.get("env") or [] if "value" in e}
+    # What an admin does for each namespace whose clusters use the auto TLS provider
+    # (docs/security.md): the demo clusters and kustomize/samples go to "default".
+    _kubectl(kubeconfig, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(_secrets_binding(deployment, "default")))
+    return deployment
 
 
-def _operator_command(configured: str | None, host: str) -> list[str]:
-    """The operator as a local process; its liveness endpoint stays on loopback."""
-    if configured:
-        return shlex.split(configured)
-    liveness = f"http://{host}:{net.free_port(host)}/healthz"
-    return [sys.executable, "-m", "raftset.operator", "--liveness", liveness]
+def _secrets_binding(deployment: dict, namespace: str) -> dict:
+    """The RoleBinding that lets the operator's ServiceAccount keep the auto provider's Secrets in `namespace`."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "raftset-operator-secrets", "namespace": namespace},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "raftset-operator-secrets"},
+        "subjects": [{"kind": "ServiceAccount", "namespace": deployment["metadata"]["namespace"],
+                      "name": deployment["spec"]["template"]["spec"]["serviceAccountName"]}],
+    }
+
+
+def _operator(kubeconfig: str, deployment: dict, host: str, workdir: Path) -> operatorpod.OperatorPod:
+    """The Deployment's operator container as a supervised local process, with its ServiceAccount's token."""
+    spec = operatorpod.installed(operatorpod.container_spec(
+        deployment, host=host, ports=operatorpod.free_ports(deployment, host), bin_dir=Path(sys.executable).parent))
+    identity = operatorpod.service_account_kubeconfig(kubeconfig, spec.namespace, spec.service_account,
+                                                      workdir / "operator.kubeconfig")
+    return operatorpod.OperatorPod(spec, identity, workdir)
 
 
 DEMO = "demo"
@@ -111,15 +127,16 @@ def _demo_cluster(kind: str = contract.KIND_ETCD, name: str = DEMO) -> dict:
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "replicas": 3,
-            # The pod runner serves the members on 127.x loopback addresses, which the
-            # operator's certificates (issued for the pods' DNS names) do not name.
+            # Plaintext, so that the guide's etcdctl needs no client certificate
+            # (kustomize/samples runs with TLS).
             "tls": {"provider": "disabled"},
             "storage": {"ephemeral": True},
         },
     }
 
 
-def _print_guide(kubeconfig: str, overlay: str, endpoints: str | None, workdir: Path) -> None:
+def _print_guide(kubeconfig: str, overlay: str, endpoints: str | None, workdir: Path,
+                 operator: operatorpod.OperatorPod) -> None:
     kept = ("the leader pod stays: the operator reserves the followers' ordinals (RESERVED)"
             if overlay == "kruise" else "demo-3 and demo-4 go; a leader among them hands leadership off first")
     guide = f"""
@@ -134,6 +151,7 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
         guide += f"""
   # put the leader on the highest ordinal, the one a plain StatefulSet deletes first:
   export ETCDCTL_ENDPOINTS={endpoints}
+  export PATH={build.ETCD.out_dir}:$PATH   # etcdctl {build.ETCD.version}
   etcdctl endpoint status -w table           # note the ID of {DEMO}-4 (127.x.y.14)
   etcdctl move-leader <ID of {DEMO}-4>
 """
@@ -141,6 +159,9 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
   kubectl scale etcdc {DEMO} --replicas=3     # {kept}
   kubectl get etcdc,pods -L raftset.dev/role
 
+  kubectl apply -k kustomize/samples         # TLS and 2Gi volumes: an EtcdCluster and an XlineCluster
+
+operator: log {operator.log}, pid in {operator.pid_file} (kill -9 it: it is restarted, as kubelet would)
 logs: {workdir}   Ctrl-C stops everything.
 """
     print(guide, flush=True)
@@ -148,49 +169,50 @@ logs: {workdir}   Ctrl-C stops everything.
 
 def cmd_run(args: argparse.Namespace) -> int:
     """`make run`: a plane (unless $KUBECONFIG), the overlay, the operator, the pod runner, a demo."""
-    _raise_on_sigterm()
+    shutdown.on_stop_signals()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     p: plane.Plane | None = None
-    operator: subprocess.Popen | None = None
+    operator: operatorpod.OperatorPod | None = None
     runner: PodRunner | None = None
+    workdir: Path | None = None
     try:
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
             p = plane.start(full=True, log=print)
             kubeconfig = p.kubeconfig
         workdir = p.workdir if p else Path(tempfile.mkdtemp(prefix="raftset-run-"))
-        operator_env = _install(kubeconfig, args.overlay)
-        command = _operator_command(args.operator, p.host if p else "127.0.0.1")
-        with open(workdir / "operator.log", "ab") as out:
-            operator = subprocess.Popen(command, env={**os.environ, **operator_env, "KUBECONFIG": kubeconfig},
-                                        stdout=out, stderr=subprocess.STDOUT)
+        deployment = _install(kubeconfig, args.overlay)
+        operator = _operator(kubeconfig, deployment, p.host if p else "127.0.0.1", workdir)
+        operator.start()  # assigned first: a signal during start still finds it to stop
         endpoints = None
         if p is not None:  # kwok pods run nothing: the pod runner plays kubelet for them
-            runner = PodRunner(kubeconfig, workdir / "podrunner").__enter__()
+            runner = PodRunner(kubeconfig, workdir / "podrunner")
+            runner.__enter__()
             prefix = runner.addresses.prefix("default", DEMO)
             endpoints = ",".join(f"http://{pod_ip(prefix, o)}:{contract.CLIENT_PORT}" for o in range(5))
+        # Here the backups work will start an S3 store (versitygw) for spec.backup, before the demo.
         demos = [_demo_cluster(), _demo_cluster(contract.KIND_XLINE, DEMO_XLINE)]
         _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(demos))
-        _print_guide(kubeconfig, args.overlay, endpoints, workdir)
-        while operator.poll() is None and (p is None or not p.dead()):
+        _print_guide(kubeconfig, args.overlay, endpoints, workdir, operator)
+        while p is None or not p.dead():
             time.sleep(1)
-        # Either way it is unexpected: `run` lasts until Ctrl-C/SIGTERM.
-        print(f"operator exit code {operator.poll()}; dead plane components: {p.dead() if p else []}", flush=True)
+        # Unexpected: `run` lasts until a stop signal.
+        print(f"control plane component(s) exited: {', '.join(p.dead())}; logs in {p.workdir / 'logs'}", flush=True)
         return 1
-    except KeyboardInterrupt:
-        print("\nstopping", flush=True)
+    except KeyboardInterrupt as stop:
+        print(f"\nstopping ({stop})", flush=True)
         return 0
     finally:
+        shutdown.shield()
         if runner is not None:
             runner.close()
-        if operator is not None and operator.poll() is None:
-            operator.terminate()
-            try:
-                operator.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                operator.kill()
+        if operator is not None:
+            operator.close()
         if p is not None:
             p.stop()
+        elif workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        print("stopped: every process ended, temporary files removed", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse from the cache) the control-plane binaries")
     # No argparse `choices` here: with nargs="*" it rejects the empty default on Python < 3.12.
-    b.add_argument("components", nargs="*", help=f"any of {', '.join(sorted({c.name for c in build.COMPONENTS} | {xline.XLINE.name}))}; default: all")
+    b.add_argument("components", nargs="*", help=f"any of {', '.join(COMPONENT_NAMES)}; default: all")
     b.set_defaults(func=cmd_build)
     up = sub.add_parser("up", help="start the control plane and keep it until Ctrl-C/SIGTERM")
     up.add_argument("--apiserver-only", action="store_true", help="etcd + kube-apiserver only")
@@ -206,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
     up.set_defaults(func=cmd_up)
     run = sub.add_parser("run", help="control plane and pod runner (unless $KUBECONFIG is set) + overlay + operator + demo")
     run.add_argument("--overlay", default="kruise", choices=("kruise", "statefulset"))
-    run.add_argument("--operator", help="command that runs the operator (default: python -m raftset.operator)")
     run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)
     return args.func(args)

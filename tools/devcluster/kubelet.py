@@ -10,6 +10,7 @@ lets a test take each step by hand (start the sidecar alone, kill both, ...).
 
 from __future__ import annotations
 
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -20,6 +21,23 @@ from raftset import engines
 from tools.devcluster import procs
 
 SIDECAR_COMMAND = (sys.executable, "-m", "raftset.sidecar")
+# Options (RAFTSET_OPTIONS) a member gets on loopback, by engine. Where a pod would bind a port
+# on its own network, a loopback member must not: Xline serves metrics on 0.0.0.0 and cannot
+# turn them off; in push mode it listens on nothing and only dials its collector.
+# What a container inherits from this machine: no HTTP(S)_PROXY (Python clients would proxy
+# loopback), no ETCD_* (etcd reads them as flags).
+INHERITED_ENV = ("PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH")
+TOKEN_SECONDS = 24 * 3600  # a projected ServiceAccount token's life; our processes read their kubeconfig once
+LOOPBACK_OPTIONS = {engines.XLINE.name: {"metrics-push": "", "metrics-push-endpoint": "http://127.0.0.1:4318"}}
+
+
+def container_env(bin_dir: Path | None = None) -> dict[str, str]:
+    """The environment a container starts from: the inherited variables, unbuffered Python, and
+    `bin_dir` first on PATH (a container's command names its binary, not where it is)."""
+    env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV} | {"PYTHONUNBUFFERED": "1"}
+    if bin_dir is not None:
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
 
 
 def http_get(url: str, timeout: float) -> tuple[int, str]:

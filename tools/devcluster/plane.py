@@ -23,13 +23,20 @@ from pathlib import Path
 
 import yaml
 
-from tools.devcluster import build, kubeconfig, net, pki, procs
+from tools.devcluster import build, certmanager, kubeconfig, net, pki, procs
 
 KUBECTL = "kubectl"
 KRUISE_NAMESPACE = "kruise-system"
 KRUISE_WEBHOOK_HOST = "127.0.0.1"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+CERT_MANAGER_PROC = "cert-manager-controller"
 SA_ISSUER = "https://kubernetes.default.svc.cluster.local"
+# kube-controller-manager's own dynamic provisioner (--enable-hostpath-provisioner): it makes
+# each volume a directory under this fixed path (Go's "/tmp/hostpath_pv/<uid>", not
+# $TMPDIR) and removes it when its PersistentVolume is released (reclaim policy Delete).
+HOSTPATH_PROVISIONER = "kubernetes.io/host-path"
+HOSTPATH_ROOT = Path("/tmp/hostpath_pv")
+STORAGE_CLASS = "standard"
 START_TIMEOUT_S = 120.0
 
 Log = Callable[[str], None]
@@ -91,8 +98,22 @@ class Plane:
     def dead(self) -> list[str]:
         return [p.name for p in self.supervisor.dead()]
 
+    def provisioned_dirs(self) -> list[Path]:
+        """The directories the hostpath provisioner made for this plane's PersistentVolumes."""
+        if not self.full or self.dead():
+            return []
+        result = self.kubectl("get", "persistentvolumes", "-o", "json", check=False, timeout=10)
+        if result.returncode != 0:
+            return []
+        paths = [Path(((pv.get("spec") or {}).get("hostPath") or {}).get("path") or "/")
+                 for pv in json.loads(result.stdout)["items"]]
+        return [path for path in paths if path.parent == HOSTPATH_ROOT]
+
     def stop(self) -> None:
+        volumes = self.provisioned_dirs()  # read while the apiserver still answers
         self.supervisor.stop_all()
+        for volume in volumes:
+            shutil.rmtree(volume, ignore_errors=True)
         if self._owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -223,7 +244,21 @@ def _start_controller_manager(sup: procs.Supervisor, plane: Plane) -> procs.Proc
         f"--root-ca-file={plane.certs.ca.cert}",
         f"--cluster-signing-cert-file={plane.certs.ca.cert}",
         f"--cluster-signing-key-file={plane.certs.ca.key}",
+        "--enable-hostpath-provisioner",
     )
+
+
+def storage_class() -> dict:
+    """The default StorageClass: claims without a class get a hostPath volume made at once."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": STORAGE_CLASS,
+                     "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": HOSTPATH_PROVISIONER,
+        "reclaimPolicy": "Delete",
+        "volumeBindingMode": "Immediate",
+    }
 
 
 def _start_scheduler(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
@@ -298,6 +333,41 @@ def _start_kruise(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
     procs.wait_for(lambda: _ok(f"http://{plane.host}:{health_port}/readyz"), "kruise-manager /readyz", START_TIMEOUT_S, [proc])
     procs.wait_for(lambda: _webhooks_use_url(plane, f"https://{KRUISE_WEBHOOK_HOST}:{webhook_port}/"),
                    "kruise webhook configurations pointing at the manager", START_TIMEOUT_S, [proc])
+    return proc
+
+
+def start_cert_manager(plane: Plane) -> procs.Proc:
+    """cert-manager's real CRDs and its controller, out of cluster as the admin.
+
+    Not part of `start`: a test of what the operator does without cert-manager needs a
+    plane that does not serve it yet. The CA and SelfSigned issuers need neither the
+    webhook nor the cainjector, so only the controller runs (the source snapshot's
+    build, tools.devcluster.certmanager); its servers bind to the plane's address. Calling it
+    again returns the running controller.
+    """
+    running = [p for p in plane.supervisor.procs if p.name == CERT_MANAGER_PROC and p.alive()]
+    if running:
+        return running[0]
+    certmanager.ensure(log=_quiet)
+    crds = [doc for path in sorted(certmanager.CERT_MANAGER.crds_dir.glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text()) if doc]
+    plane.apply(crds)
+    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", *[c["metadata"]["name"] for c in crds])
+    health = net.free_port(plane.host)
+    proc = plane.supervisor.start(
+        CERT_MANAGER_PROC,
+        [
+            str(certmanager.CERT_MANAGER.binary()),
+            f"--kubeconfig={plane.kubeconfig}",
+            "--leader-elect=false",
+            f"--metrics-listen-address={plane.host}:{net.free_port(plane.host)}",
+            f"--internal-healthz-listen-address={plane.host}:{health}",
+            "--v=2",
+        ],
+        env=_base_env(),
+    )
+    procs.wait_for(lambda: _ok(f"http://{plane.host}:{health}/livez"), "cert-manager-controller /livez",
+                   START_TIMEOUT_S, [proc])
     return proc
 
 
@@ -378,7 +448,7 @@ def _base_env() -> dict[str, str]:
 
 def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: Log = _quiet) -> Plane:
     """Start a plane (building missing binaries first); on any failure nothing is left running."""
-    components = build.COMPONENTS if full else (build.ETCD, build.KUBE)
+    components = build.PLANE if full else (build.ETCD, build.KUBE)
     build.ensure_all(components, log=log)
 
     owns = workdir is None
@@ -391,6 +461,7 @@ def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: L
     except BaseException:
         sup.stop_all()
         if owns:
+            shutil.rmtree(workdir, ignore_errors=True)
             log(f"start failed; logs were in {workdir / 'logs'} (removed)")
         raise
 
@@ -421,6 +492,7 @@ def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: 
     if full:
         with _step(timings, "kube-controller-manager", log):
             _start_controller_manager(sup, plane)
+            plane.apply(storage_class())
         with _step(timings, "kube-scheduler", log):
             _start_scheduler(sup, plane)
         with _step(timings, "kruise-manager", log):

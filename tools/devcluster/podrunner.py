@@ -10,35 +10,43 @@ have stopped.
 
 Only what a pod network and volumes would give is replaced: each cluster gets one
 127.A.B prefix and ordinal N listens on 127.A.B.1N (the URL templates say so), the data
-dir survives pod re-creation like a PVC (wiped when the pod's `data` volume is an
-emptyDir), the run dir is per pod uid like an emptyDir, and the API credentials are a
-TokenRequest token of the pod's own ServiceAccount, so the member Role is exercised.
-The store is the cached build its image names (etcd 3.5/3.6/3.7 by version, or Xline).
-Only pods without TLS are run: the certificates the operator issues name the pods' DNS
-names, not loopback IPs.
+dir is the directory of the PersistentVolume bound to the pod's claim (the plane's
+hostPath provisioner made it; a per-pod directory, wiped on re-creation, for an emptyDir;
+a backup claim the sidecar mounts is served the same way),
+the run dir is per pod uid like an emptyDir, and the API credentials are a TokenRequest
+token of the pod's own ServiceAccount, so the member Role is exercised. The `tls` volume
+is projected from its Secrets into a per-pod directory, with the server and peer
+certificates re-issued by the cluster's own CA (provider `auto`) to also name the member's
+loopback address, which the operator cannot know. The store is the cached build its image
+names (etcd 3.5/3.6/3.7 by version, or Xline). A pod the runner cannot run (cert-manager's
+certificates, whose CA key it does not hold; an unknown engine) gets a Warning Event, on
+the pod and on its cluster, saying why.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
-import os
 import random
 import shutil
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import yaml
+from cryptography import x509
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from raftset import contract, engines, versions
 from raftset.contract import SidecarEnv
+from raftset.operator import certificates
 from tools.devcluster import kubeconfig as kubeconfigs
 from tools.devcluster import build, kubelet, procs, xline
 
@@ -47,11 +55,9 @@ log = logging.getLogger("raftset.podrunner")
 FINALIZER = f"{contract.GROUP}/podrunner"
 SELECTOR = f"{contract.LABEL_MANAGED_BY}={contract.MANAGER}"
 SIDECAR_CONTAINER = "sidecar"  # raftset.operator.manifests.SIDECAR_CONTAINER
+NOT_RUN_REASON = "NotRunLocally"  # the Warning Event on a pod (and its cluster) the runner cannot run
 POLL_S = 0.5
-TOKEN_SECONDS = 24 * 3600  # a bound token; the sidecar reads its kubeconfig once
 RESTART_BACKOFF_S = (1.0, 10.0)  # kubelet's CrashLoopBackOff, shortened
-# No HTTP(S)_PROXY (Python clients would proxy loopback), no ETCD_* (etcd reads them as flags).
-_INHERITED = ("PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH")
 
 
 # ---- pure helpers
@@ -123,26 +129,29 @@ def declared_env(pod: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
-# Where a pod would bind a port on its own network, a loopback member must not: Xline serves
-# metrics on 0.0.0.0:9100 and cannot turn them off, so on loopback it pushes them instead.
-LOOPBACK_OPTIONS = {engines.XLINE.name: {"metrics-push": "", "metrics-push-endpoint": "http://127.0.0.1:4318"}}
-
-
 def loopback_env(declared: Mapping[str, str], prefix: str, ordinal: int, *, data_dir: Path, run_dir: Path,
-                 kubeconfig: str) -> dict[str, str]:
+                 kubeconfig: str, tls_dir: Path | None = None) -> dict[str, str]:
     """The declared env with only the pod network, the volumes and the credentials replaced."""
     ip = pod_ip(prefix, ordinal)
     env = dict(declared)
-    loopback_options = LOOPBACK_OPTIONS.get(declared.get(SidecarEnv.ENGINE, ""))
+    scheme = "http"
+    if declared.get(SidecarEnv.TLS_DIR):
+        if tls_dir is None:
+            raise ValueError("the pod mounts TLS material and no local copy of it was given")
+        env[SidecarEnv.TLS_DIR] = str(tls_dir)
+        scheme = "https"
+    loopback_options = kubelet.LOOPBACK_OPTIONS.get(declared.get(SidecarEnv.ENGINE, ""))
     if loopback_options:
         options = json.loads(declared.get(SidecarEnv.OPTIONS) or "{}") | loopback_options
         env[SidecarEnv.OPTIONS] = json.dumps(options, sort_keys=True)
     return {
         **env,
-        SidecarEnv.PEER_URL_TEMPLATE: f"http://{prefix}.1{{ordinal}}:{contract.PEER_PORT}",
-        SidecarEnv.CLIENT_URL_TEMPLATE: f"http://{prefix}.1{{ordinal}}:{contract.CLIENT_PORT}",
-        SidecarEnv.LISTEN_PEER_URL: f"http://{ip}:{contract.PEER_PORT}",
-        SidecarEnv.LISTEN_CLIENT_URL: f"http://{ip}:{contract.CLIENT_PORT}",
+        SidecarEnv.PEER_URL_TEMPLATE: f"{scheme}://{prefix}.1{{ordinal}}:{contract.PEER_PORT}",
+        SidecarEnv.CLIENT_URL_TEMPLATE: f"{scheme}://{prefix}.1{{ordinal}}:{contract.CLIENT_PORT}",
+        SidecarEnv.LISTEN_PEER_URL: f"{scheme}://{ip}:{contract.PEER_PORT}",
+        SidecarEnv.LISTEN_CLIENT_URL: f"{scheme}://{ip}:{contract.CLIENT_PORT}",
+        # Xline binds its metrics port on 0.0.0.0: on loopback it pushes them (kubelet.LOOPBACK_OPTIONS).
+        SidecarEnv.LISTEN_METRICS_URL: "" if loopback_options else f"http://{ip}:{contract.METRICS_PORT}",
         SidecarEnv.HTTP_ADDRESS: f"{ip}:{contract.SIDECAR_PORT}",
         SidecarEnv.DATA_DIR: str(data_dir),
         SidecarEnv.RUN_DIR: str(run_dir),
@@ -150,12 +159,29 @@ def loopback_env(declared: Mapping[str, str], prefix: str, ordinal: int, *, data
     }
 
 
-def store_bin_dir(engine: str, image: str) -> Path:
-    """The cached build the store runs: Xline's, or the etcd its image names (the default etcd else)."""
-    if engine == engines.XLINE.name:
-        return xline.XLINE.out_dir
+def _store_builds() -> dict[str, list[tuple[str, Path]]]:
+    """(version, directory) of the cached builds a member may run, per engine, the default first.
+    Not in the engine description: which builds sit in this machine's cache is the dev
+    cluster's business, not the product's."""
+    return {engines.ETCD.name: [(c.version, c.out_dir) for c in build.ETCDS],  # ETCDS[0] is build.ETCD
+            engines.XLINE.name: [(xline.XLINE.version, xline.XLINE.out_dir)]}
+
+
+def store_build(engine: str, image: str) -> tuple[Path, str | None]:
+    """The cached build the store runs: the one its image's version names, else the engine's
+    default, with a note saying so (a substitute is said, never silent)."""
+    builds = _store_builds()[engine]
     version = versions.of_image(image)
-    return next((c.out_dir for c in build.ETCDS if c.version == version), build.ETCD.out_dir)
+    exact = next((path for v, path in builds if v == version), None)
+    if exact is not None:
+        return exact, None
+    default_version, default_dir = builds[0]
+    return default_dir, (f"no local build of {engine} {version or image!r}: "
+                         f"runs {engine} {default_version} (builds here: {', '.join(v for v, _ in builds)})")
+
+
+def store_bin_dir(engine: str, image: str) -> Path:
+    return store_build(engine, image)[0]
 
 
 def store_image(pod: Mapping[str, Any], engine: str) -> str:
@@ -168,8 +194,6 @@ def skip_reason(declared: Mapping[str, str]) -> str | None:
     engine = declared.get(SidecarEnv.ENGINE, "etcd")
     if engine not in engines.ENGINES:
         return f"engine {engine!r} is not one raftset knows"
-    if declared.get(SidecarEnv.TLS_DIR):
-        return "TLS: the runner serves plaintext only (the certificates name pod DNS names, not loopback IPs)"
     return None
 
 
@@ -178,31 +202,114 @@ def ephemeral(pod: Mapping[str, Any]) -> bool:
     return any(v.get("name") == "data" and "emptyDir" in v for v in (pod.get("spec") or {}).get("volumes") or [])
 
 
+def starts_empty(pod: Mapping[str, Any], lost: bool) -> bool:
+    """The pod's data volume is wiped before it starts: its disk was lost (`PodRunner.lose`),
+    or it is a new pod's new emptyDir."""
+    return lost or (claim_name(pod) is None and ephemeral(pod))
+
+
+@dataclass(frozen=True)
+class SidecarMount:
+    """One Secret or claim volume the sidecar mounts (backup credentials, a backup PVC)."""
+
+    path: str  # the mountPath
+    secret: str | None = None
+    items: tuple[tuple[str, str], ...] | None = None  # (key, path); None: every key under its own name
+    optional: bool = False
+    claim: str | None = None
+
+
+def sidecar_mounts(pod: Mapping[str, Any]) -> list[SidecarMount]:
+    """The sidecar's Secret and claim mounts, as kubelet would provide them; other kinds
+    (the `run`, `data` and `tls` volumes) the runner provides itself."""
+    container = sidecar_spec(pod) or {}
+    volumes = {v["name"]: v for v in (pod.get("spec") or {}).get("volumes") or []}
+    mounts = []
+    for mount in container.get("volumeMounts") or []:
+        volume = volumes.get(mount["name"]) or {}
+        if "secret" in volume:
+            ref = volume["secret"]
+            items = ref.get("items")
+            mounts.append(SidecarMount(
+                mount["mountPath"], secret=ref["secretName"], optional=bool(ref.get("optional")),
+                items=None if items is None else tuple((i["key"], i["path"]) for i in items)))
+        elif "persistentVolumeClaim" in volume:
+            mounts.append(SidecarMount(mount["mountPath"], claim=volume["persistentVolumeClaim"]["claimName"]))
+    return mounts
+
+
+def claim_name(pod: Mapping[str, Any]) -> str | None:
+    """The PersistentVolumeClaim behind the pod's `data` volume; None for an emptyDir."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        if volume.get("name") == "data" and "persistentVolumeClaim" in volume:
+            return volume["persistentVolumeClaim"]["claimName"]
+    return None
+
+
+def tls_sources(pod: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(Secret, key, path) of every item of the pod's projected `tls` volume."""
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        if volume.get("name") == "tls":
+            return [(src["secret"]["name"], item["key"], item["path"])
+                    for src in volume.get("projected", {}).get("sources", []) if "secret" in src
+                    for item in src["secret"].get("items") or []]
+    return []
+
+
+# The projected files the runner re-issues with the member's loopback address added.
+_REISSUED = {"server.crt": ("server.key", certificates.SERVER), "peer.crt": ("peer.key", certificates.PEER)}
+
+
+def loopback_leaf(cert_pem: bytes, purpose: str, ip: str) -> certificates.LeafSpec:
+    """The leaf `cert_pem` is, with `ip` added to its IP SANs (its names and usages kept)."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    dns, ips = certificates.subject_alt_names(cert_pem)
+    common_name = cert.subject.get_attributes_for_oid(x509.oid.NameOID.COMMON_NAME)[0].value
+    usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    return certificates.LeafSpec(
+        purpose, str(common_name), tuple(sorted(dns)), tuple(sorted(ips | {ip})),
+        server_auth=x509.oid.ExtendedKeyUsageOID.SERVER_AUTH in usages,
+        client_auth=x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH in usages)
+
+
+def project_tls(files: Mapping[str, bytes], ca: certificates.KeyPair | None, ip: str) -> dict[str, bytes]:
+    """The `tls` volume's files as the member on `ip` needs them: the server and peer
+    certificates re-issued by the cluster's CA to name `ip` too. Without the CA's key
+    (cert-manager issued them) the member cannot be served on loopback: ValueError."""
+    if ca is None:
+        raise ValueError("TLS by cert-manager: its certificates name the pods' DNS names, not the loopback "
+                         "address the member would serve on here, and the runner holds no key of its CA")
+    out = dict(files)
+    now = datetime.now(timezone.utc)
+    for cert_path, (key_path, purpose) in _REISSUED.items():
+        if cert_path in files:
+            pair = certificates.issue(ca, loopback_leaf(files[cert_path], purpose, ip), now)
+            out[cert_path], out[key_path] = pair.cert_pem, pair.key_pem
+    return out
+
+
+def not_run_events(meta: Mapping[str, Any], reason: str, now: datetime) -> list[dict[str, Any]]:
+    """The Warning Events that say why the pod's member does not run: on the pod, and on its
+    cluster when its labels name one of a known kind."""
+    labels = meta.get("labels") or {}
+    engine = engines.ENGINES.get(labels.get(contract.LABEL_ENGINE, ""))
+    targets = [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}]
+    cluster = labels.get(contract.LABEL_INSTANCE)
+    if engine is not None and cluster:
+        targets.append({"apiVersion": contract.API_VERSION, "kind": engine.kind, "name": cluster})
+    return [{
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {**target, "namespace": meta["namespace"]},
+        "reason": NOT_RUN_REASON, "type": "Warning", "count": 1,
+        "message": f"{meta['name']}: not run by make run's pod runner: {reason}",
+        "source": {"component": "raftset-podrunner"},
+        "firstTimestamp": now, "lastTimestamp": now,
+    } for target in targets]
+
+
 def grace_seconds(pod: Mapping[str, Any]) -> float:
     grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
     return float(30 if grace is None else grace)
-
-
-def token_kubeconfig(admin: Mapping[str, Any], token: str) -> dict[str, Any]:
-    """A kubeconfig for the same server and CA as `admin`, authenticating with `token`."""
-    current = admin.get("current-context")
-    context = next(c["context"] for c in admin["contexts"] if c["name"] == current)
-    cluster = next(c["cluster"] for c in admin["clusters"] if c["name"] == context["cluster"])
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "pod", "cluster": dict(cluster)}],
-        "users": [{"name": "pod", "user": kubeconfigs.token_user(token)}],
-        "contexts": [{"name": "pod", "context": {"cluster": "pod", "user": "pod"}}],
-        "current-context": "pod",
-    }
-
-
-def _base_env(bin_dir: Path) -> dict[str, str]:
-    """`bin_dir` comes first on PATH: the store's command names its binary, not where it is."""
-    env = {k: v for k, v in os.environ.items() if k in _INHERITED} | {"PYTHONUNBUFFERED": "1"}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 # ---- the shell
@@ -351,6 +458,8 @@ class PodRunner:
         self.supervisor = procs.Supervisor(self.workdir / "logs")
         self.workers: dict[str, _Worker] = {}  # by pod uid
         self._skipped: set[str] = set()
+        self._lost: set[str] = set()  # namespace/pod whose next pod starts on a new, empty volume
+        self._waiting: dict[str, str] = {}  # by pod uid: why it could not start yet
         self._thread = threading.Thread(target=self._loop, name="podrunner", daemon=True)
 
     def __enter__(self) -> PodRunner:
@@ -392,8 +501,10 @@ class PodRunner:
             elif worker is None and uid not in self._skipped and (pod.get("spec") or {}).get("nodeName"):
                 try:
                     self._begin(pod)
-                except Exception as exc:  # noqa: BLE001 - e.g. its ServiceAccount not there yet: next round
-                    log.warning("%s/%s: not started yet: %s", meta["namespace"], meta["name"], exc)
+                except Exception as exc:  # noqa: BLE001 - e.g. its claim or Secret not there yet: next round
+                    if self._waiting.get(uid) != str(exc):  # said once, not every round
+                        self._waiting[uid] = str(exc)
+                        log.warning("%s/%s: not started yet: %s", meta["namespace"], meta["name"], exc)
         for uid, worker in list(self.workers.items()):
             if uid not in seen:  # gone without us (finalizer removed by someone else)
                 worker.close()
@@ -401,34 +512,57 @@ class PodRunner:
     def _begin(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
+        ordinal = contract.ordinal_of(meta["name"])
         try:
             declared = declared_env(pod)
             reason = skip_reason(declared)
+            prefix = self.addresses.prefix(meta["namespace"], declared[SidecarEnv.CLUSTER]) if reason is None else ""
+            tls = self._tls_files(pod, pod_ip(prefix, ordinal)) if reason is None and declared.get(SidecarEnv.TLS_DIR) else None
         except ValueError as exc:
             reason = str(exc)
         if reason is not None:
             log.warning("%s: not run by the pod runner: %s", key, reason)
             self._skipped.add(meta["uid"])
+            self._warn_not_run(pod, reason)
             return
-        ordinal = contract.ordinal_of(meta["name"])
-        prefix = self.addresses.prefix(meta["namespace"], declared[SidecarEnv.CLUSTER])
-        volume = self.workdir / "volumes" / meta["namespace"] / meta["name"]
-        if ephemeral(pod):
-            shutil.rmtree(volume, ignore_errors=True)  # a new pod gets a new emptyDir
+        claim = claim_name(pod)
+        if claim is not None:
+            volume = self._claim_dir(meta["namespace"], claim)
+        else:
+            volume = self.workdir / "volumes" / meta["namespace"] / meta["name"]
+        if starts_empty(pod, key in self._lost):
+            shutil.rmtree(volume, ignore_errors=True)
+            self._lost.discard(key)
         root = self.workdir / "pods" / meta["uid"]
         (root / "run").mkdir(parents=True, exist_ok=True)
         volume.mkdir(parents=True, exist_ok=True)
+        tls_dir = None
+        if tls is not None:
+            tls_dir = root / "tls"
+            tls_dir.mkdir(mode=0o700, exist_ok=True)
+            for path, data in tls.items():
+                (tls_dir / path).write_bytes(data)
+                (tls_dir / path).chmod(0o400 if path.endswith(".key") else 0o444)
         self._add_finalizer(meta)
         kubeconfig = self._pod_kubeconfig(pod, root / "kubeconfig")
         engine = engines.ENGINES[declared.get(SidecarEnv.ENGINE, engines.ETCD.name)]
-        store_env = _base_env(store_bin_dir(engine.name, store_image(pod, engine.name)))
+        bin_dir, substitute = store_build(engine.name, store_image(pod, engine.name))
+        if substitute:
+            log.warning("%s: %s", key, substitute)
+        store_env = kubelet.container_env(bin_dir)
         env = store_env | loopback_env(declared, prefix, ordinal, data_dir=volume / "data",
-                                       run_dir=root / "run", kubeconfig=kubeconfig)
+                                       run_dir=root / "run", kubeconfig=kubeconfig, tls_dir=tls_dir)
+        # The pod's own /tmp, as a container has: the kube client writes the pod's client key
+        # there, and a killed pod must not leave it in the host's /tmp.
+        (root / "tmp").mkdir(mode=0o700, exist_ok=True)
+        env["TMPDIR"] = str(root / "tmp")
+        if self._sidecar_volumes(pod, root / "mounts"):
+            env[SidecarEnv.BACKUP_MOUNT_ROOT] = str(root / "mounts")
         info = _Pod(meta["namespace"], meta["name"], meta["uid"], ordinal, pod_ip(prefix, ordinal),
                     grace_seconds(pod), root)
         worker = _Worker(self, info, env, engine, store_env)
         self.workers[meta["uid"]] = worker
-        log.info("%s: running its member on %s", key, info.ip)
+        log.info("%s: running its member on %s (data in %s)", key, info.ip, volume)
         worker.start()
 
     # -- API calls
@@ -437,10 +571,77 @@ class PodRunner:
         """The pod's own ServiceAccount, by TokenRequest bound to the pod (as kubelet projects it)."""
         meta = pod["metadata"]
         account = pod["spec"].get("serviceAccountName") or "default"
-        body = {"spec": {"expirationSeconds": TOKEN_SECONDS,
+        body = {"spec": {"expirationSeconds": kubelet.TOKEN_SECONDS,
                          "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}}}
         token = self.core.create_namespaced_service_account_token(account, meta["namespace"], body).status.token
-        return str(kubeconfigs.write(path, token_kubeconfig(self.admin, token)))
+        return str(kubeconfigs.write(path, kubeconfigs.with_token(self.admin, token, "pod")))
+
+    def _claim_dir(self, namespace: str, claim: str) -> Path:
+        """The directory of the hostPath PersistentVolume bound to `claim`, as kubelet would mount it."""
+        pvc = self.core.read_namespaced_persistent_volume_claim(claim, namespace)
+        if pvc.status.phase != "Bound" or not pvc.spec.volume_name:
+            raise RuntimeError(f"claim {claim} is {pvc.status.phase}, not Bound")
+        pv = self.core.read_persistent_volume(pvc.spec.volume_name)
+        if pv.spec.host_path is None:
+            raise RuntimeError(f"volume {pv.metadata.name} of claim {claim} is not a hostPath volume")
+        return Path(pv.spec.host_path.path)
+
+    def _tls_files(self, pod: dict[str, Any], ip: str) -> dict[str, bytes]:
+        """The pod's projected `tls` volume, its certificates made to name `ip` (`project_tls`)."""
+        namespace = pod["metadata"]["namespace"]
+        secrets: dict[str, dict[str, Any]] = {}
+        files = {}
+        for name, item, path in tls_sources(pod):
+            if name not in secrets:
+                secrets[name] = self.core.read_namespaced_secret(name, namespace).data or {}
+            files[path] = base64.b64decode(secrets[name][item])
+        cluster = declared_env(pod)[SidecarEnv.CLUSTER]
+        try:
+            ca_secret = self.core.read_namespaced_secret(certificates.ca_secret_name(cluster), namespace)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            ca = None
+        else:
+            stored = certificates.read_secret({"data": ca_secret.data})
+            ca = stored[0] if stored else None
+        return project_tls(files, ca, ip)
+
+    def _warn_not_run(self, pod: dict[str, Any], reason: str) -> None:
+        """A Warning Event on the pod and on its cluster: `kubectl describe` shows why nothing runs."""
+        meta = pod["metadata"]
+        for body in not_run_events(meta, reason, datetime.now(timezone.utc)):
+            try:
+                self.core.create_namespaced_event(meta["namespace"], body)
+            except ApiException as exc:
+                log.warning("%s: event not written: %s", meta["name"], exc)
+
+    def _sidecar_volumes(self, pod: Mapping[str, Any], mount_root: Path) -> bool:
+        """The sidecar's Secret and claim volumes (`sidecar_mounts`) under `mount_root`, at their
+        mount paths; True if there were any. A claim is the directory of its bound volume, as
+        for the data claim, so every pod that mounts it shares it."""
+        namespace = pod["metadata"]["namespace"]
+        mounted = False
+        for mount in sidecar_mounts(pod):
+            target = mount_root / mount.path.lstrip("/")
+            if mount.secret is not None:
+                try:
+                    secret = self.core.read_namespaced_secret(mount.secret, namespace)
+                except ApiException as exc:
+                    if exc.status == 404 and mount.optional:
+                        continue
+                    raise
+                target.mkdir(parents=True, exist_ok=True)
+                data = secret.data or {}
+                for key, path in mount.items if mount.items is not None else [(k, k) for k in data]:
+                    if key in data:
+                        (target / path).write_bytes(base64.b64decode(data[key]))
+            elif mount.claim is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if not target.exists():
+                    target.symlink_to(self._claim_dir(namespace, mount.claim), target_is_directory=True)
+            mounted = True
+        return mounted
 
     def _add_finalizer(self, meta: Mapping[str, Any]) -> None:
         # Strategic merge: finalizers merge as a set; the uid makes it refuse a re-created pod.
@@ -456,6 +657,16 @@ class PodRunner:
         except ApiException as exc:
             if exc.status not in (404, 409, 422):  # gone, or a new pod under the same name
                 raise
+
+    def lose(self, namespace: str, name: str) -> None:
+        """The pod's node and disk are gone for good: its processes are SIGKILLed (no preStop, no
+        restart), and the next pod of that name starts on a new, empty volume, as on a new PVC."""
+        key = f"{namespace}/{name}"
+        self._lost.add(key)
+        for worker in list(self.workers.values()):
+            if worker.pod.key == key:
+                worker.close()
+                worker.containers.kill()
 
     def release(self, pod: _Pod) -> None:
         """The pod's processes have stopped: let the API finish deleting it."""

@@ -12,6 +12,12 @@ from pathlib import Path
 KUBERNETES = "v1.32.10"
 KRUISE = "v1.9.0"
 KWOK = "v0.7.0"
+# The S3-compatible object store for backup/restore tests and `make run` (posix backend).
+VERSITYGW = "v1.8.0"
+# The newest Toxiproxy the module proxy serves (latency and partitions between members).
+TOXIPROXY = "v2.5.0"
+# github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (its VERSION file): promtool.
+PROMETHEUS = "v0.316.0"
 # The newest patch of each supported etcd minor on the Go module proxy, newest first;
 # each has its wrapper module go/etcd-<minor>.
 ETCD = ("3.7.3", "3.6.16", "3.5.35")
@@ -20,6 +26,8 @@ ETCD = ("3.7.3", "3.6.16", "3.5.35")
 XLINE = "0.6.1"
 XLINE_COMMIT = "71479a4f"
 RUST_TOOLCHAIN = "1.74.0"
+# cert-manager's controller, from the source snapshot in ../shared/cert-manager/ (certmanager.py).
+CERT_MANAGER = "v1.21.1"
 
 GO_DIR = Path(__file__).resolve().parent / "go"
 

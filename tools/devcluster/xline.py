@@ -10,7 +10,7 @@ found, in this order:
 
 The source is unpacked (or cloned) once into `<cache>/src/xline-<commit>/` and cargo keeps
 its target directory in `<cache>/cargo-target/`, so an interrupted or repeated build only
-compiles what is missing. A cold build takes about 25 minutes on 2 cores.
+compiles what is missing. docs/devcluster.md lists the cold build times measured.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tarfile
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.devcluster import build, versions
+from tools.devcluster import build, sources, versions
 
 SOURCE_ENV = "RAFTSET_XLINE_SOURCE"
 GIT_URL = "https://github.com/xline-kv/Xline"
@@ -69,6 +67,15 @@ class RustComponent:
     def binary(self, name: str = "xline") -> Path:
         return self.out_dir / name
 
+    @property
+    def source(self) -> sources.Source:
+        return sources.Source(
+            root=self.source_root, marker="xline/Cargo.lock", env=SOURCE_ENV,
+            git=(("git", "clone", "--recursive", GIT_URL, "xline"),
+                 ("git", "-C", "xline", "checkout", self.commit),
+                 ("git", "-C", "xline", "submodule", "update", "--init", "--recursive")),
+            archive=f"{self.name}-{self.commit}-src.tar.gz", error=XlineBuildError)
+
 
 XLINE = RustComponent(name="xline", version=versions.XLINE, commit=versions.XLINE_COMMIT,
                       toolchain=versions.RUST_TOOLCHAIN)
@@ -81,52 +88,12 @@ def inputs_digest(component: RustComponent) -> str:
 
 
 def is_built(component: RustComponent, digest: str) -> bool:
-    stamp = component.out_dir / build.STAMP
-    if not stamp.is_file() or stamp.read_text().strip() != digest:
-        return False
-    return os.access(component.binary(), os.X_OK)
-
-
-def _unpack(archive: Path, dest: Path) -> None:
-    if not archive.is_file():
-        raise XlineBuildError(f"${SOURCE_ENV} names {archive}, which is not a file")
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest, filter="data")
-    if not (dest / "xline" / "Cargo.lock").is_file():
-        raise XlineBuildError(f"{archive} does not unpack to xline/ with a Cargo.lock")
-
-
-def _clone(component: RustComponent, dest: Path) -> None:
-    repo = dest / "xline"
-    try:
-        subprocess.run(["git", "clone", "--recursive", GIT_URL, str(repo)], check=True)
-        subprocess.run(["git", "checkout", component.commit], cwd=repo, check=True)
-        subprocess.run(["git", "submodule", "update", "--init", "--recursive"], cwd=repo, check=True)
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise XlineBuildError(
-            f"no Xline source: ${SOURCE_ENV} is unset and `git clone {GIT_URL}` failed ({exc}); "
-            f"point ${SOURCE_ENV} at xline-{component.commit}-src.tar.gz"
-        ) from exc
+    return build.is_stamped(component.out_dir, digest, (component.binary(),))
 
 
 def ensure_source(component: RustComponent, log: Callable[[str], None]) -> Path:
-    """The unpacked source, fetched once; renamed into place only when complete."""
-    if (component.crate_dir / "Cargo.lock").is_file():
-        return component.crate_dir
-    component.source_root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{component.name}-", dir=component.source_root.parent))
-    try:
-        archive = os.environ.get(SOURCE_ENV)
-        if archive:
-            log(f"unpacking Xline source {archive}")
-            _unpack(Path(archive), tmp)
-        else:
-            log(f"${SOURCE_ENV} unset: cloning {GIT_URL} at {component.commit}")
-            _clone(component, tmp)
-        tmp.rename(component.source_root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    """The crate directory of the unpacked (or cloned) source, fetched once."""
+    sources.ensure(component.source, log)
     return component.crate_dir
 
 
@@ -156,26 +123,15 @@ def _build(component: RustComponent, digest: str, log: Callable[[str], None]) ->
     log(f"building {component.label} with Rust {component.toolchain} (cargo {' '.join(CARGO_ARGS)})")
     # nice: the bundled RocksDB C++ build would otherwise starve everything else on the machine.
     subprocess.run(["nice", "-n", "19", "cargo", *CARGO_ARGS], cwd=crate, env=cargo_env(component), check=True)
-    built = component.target_dir / "release" / "xline"
-    bin_root = versions.bin_root()
-    with tempfile.TemporaryDirectory(prefix=f".{component.name}-", dir=bin_root) as tmp:
-        out = Path(tmp) / "out"
-        out.mkdir()
-        shutil.copy2(built, out / "xline")
-        (out / build.STAMP).write_text(digest + "\n")
-        if component.out_dir.exists():
-            shutil.rmtree(component.out_dir)
-        out.rename(component.out_dir)
+    with build.installing(component.name, component.out_dir, digest) as out:
+        shutil.copy2(component.target_dir / "release" / "xline", out / "xline")
 
 
 def ensure(component: RustComponent = XLINE, log: Callable[[str], None] = print) -> float:
     """Build Xline unless an identical build is cached; returns the seconds it took."""
     start = time.monotonic()
     digest = inputs_digest(component)
-    if not is_built(component, digest):
-        with build.locked(component.name):
-            if not is_built(component, digest):
-                _build(component, digest, log)
+    build.ensure_cached(component.name, lambda: is_built(component, digest), lambda: _build(component, digest, log))
     took = time.monotonic() - start
     log(f"{component.label}: ready in {took:.1f}s at {component.out_dir}")
     return took

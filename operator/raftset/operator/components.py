@@ -83,9 +83,9 @@ class VolumeClaims(_NothingToRelease):
         return step.found(problem, claims=claims)
 
 
-def pod_marks(plan: planner.Plan, marked_pods: Iterable[str]) -> dict[str, str | None]:
+def pod_marks(cluster: str, plan: planner.Plan, marked_pods: Iterable[str]) -> dict[str, str | None]:
     """The scale-away annotation per pod: set on the plan's victims, removed where the plan changed its mind."""
-    marks: dict[str, str | None] = {pod: None for pod in planner.stale_marks(plan, marked_pods)}
+    marks: dict[str, str | None] = {pod: None for pod in planner.stale_marks(cluster, plan, marked_pods)}
     marks.update({pod: "true" for pod in plan.scale_away})
     return marks
 
@@ -96,7 +96,7 @@ class PodMarks(_NothingToRelease):
     name = "pod-marks"
 
     async def sync(self, kube: KubeAPI, step: Step) -> Step:
-        for pod, value in pod_marks(step.plan, step.marked_pods).items():
+        for pod, value in pod_marks(step.cluster.name, step.plan, step.marked_pods).items():
             await kube.merge_patch("v1", "Pod", step.cluster.namespace, pod, {
                 "metadata": {"annotations": {contract.ANNOTATION_SCALE_AWAY: value}}})
         return step
@@ -168,7 +168,8 @@ def _member_rbac(step: Step) -> list[Manifest]:
 
 
 def _services(step: Step) -> list[Manifest]:
-    return [manifests.peer_service(step.cluster), manifests.client_service(step.cluster)]
+    return [manifests.peer_service(step.cluster), manifests.client_service(step.cluster),
+            manifests.metrics_service(step.cluster)]
 
 
 def current_voters(step: Step) -> int:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import logging
+from datetime import datetime, timezone
 from typing import Any
 
 import kopf
 
-from raftset import contract, engines
-from raftset.operator import manifests
+from raftset import contract, engines, replacement
+from raftset.operator import freshness, manifests
+from raftset.operator.heartbeats import LEASE, SIGHTING
 from raftset.operator.kube import Kube, load_config
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
 from raftset.operator.settings import Settings
@@ -32,19 +34,26 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.level = logging.WARNING  # handler failures become Events; progress is ours to announce
     settings.watching.server_timeout = 300
     memo.runtime = Runtime(settings=SETTINGS, kube=Kube(load_config()))
+    memo.runtime.metrics.serve(SETTINGS.metrics_address)
 
 
 # --- indices: the API objects each reconcile needs, kept current by kopf's watches ---
 
 @kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_HEARTBEAT: "true"})
-def heartbeats(namespace: str, labels: dict[str, str], body: kopf.Body, **_: Any) -> dict[Key, Any]:
+def heartbeats(namespace: str, name: str, labels: dict[str, str], body: kopf.Body, memo: kopf.Memo,
+               **_: Any) -> dict[Key, Any]:
+    """The Lease with the operator's sighting of it: a watch event is the moment a renewal is observed."""
     cluster = labels.get(contract.LABEL_INSTANCE)
     if not cluster:
         return {}
-    return {(namespace, cluster): {
-        "metadata": {"annotations": dict(body.metadata.annotations)},
+    lease = {
+        "metadata": {"annotations": dict(body.metadata.annotations),
+                     "resourceVersion": body.metadata.get("resourceVersion")},
         "spec": dict(body.spec),
-    }}
+    }
+    seen = memo.runtime.sightings.setdefault((namespace, cluster), {})
+    seen[name] = freshness.observe(seen.get(name), freshness.token(lease), datetime.now(timezone.utc))
+    return {(namespace, cluster): {LEASE: lease, SIGHTING: seen[name]}}
 
 
 @kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_MEMBERSHIP: "true"})
@@ -55,10 +64,33 @@ def memberships(namespace: str, labels: dict[str, str], annotations: dict[str, s
     return {(namespace, cluster): raw} if cluster and raw else {}
 
 
+@kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_BACKUP: "true"})
+def backup_records(namespace: str, labels: dict[str, str], annotations: dict[str, str],
+                   **_: Any) -> dict[Key, dict[str, str]]:
+    """The backup record and restore failure the leader's (or first member's) sidecar published."""
+    cluster = labels.get(contract.LABEL_INSTANCE)
+    return {(namespace, cluster): dict(annotations)} if cluster else {}
+
+
 @kopf.index("pods", annotations={contract.ANNOTATION_SCALE_AWAY: kopf.PRESENT})
 def scale_away_marks(namespace: str, name: str, labels: dict[str, str], **_: Any) -> dict[Key, str]:
     cluster = labels.get(contract.LABEL_INSTANCE)
     return {(namespace, cluster): name} if cluster else {}
+
+
+def _replace_annotated(annotations: kopf.Annotations, **_: Any) -> bool:
+    return contract.ANNOTATION_REPLACE in annotations or contract.ANNOTATION_REPLACE_PROGRESS in annotations
+
+
+@kopf.index("pods", labels={contract.LABEL_NAME: contract.MANAGER}, when=_replace_annotated)
+def replace_requests(namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str],
+                     **_: Any) -> dict[Key, dict[str, Any]]:
+    """Pods asked to replace their member, and the sidecar's record of each step (raftset.sidecar.repair)."""
+    cluster = labels.get(contract.LABEL_INSTANCE)
+    if not cluster:
+        return {}
+    return {(namespace, cluster): {"pod": name, "requested": replacement.requested(annotations),
+                                   "progress": annotations.get(contract.ANNOTATION_REPLACE_PROGRESS)}}
 
 
 def _owner_key(body: kopf.Body) -> Key | None:
@@ -96,15 +128,19 @@ def _register(engine: engines.Engine) -> None:
     @kopf.on.update(*resource, id=f"{engine.name}-update", field="spec")
     async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
                       heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
-                      statefulsets: kopf.Index, advanced_statefulsets: kopf.Index, **_: Any) -> None:
-        indices = Indices.of(heartbeats, memberships, scale_away_marks, statefulsets, advanced_statefulsets)
+                      replace_requests: kopf.Index, statefulsets: kopf.Index, advanced_statefulsets: kopf.Index,
+                      backup_records: kopf.Index, **_: Any) -> None:
+        indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
+                             advanced_statefulsets, backup_records)
         await reconcile(body, patch, memo.runtime, indices, forced=True)
 
     @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
     async def step(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
                    heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
-                   statefulsets: kopf.Index, advanced_statefulsets: kopf.Index, **_: Any) -> None:
-        indices = Indices.of(heartbeats, memberships, scale_away_marks, statefulsets, advanced_statefulsets)
+                   replace_requests: kopf.Index, statefulsets: kopf.Index, advanced_statefulsets: kopf.Index,
+                   backup_records: kopf.Index, **_: Any) -> None:
+        indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
+                             advanced_statefulsets, backup_records)
         await reconcile(body, patch, memo.runtime, indices, forced=False)
 
     @kopf.on.delete(*resource, id=f"{engine.name}-delete", optional=True)

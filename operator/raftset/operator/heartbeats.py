@@ -1,14 +1,21 @@
-"""The members as the operator sees them: one heartbeat Lease per pod, written by its sidecar."""
+"""The members as the operator sees them: one heartbeat Lease per pod, written by its sidecar.
+
+A record expires `leaseDurationSeconds` after the operator *observed* its last renewal
+(`raftset.operator.freshness`), never by the sidecar's `renewTime`, so a node whose
+clock is off neither kills nor immortalises its member. `renewed` is kept for display.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import Any
 
 from raftset import contract
+from raftset.operator.freshness import Sighting
+from raftset.times import parse_rfc3339
 
 
 @dataclass(frozen=True)
@@ -18,8 +25,13 @@ class HeartbeatRecord:
     member_id: str
     role: str
     healthy: bool
-    renewed: datetime
-    expires: datetime
+    renewed: datetime  # the sidecar's renewTime, on the sidecar's clock: shown, never compared
+    expires: datetime  # on the operator's clock: observed + leaseDurationSeconds
+    confirmed: bool = True  # a renewal was observed (False: only first seen, e.g. after a restart)
+    # The member's own Status, which it serves without quorum too; raft_term 0: it did not answer.
+    raft_term: int = 0
+    raft_index: int = 0  # the commit index
+    applied_index: int = 0
 
     def fresh(self, now: datetime) -> bool:
         return now < self.expires
@@ -29,15 +41,12 @@ class HeartbeatRecord:
         return self.role in (contract.ROLE_LEADER, contract.ROLE_FOLLOWER)
 
 
-def _parse_time(raw: str | None) -> datetime | None:
-    if not raw:
-        return None
-    parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+def from_lease(lease: Mapping[str, Any], sighting: Sighting | None = None) -> HeartbeatRecord | None:
+    """A heartbeat Lease as a HeartbeatRecord; None if it is not one or cannot be read.
 
-
-def from_lease(lease: Mapping[str, Any]) -> HeartbeatRecord | None:
-    """A heartbeat Lease as a HeartbeatRecord; None if it is not one or cannot be read."""
+    The operator always passes the `sighting`; without one the record expires from its
+    own renewTime, which only a reader on the sidecar's machine may do (tests, benchmarks).
+    """
     meta = lease.get("metadata") or {}
     spec = lease.get("spec") or {}
     pod = spec.get("holderIdentity")
@@ -46,7 +55,7 @@ def from_lease(lease: Mapping[str, Any]) -> HeartbeatRecord | None:
         return None
     # Anyone with Lease write access can put anything here: unreadable means "no record".
     try:
-        renewed = _parse_time(spec.get("renewTime"))
+        renewed = parse_rfc3339(spec.get("renewTime"))
         beat = json.loads(raw)
         ordinal = contract.ordinal_of(pod)
         duration = int(spec.get("leaseDurationSeconds") or 30)
@@ -62,11 +71,33 @@ def from_lease(lease: Mapping[str, Any]) -> HeartbeatRecord | None:
         role=role,
         healthy=bool(beat.get("healthy")),
         renewed=renewed,
-        expires=renewed + timedelta(seconds=duration),
+        expires=(sighting.observed if sighting else renewed) + timedelta(seconds=duration),
+        confirmed=sighting.confirmed if sighting else True,
+        raft_term=_count(beat.get("raft_term")),
+        raft_index=_count(beat.get("raft_index")),
+        applied_index=_count(beat.get("raft_applied_index")),
     )
+
+
+def _count(raw: Any) -> int:
+    """A non-negative integer from a record anyone could have written; 0 if it is not one."""
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else 0
 
 
 def from_leases(leases: Iterable[Mapping[str, Any]]) -> list[HeartbeatRecord]:
     """Readable heartbeat records sorted by ordinal; unreadable Leases are ignored."""
     members = (from_lease(lease) for lease in leases)
     return sorted((m for m in members if m is not None), key=lambda m: m.ordinal)
+
+
+# The index entry of one heartbeat Lease: the Lease and the operator's sighting of it.
+LEASE, SIGHTING = "lease", "sighting"
+
+
+def from_observed(entries: Iterable[Mapping[str, Any]], cluster: str) -> list[HeartbeatRecord]:
+    """Records of `cluster`'s members from the heartbeats index ({LEASE: ..., SIGHTING: ...}), by ordinal.
+
+    A Lease held by a pod not named like a member (a stray with the cluster's labels) is no record."""
+    members = (from_lease(e[LEASE], e.get(SIGHTING)) for e in entries)
+    return sorted((m for m in members if m is not None and contract.member_ordinal(cluster, m.pod) is not None),
+                  key=lambda m: m.ordinal)

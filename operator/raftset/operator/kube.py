@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,9 +35,14 @@ class Kube:
 
     def __init__(self, api: client.ApiClient) -> None:
         self._dynamic = DynamicClient(api)
+        # The dynamic client's discovery cache is not thread-safe: a lookup that misses (or
+        # has_api's rediscovery) rebuilds it, and a concurrent lookup in another worker
+        # thread then fails with KeyError('resources'), failing that reconcile.
+        self._discovery = threading.Lock()
 
     def _resource(self, api_version: str, kind: str) -> Any:
-        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        with self._discovery:
+            return self._dynamic.resources.get(api_version=api_version, kind=kind)
 
     async def has_api(self, api_version: str, kind: str) -> bool:
         """Is `kind` served? Rediscovers on a miss, so an OpenKruise install is noticed."""
@@ -45,7 +51,8 @@ class Kube:
                 self._resource(api_version, kind)
                 return True
             except ResourceNotFoundError:
-                self._dynamic.resources.invalidate_cache()
+                with self._discovery:
+                    self._dynamic.resources.invalidate_cache()
                 try:
                     self._resource(api_version, kind)
                     return True
@@ -71,9 +78,12 @@ class Kube:
                 return None
         return await asyncio.to_thread(call)
 
-    async def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]:
+    async def list(self, api_version: str, kind: str, namespace: str | None, selector: str, *,
+                   fields: str = "") -> list[dict[str, Any]]:
+        """Objects by label `selector` (and field selector `fields`); namespace None for cluster-scoped kinds."""
         def call() -> list[dict[str, Any]]:
-            found = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector)
+            found = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector,
+                                                          field_selector=fields or None)
             return [item.to_dict() for item in found.items]
         return await asyncio.to_thread(call)
 

@@ -14,7 +14,7 @@ from typing import Any
 from raftset import contract
 from raftset.contract import SidecarEnv, quorum
 from raftset.membership import ScaleStep
-from raftset.operator import certificates
+from raftset.operator import certificates, space
 from raftset.operator.spec import Cluster
 from raftset.operator.storage import Claims
 
@@ -68,6 +68,7 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
         SidecarEnv.CLIENT_URL_TEMPLATE: _url_template(cluster, contract.CLIENT_PORT),
         SidecarEnv.LISTEN_PEER_URL: f"{scheme}://0.0.0.0:{contract.PEER_PORT}",
         SidecarEnv.LISTEN_CLIENT_URL: f"{scheme}://0.0.0.0:{contract.CLIENT_PORT}",
+        SidecarEnv.LISTEN_METRICS_URL: f"http://0.0.0.0:{contract.METRICS_PORT}",
         SidecarEnv.HTTP_ADDRESS: f"0.0.0.0:{contract.SIDECAR_PORT}",
         SidecarEnv.DATA_DIR: contract.DATA_DIR,
         SidecarEnv.RUN_DIR: contract.RUN_MOUNT,
@@ -75,7 +76,13 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
         SidecarEnv.HEARTBEAT_INTERVAL: str(cluster.sidecar.heartbeat_interval),
         SidecarEnv.CLEAN_INTERVAL: str(cluster.sidecar.clean_interval),
         SidecarEnv.CLEAN_GRACE: str(cluster.sidecar.clean_grace),
-        SidecarEnv.OPTIONS: json.dumps(dict(cluster.options), sort_keys=True),
+        # The quota and auto-compaction the volume allows (raftset.operator.space); spec.options wins.
+        SidecarEnv.OPTIONS: json.dumps({**space.defaults(cluster.engine, cluster.storage.size), **cluster.options},
+                                       sort_keys=True),
+        SidecarEnv.DEFRAG_SCHEDULE: cluster.maintenance.defrag_schedule,
+        SidecarEnv.DEFRAG_THRESHOLD_PERCENT: str(cluster.maintenance.defrag_threshold_percent),
+        SidecarEnv.REPAIR_POLICY: cluster.repair.policy,
+        SidecarEnv.CRASH_LOOP_RESTARTS: str(cluster.repair.crash_loop_restarts),
     }
     return [
         {"name": SidecarEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -91,6 +98,46 @@ def _volume_mounts(cluster: Cluster) -> list[dict[str, Any]]:
     if cluster.tls:
         mounts.append({"name": "tls", "mountPath": contract.TLS_MOUNT, "readOnly": True})
     return mounts
+
+
+def _destination_volumes(raw: Mapping[str, Any] | None, name: str, credentials: str, ca: str,
+                         volume: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Secret(s) or claim a backup destination needs, and where the sidecar sees them.
+
+    Secrets are optional volumes: a missing one does not stop the pod (the store must keep
+    serving); the sidecar reports CredentialsRejected when it finds no files.
+    """
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    if not raw:
+        return volumes, mounts
+    s3, pvc = raw.get("s3"), raw.get("pvc")
+    if s3:
+        volumes.append({"name": f"{name}-credentials", "secret": {
+            "secretName": s3["credentialsSecret"], "optional": True, "defaultMode": 0o440,
+            "items": [{"key": k, "path": k} for k in (contract.ACCESS_KEY_FILE, contract.SECRET_KEY_FILE)]}})
+        mounts.append({"name": f"{name}-credentials", "mountPath": credentials, "readOnly": True})
+        ca_secret = s3.get("caSecret")
+        if ca_secret:
+            key = ca_secret.get("key") or contract.CA_FILE
+            volumes.append({"name": f"{name}-ca", "secret": {
+                "secretName": ca_secret["name"], "optional": True, "defaultMode": 0o440,
+                "items": [{"key": key, "path": key}]}})
+            mounts.append({"name": f"{name}-ca", "mountPath": ca, "readOnly": True})
+    elif pvc:
+        volumes.append({"name": f"{name}-volume", "persistentVolumeClaim": {"claimName": pvc["claimName"]}})
+        mounts.append({"name": f"{name}-volume", "mountPath": volume})
+    return volumes, mounts
+
+
+def backup_volumes(cluster: Cluster) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Volumes and sidecar mounts for spec.backup and for spec.bootstrap.fromBackup's own source."""
+    volumes, mounts = _destination_volumes(cluster.backup, "backup", contract.BACKUP_CREDENTIALS_MOUNT,
+                                           contract.BACKUP_CA_MOUNT, contract.BACKUP_VOLUME_MOUNT)
+    more_volumes, more_mounts = _destination_volumes(
+        cluster.from_backup, "restore", contract.RESTORE_CREDENTIALS_MOUNT, contract.RESTORE_CA_MOUNT,
+        contract.RESTORE_VOLUME_MOUNT)
+    return volumes + more_volumes, mounts + more_mounts
 
 
 def _sidecar_probe(path: str, period: int, failures: int) -> dict[str, Any]:
@@ -115,7 +162,7 @@ def sidecar_container(cluster: Cluster) -> dict[str, Any]:
         # joined the member and written the store's startup file.
         "startupProbe": _sidecar_probe("/startup", period=2, failures=900),
         "livenessProbe": _sidecar_probe("/livez", period=10, failures=3),
-        "volumeMounts": _volume_mounts(cluster),
+        "volumeMounts": _volume_mounts(cluster) + backup_volumes(cluster)[1],
         "resources": dict(cluster.sidecar.resources) or {
             "requests": {"cpu": "20m", "memory": "64Mi"},
             "limits": {"memory": "256Mi"},
@@ -149,6 +196,7 @@ def store_container(cluster: Cluster) -> dict[str, Any]:
         "ports": [
             {"name": "client", "containerPort": contract.CLIENT_PORT},
             {"name": "peer", "containerPort": contract.PEER_PORT},
+            {"name": "metrics", "containerPort": contract.METRICS_PORT},
         ],
         "readinessProbe": _sidecar_probe("/readyz", period=5, failures=3),
         "livenessProbe": {
@@ -162,6 +210,9 @@ def store_container(cluster: Cluster) -> dict[str, Any]:
         "volumeMounts": _volume_mounts(cluster),
         "resources": dict(cluster.pod.resources) or DEFAULT_STORE_RESOURCES,
         "securityContext": _container_security(),
+        # A store that exits in error leaves its last log lines in the pod's status: the
+        # sidecar reads them to tell corrupt data from other failures (raftset.sidecar.repair).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 
 
@@ -206,6 +257,7 @@ def pod_template(cluster: Cluster, tls_revision: str | None = None) -> dict[str,
         volumes.append({"name": "data", "emptyDir": {}})
     if cluster.tls:
         volumes.append(tls_volume(cluster))
+    volumes += backup_volumes(cluster)[0]
     spec: dict[str, Any] = {
         "serviceAccountName": member_service_account(cluster),
         # Service links would inject ETCD_* variables that etcd reads as flags.
@@ -323,6 +375,18 @@ def peer_service(cluster: Cluster) -> dict[str, Any]:
                     publishNotReadyAddresses=True)
 
 
+def metrics_service(cluster: Cluster) -> dict[str, Any]:
+    """Both /metrics of every member, the store's own and the sidecar's, for a ServiceMonitor.
+
+    Headless and not waiting for readiness: a member that is not ready is what one wants to see.
+    """
+    service = _service(cluster, contract.metrics_service_name(cluster.name), "metrics",
+                       {"metrics": contract.METRICS_PORT, "sidecar": contract.SIDECAR_PORT},
+                       clusterIP="None", publishNotReadyAddresses=True)
+    service["metadata"]["labels"][contract.LABEL_METRICS] = "true"
+    return service
+
+
 def client_service(cluster: Cluster) -> dict[str, Any]:
     return _service(cluster, contract.client_service_name(cluster.name), "client",
                     {"client": contract.CLIENT_PORT}, type="ClusterIP")
@@ -369,11 +433,18 @@ def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
         "rules": [
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
              "resourceNames": [contract.lease_name(p) for p in pods]
-             + [contract.membership_lease_name(cluster.name)],
+             + [contract.membership_lease_name(cluster.name), contract.backup_lease_name(cluster.name)],
              "verbs": ["get", "create", "update", "patch", "delete"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
+            # The leader's sidecar narrates compaction, defragmentation and alarms.
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
             {"apiGroups": [""], "resources": ["pods"], "resourceNames": pods, "verbs": ["get", "patch"]},
             {"apiGroups": [backend.group], "resources": [backend.plural],
+             "resourceNames": [cluster.name], "verbs": ["get"]},
+            # spec.backup and spec.bootstrap are read there. Read only: a member that could patch
+            # its cluster object could change its spec (image, replicas, options) for every member;
+            # the operator moves a backup-now request to the backup Lease (docs/security.md).
+            {"apiGroups": [contract.GROUP], "resources": [cluster.engine.plural],
              "resourceNames": [cluster.name], "verbs": ["get"]},
         ],
     }
@@ -388,6 +459,22 @@ def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
             "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": cluster.namespace}],
         },
     ]
+
+
+def backup_request_lease(cluster: Cluster, request: str) -> dict[str, Any]:
+    """The backup Lease with only the operator's field: the on-demand request id the leader's
+    sidecar serves (server-side apply keeps the record the sidecar owns on the same Lease)."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": contract.backup_lease_name(cluster.name),
+            "namespace": cluster.namespace,
+            "labels": {**contract.selector_labels(cluster.name), contract.LABEL_BACKUP: "true"},
+            "annotations": {contract.ANNOTATION_BACKUP_REQUEST: request},
+            "ownerReferences": [cluster.owner_reference],
+        },
+    }
 
 
 def edited_behind_our_back(event_type: str | None, obj: Mapping[str, Any]) -> bool:

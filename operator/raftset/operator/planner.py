@@ -20,6 +20,7 @@ from raftset import contract
 from raftset.contract import quorum
 from raftset.membership import SCALE_IN, SCALE_OUT, RaftMember, RaftMembership, ScaleStep
 from raftset.operator.heartbeats import HeartbeatRecord
+from raftset.times import parse_rfc3339, rfc3339
 from raftset.workloads import Backend, kept_ordinals
 
 
@@ -50,6 +51,18 @@ class Plan:
     @property
     def kept(self) -> list[int]:
         return kept_ordinals(self.replicas, self.reserved)
+
+    def step_events(self) -> list[tuple[str, str, str]]:
+        """(type, reason, message) of the Events that announce a step once it is taken; none otherwise."""
+        if self.action not in STEP_REASONS:
+            return []
+        events = [("Normal", STEP_REASONS[self.action], self.message)]
+        if self.hand_off_from:
+            going = "restarted on the new template" if self.restart else "scaled away"
+            events.append(("Normal", "LeaderHandOff",
+                           f"{self.hand_off_from} is the leader and is being {going}: "
+                           f"its sidecar moves leadership to a follower before its store stops"))
+        return events
 
 
 def _normalise(replicas: int, reserved: Iterable[int]) -> tuple[int, ...]:
@@ -142,15 +155,8 @@ def _done_word(step: ScaleStep) -> str:
 
 def _seconds_since(started: str, now: datetime) -> float:
     """Both ends are the operator's clock; an unreadable start counts as just now."""
-    try:
-        moment = datetime.fromisoformat(started.replace("Z", "+00:00"))
-    except ValueError:
-        return 0.0
-    return (now - moment).total_seconds()
-
-
-def rfc3339(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    moment = parse_rfc3339(started)
+    return (now - moment).total_seconds() if moment else 0.0
 
 
 def _join(ordinals: Iterable[int]) -> str:
@@ -193,6 +199,34 @@ def _victim_order(candidates: Iterable[int], by_ordinal: dict[int, HeartbeatReco
     return sorted(candidates, key=rank)
 
 
+def first_scale(backend: Backend, desired: int, raft: RaftMembership | None,
+                members: Sequence[HeartbeatRecord]) -> Plan:
+    """The scale a workload is created with.
+
+    A new cluster starts at full size: the sidecars serialise the joins themselves. A
+    workload deleted and re-created under a running cluster (issue 11 g) must not renumber
+    its members: it keeps exactly the ordinals that still have members, by the last Raft
+    membership the leader published (it outlives the workload), else by the heartbeat
+    records, stale ones included; the holes between them stay reserved where the backend
+    honours reservations. Later steps then scale to `desired` one member at a time.
+    """
+    if raft is not None:
+        known = sorted({m.ordinal for m in raft.members if m.ordinal is not None})
+    else:
+        known = sorted({m.ordinal for m in members})
+    if not known:
+        return Plan(desired, (), "create", f"creating {desired} members")
+    holes = set(range(known[-1] + 1)) - set(known)
+    reserved = _normalise(len(known), backend.honoured(holes))
+    kept = kept_ordinals(len(known), reserved)
+    message = f"re-creating the workload with the ordinals that have members ({_join(known)})"
+    if reserved:
+        message += f", holding {_join(reserved)} empty"
+    if kept != known:
+        message += f"; {backend.name} cannot hold holes, so it runs {_join(kept)}"
+    return Plan(len(known), reserved, "create", message)
+
+
 def plan(
     cluster: str,
     backend: Backend,
@@ -212,8 +246,7 @@ def plan(
     step recorded on the workload.
     """
     if current is None:
-        # A new cluster starts at full size: the sidecars serialise the joins themselves.
-        return Plan(desired, (), "create", f"creating {desired} members")
+        return first_scale(backend, desired, raft, members)
 
     replicas, raw_reserved = current
     reserved = _normalise(replicas, backend.honoured(raw_reserved))
@@ -232,6 +265,9 @@ def plan(
     if raft is None:
         return Plan(replicas, reserved, "wait", "waiting for the leader's sidecar to publish the Raft membership")
 
+    unobserved = awaiting_renewal(members, now)
+    if unobserved is not None:
+        return Plan(replicas, reserved, "wait", unobserved)
     kept = kept_ordinals(replicas, reserved)
     state = membership(kept, members, now)
     truth = raft_state(kept, raft)
@@ -298,9 +334,24 @@ def plan(
                 hand_off_from=hand_off, record=record)
 
 
-def stale_marks(plan: Plan, marked_pods: Iterable[str]) -> list[str]:
-    """Marked pods the plan keeps after all (it changed its mind): their mark must go."""
+def stale_marks(cluster: str, plan: Plan, marked_pods: Iterable[str]) -> list[str]:
+    """Marked member pods the plan keeps after all (it changed its mind): their mark must go.
+
+    A marked pod not named like a member of `cluster` is a stray: left alone."""
     kept = set(plan.kept)
-    return sorted(p for p in marked_pods if contract.ordinal_of(p) in kept and p not in plan.scale_away)
+    return sorted(p for p in marked_pods
+                  if contract.member_ordinal(cluster, p) in kept and p not in plan.scale_away)
 
 
+def awaiting_renewal(members: Iterable[HeartbeatRecord], now: datetime) -> str | None:
+    """Why no member may be added, removed or restarted yet: a heartbeat is only first-seen.
+
+    Right after an operator restart every Lease is first-seen (raftset.operator.freshness),
+    and a dead member's would look fresh for one Lease duration. The wait ends at the
+    member's next renewal (one refresh interval) or when its unrenewed record expires.
+    """
+    unconfirmed = sorted(m.pod for m in members if m.fresh(now) and not m.confirmed)
+    if not unconfirmed:
+        return None
+    return (f"waiting to observe a heartbeat renewal of {', '.join(unconfirmed)} (a Lease counts as fresh "
+            f"for its duration after the operator saw it renewed, on the operator's clock)")

@@ -9,6 +9,7 @@ the last full apply) is a cache that a restart simply rebuilds.
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -18,10 +19,13 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from raftset.membership import ScaleStep, parse_membership, parse_step
-from raftset.operator import planner, rolls, spec, status
+from raftset.operator import backup_requests, diagnosis, planner, recovery_shell, replacements, rolls, spec, status
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
-from raftset.operator.heartbeats import from_leases
+from raftset.operator.freshness import Sighting
+from raftset.operator.heartbeats import from_observed
+from raftset.operator.metrics import (RESULT_ERROR, RESULT_FAILED, RESULT_INVALID, RESULT_OK,
+                                      OperatorMetrics)
 from raftset.operator.settings import Settings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
@@ -39,11 +43,17 @@ class Runtime:
     # The last status computed per cluster: a reconcile may run on a body that does not
     # show our previous status patch yet, and must not announce the same change twice.
     published: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    # When each heartbeat Lease was last seen to change (raftset.operator.freshness); a
+    # restart starts afresh, every Lease unconfirmed until its next renewal.
+    sightings: dict[Key, dict[str, Sighting]] = field(default_factory=dict)
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
     def forget(self, key: Key) -> None:
+        self.sightings.pop(key, None)
         self.locks.pop(key, None)
         self.applied_at.pop(key, None)
         self.published.pop(key, None)
+        self.metrics.clusters.forget(key)
 
 
 @dataclass(frozen=True)
@@ -53,16 +63,20 @@ class Indices:
     heartbeats: kopf.Index
     memberships: kopf.Index
     scale_away_marks: kopf.Index
+    replace_requests: kopf.Index  # pods with a replace request or record: {pod, requested, progress}
     workloads: dict[str, kopf.Index]  # by Backend.name
+    backup_records: kopf.Index  # the backup Lease's annotations (raftset.operator.backup_status)
 
     def workload(self, backend: Backend, key: Key) -> dict[str, Any] | None:
         return next(iter(self.workloads[backend.name].get(key, [])), None)
 
     @classmethod
     def of(cls, heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
-           statefulsets: kopf.Index, advanced_statefulsets: kopf.Index) -> Indices:
-        return cls(heartbeats, memberships, scale_away_marks,
-                   {STATEFULSET.name: statefulsets, ADVANCED_STATEFULSET.name: advanced_statefulsets})
+           replace_requests: kopf.Index, statefulsets: kopf.Index, advanced_statefulsets: kopf.Index,
+           backup_records: kopf.Index) -> Indices:
+        return cls(heartbeats, memberships, scale_away_marks, replace_requests,
+                   {STATEFULSET.name: statefulsets, ADVANCED_STATEFULSET.name: advanced_statefulsets},
+                   backup_records)
 
 
 def _now() -> datetime:
@@ -72,24 +86,39 @@ def _now() -> datetime:
 async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indices: Indices, *,
                     forced: bool) -> None:
     key = (body.metadata.namespace, body.metadata.name)
+    kind = str(body.get("kind", ""))
     async with runtime.locks.setdefault(key, asyncio.Lock()):
-        await _reconcile(runtime, body, patch, indices, forced=forced)
+        started = time.perf_counter()
+        result = RESULT_ERROR
+        try:
+            result = await _reconcile(runtime, body, patch, indices, forced=forced)
+        finally:
+            runtime.metrics.reconciles.labels(kind, result).inc()
+            runtime.metrics.duration.labels(kind).observe(time.perf_counter() - started)
 
 
 async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indices: Indices, *,
-                     forced: bool) -> None:
+                     forced: bool) -> str:
+    """One reconcile; returns its result for the metrics (RESULT_*)."""
     now = _now()
     key = (body.metadata.namespace, body.metadata.name)
     old_status = dict(body.get("status") or {})
     generation = int(body.metadata.get("generation") or 0)
-    members = from_leases(indices.heartbeats.get(key, []))
+    members = from_observed(indices.heartbeats.get(key, []), body.metadata.name)
     raft = parse_membership(next(iter(indices.memberships.get(key, [])), None))
+    backup = next(iter(indices.backup_records.get(key, [])), None)
+    replacing = replacements.rows(list(indices.replace_requests.get(key, [])))
 
     def publish(cluster: spec.Cluster | None, plan: planner.Plan | None,
-                workload: dict[str, Any] | None, problem: tuple[str, str] | None) -> None:
-        new = status.status(cluster, plan, workload, members, old_status, generation, now, problem, raft=raft)
-        for kind, reason, message in status.announcements(runtime.published.get(key, old_status), new):
+                workload: dict[str, Any] | None, problem: tuple[str, str] | None,
+                extra: tuple[status.Condition, ...] = ()) -> None:
+        new = status.status(cluster, plan, workload, members, old_status, generation, now, problem, raft=raft,
+                            extra=extra, backup=backup, replacements=replacing)
+        announced = status.announcements(runtime.published.get(key, old_status), new)
+        for kind, reason, message in announced:
             kopf.event(body, type=kind, reason=reason, message=message)
+        runtime.metrics.announced(key, str(body.get("kind", "")), announced)
+        runtime.metrics.clusters.observe(key, str(body.get("kind", "")), new)
         runtime.published[key] = new
         if {k: old_status.get(k) for k in new} != new:
             patch.status.update(new)
@@ -99,7 +128,8 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
                              sidecar_image=runtime.settings.sidecar_image)
     except spec.InvalidSpec as error:
         publish(None, None, None, (error.reason, str(error)))
-        return
+        return RESULT_INVALID
+    await backup_requests.take(runtime.kube, body, cluster, patch, now)
 
     backend = cluster.backend
     cached = indices.workload(backend, key)
@@ -108,7 +138,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
             "WorkloadAPIMissing",
             f"workloadKind {backend.name} needs {backend.kind}.{backend.group}/{backend.version}, "
             f"which this cluster does not serve: install OpenKruise or use workloadKind StatefulSet"))
-        return
+        return RESULT_FAILED
 
     async def read_workload() -> dict[str, Any] | None:
         return await runtime.kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
@@ -124,8 +154,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         if plan.action != "steady" or workload is None or not rolls.pending(workload):
             return plan
         # Some pods run an older template: only now is the pod list worth a request.
-        selector = ",".join(f"{k}={v}" for k, v in sorted(contract.selector_labels(cluster.name).items()))
-        pods = await runtime.kube.list("v1", "Pod", cluster.namespace, selector)
+        pods = await runtime.kube.list("v1", "Pod", cluster.namespace, contract.label_selector(cluster.name))
         revision = rolls.update_revision(workload)
         assert revision is not None  # rolls.pending checked it
         return rolls.next_step(plan, revision, rolls.pod_revisions(pods, cluster.name), members, now,
@@ -158,13 +187,23 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         problem = ("ApplyFailed", api_error_message(error))
 
     if stepping and problem is None:
-        kopf.event(body, type="Normal", reason=planner.STEP_REASONS[plan.action], message=plan.message)
-        if plan.hand_off_from:
-            going = "restarted on the new template" if plan.restart else "scaled away"
-            kopf.event(body, type="Normal", reason="LeaderHandOff",
-                       message=f"{plan.hand_off_from} is the leader and is being {going}: "
-                               f"its sidecar moves leadership to a follower before its store stops")
-    publish(cluster, plan, step.workload, problem)
+        runtime.metrics.scale_steps.labels(cluster.engine.kind, plan.action).inc()
+        for kind, reason, message in plan.step_events():
+            kopf.event(body, type=kind, reason=reason, message=message)
+    if problem is None and not stepping:
+        # A member that has not joined: name the real cause where one can be named.
+        missing = planner.membership(plan.kept, members, now).missing
+        problem = await diagnosis.find_cause(runtime.kube, cluster, missing, members, now)
+    extra: tuple[status.Condition, ...] = ()
+    if step.workload is not None:
+        try:
+            extra = (await recovery_shell.reconcile(
+                runtime.kube, body, patch, cluster, plan.kept, members, raft, step.workload,
+                runtime.published.get(key, old_status), now),)
+        except ApiException as error:
+            problem = problem or ("QuorumRecoveryFailed", api_error_message(error))
+    publish(cluster, plan, step.workload, problem, extra)
+    return RESULT_OK if problem is None else RESULT_FAILED
 
 
 async def release(runtime: Runtime, namespace: str, name: str) -> None:

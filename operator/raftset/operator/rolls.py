@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raftset.operator.heartbeats import HeartbeatRecord
-from raftset.operator.planner import Plan, leader, membership
+from raftset.operator.planner import Plan, awaiting_renewal, leader, membership
+from raftset.times import parse_rfc3339
 
 REVISION_LABEL = "controller-revision-hash"
 
@@ -51,10 +52,6 @@ def pending(workload: Mapping[str, Any]) -> bool:
     return revision is not None and int(status.get("updatedReplicas") or 0) < int(status.get("replicas") or 0)
 
 
-def _parse_time(raw: str) -> datetime:
-    return datetime.fromisoformat(raw.replace("Z", "+00:00"))
-
-
 def pod_revisions(pods: Sequence[Mapping[str, Any]], cluster: str) -> list[PodRevision]:
     """The cluster's member pods (`<cluster>-<ordinal>`) as PodRevisions; strays are ignored."""
     out = []
@@ -62,10 +59,11 @@ def pod_revisions(pods: Sequence[Mapping[str, Any]], cluster: str) -> list[PodRe
         meta = pod.get("metadata") or {}
         name = meta.get("name", "")
         prefix, _, tail = name.rpartition("-")
-        if prefix != cluster or not tail.isdigit() or not meta.get("creationTimestamp"):
+        created = parse_rfc3339(meta.get("creationTimestamp"))
+        if prefix != cluster or not tail.isdigit() or created is None:
             continue
         out.append(PodRevision(name=name, ordinal=int(tail), revision=(meta.get("labels") or {}).get(REVISION_LABEL, ""),
-                               created=_parse_time(meta["creationTimestamp"]),
+                               created=created,
                                terminating=bool(meta.get("deletionTimestamp"))))
     return sorted(out, key=lambda p: p.ordinal)
 
@@ -99,6 +97,9 @@ def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: S
                    if name not in by_pod or by_pod[name].renewed < pod.created + settle)
     if stale:
         return wait(f"waiting for {', '.join(stale)} to report healthy from its new pod for {settle.seconds} s")
+    unobserved = awaiting_renewal(members, now)
+    if unobserved is not None:
+        return wait(unobserved)
     current_leader = leader(members, now)
     if current_leader is None:
         return wait("waiting for a leader")

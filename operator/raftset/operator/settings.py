@@ -19,6 +19,7 @@ class Settings:
     resync_seconds: float = 600.0  # drift is seen by watches; this is the safety net
     retry_seconds: float = 60.0  # the resync of a Degraded cluster: a fixed cause is noticed soon
     stuck_seconds: float = STUCK_AFTER_SECONDS  # a step Raft has not confirmed by then is Degraded
+    metrics_address: str = ""  # host:port of /metrics; "" serves none (the manager Deployment sets it)
 
     def resync_period(self, degraded: bool) -> float:
         """How long a full re-apply may wait: shorter while the cluster is Degraded."""
@@ -42,4 +43,5 @@ class Settings:
             resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", cls.resync_seconds)),
             retry_seconds=float(env.get("RAFTSET_RETRY_SECONDS", cls.retry_seconds)),
             stuck_seconds=float(env.get("RAFTSET_STEP_STUCK_SECONDS", cls.stuck_seconds)),
+            metrics_address=env.get("RAFTSET_METRICS_ADDRESS", cls.metrics_address),
         )

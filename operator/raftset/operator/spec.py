@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raftset import contract, engines, versions, workloads
+from raftset import backups, contract, engines, fields, versions, workloads
+from raftset.operator import space
+from raftset.fields import SPEC_FIELDS
 
 
 class InvalidSpec(ValueError):
@@ -25,7 +27,7 @@ class InvalidSpec(ValueError):
 
 @dataclass(frozen=True)
 class Storage:
-    size: str = "1Gi"
+    size: str = fields.default("storage.size")
     storage_class: str | None = None
     ephemeral: bool = False
     when_scaled: str = "Retain"
@@ -39,6 +41,28 @@ class SidecarSettings:
     clean_interval: int = 30
     clean_grace: int = 300
     resources: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RecoverySettings:
+    """spec.recovery: what the operator may do on its own after a quorum loss."""
+
+    quorum_loss: str = fields.default("recovery.quorumLoss")  # Manual | Automatic
+    grace_seconds: int = fields.default("recovery.quorumLossGracePeriodSeconds")
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """spec.maintenance: when the leader's sidecar defragments besides a NOSPACE alarm."""
+
+    defrag_schedule: str = fields.default("maintenance.defrag.schedule")
+    defrag_threshold_percent: int = fields.default("maintenance.defrag.thresholdPercent")
+
+
+@dataclass(frozen=True)
+class Repair:
+    policy: str = fields.default("repair.policy")  # fields.REPAIR_POLICIES
+    crash_loop_restarts: int = fields.default("repair.crashLoopRestarts")
 
 
 @dataclass(frozen=True)
@@ -73,7 +97,14 @@ class Cluster:
     pdb_enabled: bool
     pdb_min_available: int | str | None
     sidecar: SidecarSettings
+    maintenance: Maintenance = field(default_factory=Maintenance)
+    repair: Repair = field(default_factory=Repair)
     generation: int = 0
+    recovery: RecoverySettings = field(default_factory=RecoverySettings)
+    # spec.backup and spec.bootstrap.fromBackup as written; the sidecar reads them from the
+    # cluster object, the operator only mounts their Secrets and volumes (docs/backups.md).
+    backup: Mapping[str, Any] | None = None
+    from_backup: Mapping[str, Any] | None = None
 
     @property
     def tls(self) -> bool:
@@ -94,12 +125,42 @@ class Cluster:
 DEFAULT_SIDECAR_IMAGE = "ghcr.io/raftset/raftset:0.1.0"
 
 
+def _bounded(section: Mapping[str, Any], key: str, path: str) -> int:
+    """An integer field with the bounds fields.SPEC_FIELDS declares; out of bounds is InvalidSpec."""
+    spec_field = SPEC_FIELDS[path]
+    value = section.get(key, spec_field.default)
+    low, high = spec_field.minimum, spec_field.maximum
+    if not isinstance(value, int) or isinstance(value, bool) or (low is not None and value < low) \
+            or (high is not None and value > high):
+        raise InvalidSpec(f"spec.{path} must be an integer in [{low}, {high}], got {value!r}")
+    return value
+
+
+def _choice(section: Mapping[str, Any], key: str, path: str) -> str:
+    """A field with the values fields.SPEC_FIELDS declares; anything else is InvalidSpec."""
+    spec_field = SPEC_FIELDS[path]
+    value = section.get(key, spec_field.default)
+    if value not in spec_field.enum:
+        raise InvalidSpec(f"spec.{path} must be one of {', '.join(spec_field.enum)}, got {value!r}")
+    return str(value)
+
+
 def _seconds(section: Mapping[str, Any], key: str, default: int, *, minimum: int) -> int:
     """An interval from spec.sidecar; a bad one is InvalidSpec, not a crash of the handler."""
     value = section.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise InvalidSpec(f"spec.sidecar.{key} must be an integer >= {minimum}, got {value!r}")
     return value
+
+
+def _maintenance(section: Mapping[str, Any]) -> Maintenance:
+    defrag = section.get("defrag") or {}
+    schedule = str(defrag.get("schedule") or "").strip()
+    problem = backups.schedule_error(schedule) if schedule else None
+    if problem:
+        raise InvalidSpec(f"spec.maintenance.defrag.{problem}")
+    return Maintenance(defrag_schedule=schedule,
+                       defrag_threshold_percent=_bounded(defrag, "thresholdPercent", "maintenance.defrag.thresholdPercent"))
 
 
 def parse(body: Mapping[str, Any], *, default_workload_kind: str,
@@ -147,7 +208,7 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
     raw_storage = spec.get("storage") or {}
     retention = raw_storage.get("retentionPolicy") or {}
     storage = Storage(
-        size=str(raw_storage.get("size", "1Gi")),
+        size=str(raw_storage.get("size", fields.default("storage.size"))),
         storage_class=raw_storage.get("storageClassName"),
         ephemeral=bool(raw_storage.get("ephemeral", False)),
         when_scaled=retention.get("whenScaled", "Retain"),
@@ -155,6 +216,10 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
     )
     if storage.ephemeral and storage.storage_class:
         raise InvalidSpec("spec.storage.ephemeral and spec.storage.storageClassName exclude each other")
+    too_small = space.refusal(engine, storage.size, options, ephemeral=storage.ephemeral)
+    if too_small:
+        raise InvalidSpec(too_small, reason="StorageTooSmall")
+    maintenance = _maintenance(spec.get("maintenance") or {})
 
     tls = spec.get("tls") or {}
     provider = tls.get("provider", "auto")
@@ -184,6 +249,19 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
         resources=dict(raw_sidecar.get("resources") or {}),
     )
 
+    raw_recovery = spec.get("recovery") or {}
+    recovery = RecoverySettings(
+        quorum_loss=_choice(raw_recovery, "quorumLoss", "recovery.quorumLoss"),
+        grace_seconds=_bounded(raw_recovery, "quorumLossGracePeriodSeconds", "recovery.quorumLossGracePeriodSeconds"))
+    from_backup = (spec.get("bootstrap") or {}).get("fromBackup")
+    if from_backup and engine.restore_command is None:
+        raise InvalidSpec(f"spec.bootstrap.fromBackup: {engine.name} has no snapshot restore that gives the "
+                          "members new names; create the cluster without it (docs/backups.md)",
+                          reason="RestoreUnsupported")
+    raw_repair = spec.get("repair") or {}
+    repair = Repair(policy=_choice(raw_repair, "policy", "repair.policy"),
+                    crash_loop_restarts=_bounded(raw_repair, "crashLoopRestarts", "repair.crashLoopRestarts"))
+
     return Cluster(
         name=meta["name"],
         namespace=meta.get("namespace", "default"),
@@ -201,5 +279,10 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
         pdb_enabled=bool(raw_pdb.get("enabled", True)),
         pdb_min_available=raw_pdb.get("minAvailable"),
         sidecar=sidecar,
+        maintenance=maintenance,
+        repair=repair,
         generation=int(meta.get("generation", 0)),
+        recovery=recovery,
+        backup=spec.get("backup") or None,
+        from_backup=from_backup or None,
     )

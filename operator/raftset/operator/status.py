@@ -12,12 +12,15 @@ from datetime import datetime
 from typing import Any
 
 from raftset import contract, versions
+from raftset.operator import backup_status
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.contract import quorum
 from raftset.membership import RaftMember, RaftMembership
+from raftset.operator import replacements as replacing
 from raftset.operator.planner import STEP_REASONS, Plan, leader, membership
 from raftset.operator.rolls import update_revision
 from raftset.operator.spec import Cluster
+from raftset.times import parse_rfc3339, rfc3339
 
 
 @dataclass(frozen=True)
@@ -26,10 +29,6 @@ class Condition:
     status: bool
     reason: str
     message: str
-
-
-def _timestamp(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # A cluster that is starting, or electing, is unavailable for a moment without being
@@ -50,6 +49,19 @@ def encryption(cluster: Cluster) -> Condition:
     return Condition("Encrypted", False, "TLSDisabled", PLAINTEXT_WARNING)
 
 
+def quorum_arithmetic(cluster: Cluster) -> Condition:
+    """OddReplicas: a standing warning on an even size, which tolerates no more failures than one less."""
+    size, needed = cluster.replicas, quorum(cluster.replicas)
+    tolerated = size - needed
+    if size % 2:
+        return Condition("OddReplicas", True, "OddReplicas",
+                         f"{size} members: every write needs {needed}, so {tolerated} may fail")
+    return Condition("OddReplicas", False, "EvenReplicas",
+                     f"spec.replicas is {size}: every write needs {needed} members, so only {tolerated} may fail, "
+                     f"as with {size - 1}; the extra member is one more vote each write waits for and one more "
+                     f"machine that can fail. Use {size - 1} or {size + 1}")
+
+
 def conditions(
     cluster: Cluster | None,
     plan: Plan | None,
@@ -57,6 +69,7 @@ def conditions(
     now: datetime,
     problem: tuple[str, str] | None,
     unavailable_since: datetime | None = None,
+    replacements: Sequence[Mapping[str, Any]] = (),
 ) -> list[Condition]:
     """Available / Progressing / Degraded (and Encrypted), each with a reason and a message.
 
@@ -72,7 +85,7 @@ def conditions(
             Condition("Available", False, "NotReconciled", "the spec could not be rendered"),
             Condition("Progressing", False, "Blocked", "fix the spec to continue"),
             degraded,
-            *([encryption(cluster)] if cluster is not None else []),
+            *([encryption(cluster), quorum_arithmetic(cluster)] if cluster is not None else []),
         ]
 
     kept = plan.kept
@@ -96,17 +109,22 @@ def conditions(
     elif plan.action == "wait" or not state.settled:
         message = plan.message if plan.action == "wait" else state.describe()
         progressing = Condition("Progressing", True, "Waiting", message)
+    elif (replacing_message := replacing.under_way(replacements)) is not None:
+        progressing = Condition("Progressing", True, "Replacing", replacing_message)
     else:
         progressing = Condition("Progressing", False, "Settled", plan.message)
 
+    blocked = replacing.blocked(replacements)
     if problem is None and plan.stuck:
         degraded = Condition("Degraded", True, plan.stuck, plan.message)
     elif problem is None and plan.refused:
         degraded = Condition("Degraded", True, "ScaleRefused", plan.message)
+    elif problem is None and blocked is not None:
+        degraded = Condition("Degraded", True, *blocked)
     elif problem is None and available.status is False and unavailable_since is not None \
             and (now - unavailable_since).total_seconds() >= UNAVAILABLE_GRACE_SECONDS:
         degraded = Condition("Degraded", True, available.reason, available.message)
-    return [available, progressing, degraded, encryption(cluster)]
+    return [available, progressing, degraded, encryption(cluster), quorum_arithmetic(cluster)]
 
 
 def merge_conditions(
@@ -125,7 +143,7 @@ def merge_conditions(
             "reason": cond.reason,
             "message": cond.message,
             "observedGeneration": generation,
-            "lastTransitionTime": since or _timestamp(now),
+            "lastTransitionTime": since or rfc3339(now),
         })
     return merged
 
@@ -141,26 +159,35 @@ def status(
     problem: tuple[str, str] | None = None,
     *,
     raft: RaftMembership | None = None,
+    extra: Sequence[Condition] = (),
+    backup: Mapping[str, str] | None = None,
+    replacements: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The whole `.status` of a cluster object."""
+    """The whole `.status` of a cluster object.
+
+    `extra` conditions (QuorumLost) come from their own modules; `backup` is the backup Lease's
+    annotations (raftset.operator.backup_status reads them); `replacements` are
+    replacements.rows of the pods.
+    """
+    if problem is None and cluster is not None:
+        problem = backup_status.restore_problem(cluster, backup)
     fresh = [m for m in members if m.fresh(now)]
     current_leader = leader(members, now)
-    old_available = next((c for c in old_status.get("conditions") or [] if c.get("type") == "Available"), {})
+    old_available = _condition(old_status, "Available")
     unavailable_since = None
     if old_available.get("status") == "False" and old_available.get("lastTransitionTime"):
-        unavailable_since = datetime.fromisoformat(old_available["lastTransitionTime"].replace("Z", "+00:00"))
+        unavailable_since = parse_rfc3339(old_available["lastTransitionTime"])
     workload_status = (workload or {}).get("status") or {}
+    current = [*conditions(cluster, plan, members, now, problem, unavailable_since, replacements), *extra]
+    if cluster is not None and cluster.backup:
+        current.append(Condition(*backup_status.ready(cluster, backup)))
     out: dict[str, Any] = {
         "observedGeneration": generation,
-        "conditions": merge_conditions(
-            old_status.get("conditions") or [],
-            conditions(cluster, plan, members, now, problem, unavailable_since),
-            generation, now),
+        "conditions": merge_conditions(old_status.get("conditions") or [], current, generation, now),
     }
     if cluster is not None:
         out.update({
-            "selector": ",".join(f"{k}={v}" for k, v in
-                                 sorted(contract.selector_labels(cluster.name).items())),
+            "selector": contract.label_selector(cluster.name),
             "workloadKind": cluster.backend.name,
         })
     if cluster is not None and plan is not None:
@@ -178,6 +205,9 @@ def status(
     name = cluster.name if cluster is not None else ""
     out["members"] = member_rows(raft, fresh, name)
     out["disagreements"] = disagreements(raft, plan.kept if plan is not None else None, fresh, name)
+    out["replacements"] = [dict(r) for r in replacements]
+    if cluster is not None and cluster.backup:
+        out["backup"] = backup_status.section(backup)
     return out
 
 
@@ -216,13 +246,13 @@ def member_rows(raft: RaftMembership | None, fresh: Sequence[HeartbeatRecord], c
             if leader_index is not None and m.raft_index is not None:
                 row["indexLag"] = max(0, leader_index - m.raft_index)
             if beat is not None:
-                row["lastHeartbeat"] = _timestamp(beat.renewed)
+                row["lastHeartbeat"] = rfc3339(beat.renewed)
             rows.append(row)
     listed = {r["name"] for r in rows}
     for h in fresh:
         if h.member_id in beats and h.pod not in listed:
             row = {"name": h.pod, "id": h.member_id, "role": h.role, "learner": h.role == contract.ROLE_LEARNER,
-                   "healthy": h.healthy, "lastHeartbeat": _timestamp(h.renewed)}
+                   "healthy": h.healthy, "lastHeartbeat": rfc3339(h.renewed)}
             if raft is not None:  # without a published membership, whether it is in Raft is unknown
                 row["inRaft"] = False
             rows.append(row)
@@ -276,12 +306,25 @@ def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[
     out: list[tuple[str, str, str]] = []
     if new.get("leader") and old.get("leader") and new["leader"] != old["leader"]:
         out.append(("Normal", "LeaderChanged", f"leader moved from {old['leader']} to {new['leader']}"))
-    before, after = _condition(old, "Degraded"), _condition(new, "Degraded")
-    if after.get("status") == "True" and (before.get("status"), before.get("message")) != ("True", after.get("message")):
-        out.append(("Warning", after.get("reason", "Degraded"), after.get("message", "")))
-    elif after.get("status") == "False" and before.get("status") == "True":
+    out += _warnings(old, new, ("Degraded", "True"))
+    if _condition(new, "Degraded").get("status") == "False" and _condition(old, "Degraded").get("status") == "True":
         out.append(("Normal", "Recovered", "the cluster is no longer degraded"))
-    plain = _condition(new, "Encrypted")
-    if plain.get("status") == "False" and _condition(old, "Encrypted").get("status") != "False":
-        out.append(("Warning", plain.get("reason", "TLSDisabled"), plain.get("message", "")))
+    out += replacing.announcements(old.get("replacements") or [], new.get("replacements") or [])
+    out += backup_status.announcements(old.get("backup") or {}, new.get("backup") or {})
+    out += _warnings(old, new, *STANDING_WARNINGS)
+    return out
+
+
+# Conditions that are False for a choice in the spec, not a fault: one Warning when they turn False.
+STANDING_WARNINGS = (("Encrypted", "False"), ("OddReplicas", "False"))
+
+
+def _warnings(old: Mapping[str, Any], new: Mapping[str, Any], *watched: tuple[str, str]) -> list[tuple[str, str, str]]:
+    """One Warning per (condition, status) that `new` has and `old` had not, with that message."""
+    out = []
+    for kind, status in watched:
+        after, before = _condition(new, kind), _condition(old, kind)
+        if after.get("status") == status and (before.get("status"), before.get("message")) != (
+                status, after.get("message")):
+            out.append(("Warning", after.get("reason", kind), after.get("message", "")))
     return out

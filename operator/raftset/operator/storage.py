@@ -142,8 +142,7 @@ async def ensure_claims(kube: KubeAPI, cluster: Any, workload: Mapping[str, Any]
         return claims, problem  # no workload yet: no PVCs, the template has the size
     shrinking = problem is not None and problem[0] == "StorageShrinkRefused"
     target = claims.size if shrinking else cluster.storage.size
-    selector = ",".join(f"{k}={v}" for k, v in sorted(contract.selector_labels(cluster.name).items()))
-    pvcs = await kube.list("v1", "PersistentVolumeClaim", cluster.namespace, selector)
+    pvcs = await kube.list("v1", "PersistentVolumeClaim", cluster.namespace, contract.label_selector(cluster.name))
     failure = False
     for name in to_expand(cluster.name, pvcs, target):
         try:

@@ -12,13 +12,27 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from kubernetes.client.exceptions import ApiException
+
 from raftset import contract
-from raftset.operator import certificates, certmanager
+from raftset.operator import certificates, certmanager, rotation
 from raftset.operator.certificates import KeyPair, StoredLeaf
 from raftset.operator.manifests import metadata
 from raftset.operator.spec import Cluster
 
 Problem = tuple[str, str]
+
+# The ClusterRole that grants the operator Secrets, bound per namespace (docs/security.md).
+SECRETS_ROLE = "raftset-operator-secrets"
+
+
+def secrets_forbidden(namespace: str) -> Problem:
+    """The Degraded reason and message when the operator may not touch Secrets in `namespace`."""
+    return ("SecretsForbidden",
+            f"spec.tls.provider auto keeps its CA and certificates in Secrets, and the operator may not "
+            f"read or write Secrets in namespace {namespace}: bind the ClusterRole {SECRETS_ROLE} there "
+            f"(kubectl create rolebinding {SECRETS_ROLE} -n {namespace} --clusterrole={SECRETS_ROLE} "
+            f"--serviceaccount=<operator namespace>:raftset-operator), or use provider cert-manager")
 
 
 class KubeAPI(Protocol):
@@ -50,11 +64,14 @@ class Provider:
     """
 
     name: str
-    # Called with `write`: makes the material current and returns its revision.
-    ensure: Callable[[KubeAPI, Cluster, datetime], Awaitable[str]] | None
+    # Called with `write`: makes the material current and returns its revision (the live
+    # workload tells whether the pods run the last one).
+    ensure: Callable[[KubeAPI, Cluster, datetime, Mapping[str, Any] | None], Awaitable[str]] | None
     # An API the provider cannot work without, and the Degraded reason/message when absent.
     requires: tuple[str, str] | None = None
     missing: Problem | None = None
+    # The Degraded reason/message, by namespace, when the API refuses (403) what it reads or writes.
+    forbidden: Callable[[str], Problem] | None = None
 
 
 async def ensure_tls(kube: KubeAPI, cluster: Cluster, now: datetime, *,
@@ -70,10 +87,18 @@ async def ensure_tls(kube: KubeAPI, cluster: Cluster, now: datetime, *,
         return TLSState()  # the Encrypted condition carries the warning (status.encryption)
     if provider.requires is not None and not await kube.has_api(*provider.requires):
         return TLSState(revision=running_revision(workload), problem=provider.missing)
-    return TLSState(revision=await provider.ensure(kube, cluster, now)) if write else TLSState()
+    if not write:
+        return TLSState()
+    try:
+        return TLSState(revision=await provider.ensure(kube, cluster, now, workload))
+    except ApiException as error:
+        if error.status != 403 or provider.forbidden is None:
+            raise
+        return TLSState(revision=running_revision(workload), problem=provider.forbidden(cluster.namespace))
 
 
-async def _ensure_cert_manager(kube: KubeAPI, cluster: Cluster, now: datetime) -> str:
+async def _ensure_cert_manager(kube: KubeAPI, cluster: Cluster, now: datetime,
+                               _workload: Mapping[str, Any] | None) -> str:
     for manifest in certmanager.objects(cluster):
         await kube.apply(manifest)
     found = {}
@@ -92,7 +117,20 @@ def _secret(cluster: Cluster, name: str, pair: KeyPair, ca_pem: bytes,
             "data": certificates.secret_data(pair, ca_pem)}
 
 
-async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime) -> str:
+def rolled(workload: Mapping[str, Any] | None, revision: str) -> bool:
+    """Do all the workload's pods run TLS revision `revision`, ready? (True before any pod exists.)"""
+    if workload is None:
+        return True
+    if running_revision(workload) != revision:
+        return False
+    meta, status = workload.get("metadata") or {}, workload.get("status") or {}
+    if status.get("observedGeneration") != meta.get("generation"):
+        return False
+    replicas = int((workload.get("spec") or {}).get("replicas") or 0)
+    return int(status.get("updatedReplicas") or 0) >= replicas and int(status.get("readyReplicas") or 0) >= replicas
+
+
+async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime, workload: Mapping[str, Any] | None) -> str:
     ns = cluster.namespace
     ca_name = certificates.ca_secret_name(cluster.name)
     stored_ca = certificates.read_secret(await kube.get("v1", "Secret", ns, ca_name))
@@ -107,6 +145,18 @@ async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime) -> str:
     if issuance.new_ca or ca is None:
         ca = certificates.build_ca(f"{cluster.name}-ca", now)
         await kube.apply(_secret(cluster, ca_name, ca, ca.cert_pem, None))
+        issuance = certificates.issuance(ca, leaves, specs, now)
+    # A CA change (or one under way) goes through the phases of rotation.py, never at once.
+    current = str(max((leaf.revision for leaf in leaves.values() if leaf), default=0))
+    phase = rotation.step(ca.cert_pem, leaves, rolled(workload, current))
+    if phase is not None:
+        for purpose, (reissue, ca_bundle) in phase.writes.items():
+            held = leaves[purpose]
+            assert held is not None  # rotation.step works only on a complete set
+            pair = certificates.issue(ca, specs[purpose], now) if reissue else held.pair
+            await kube.apply(_secret(cluster, certificates.secret_name(cluster.name, purpose), pair,
+                                     ca_bundle, phase.revision))
+        return str(phase.revision)
     for purpose in issuance.reissue:
         pair = certificates.issue(ca, specs[purpose], now)
         await kube.apply(_secret(cluster, certificates.secret_name(cluster.name, purpose), pair,
@@ -115,7 +165,7 @@ async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime) -> str:
 
 
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (
-    Provider("auto", ensure=_ensure_auto),
+    Provider("auto", ensure=_ensure_auto, forbidden=secrets_forbidden),
     Provider("cert-manager", ensure=_ensure_cert_manager,
              requires=(certmanager.API_VERSION, "Certificate"),
              missing=("CertManagerMissing",

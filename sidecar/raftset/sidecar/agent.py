@@ -1,11 +1,15 @@
 """The sidecar's state and run loop; each lifecycle step is a shell of its own.
 
-Lifecycle: join (Joiner, until the startup file is written) -> heartbeat (HeartbeatPublisher),
-promote (Promoter), clean (Cleaner) and, on the leader, membership (MembershipPublisher)
-loops -> leave (Leaver, on /leave or SIGTERM).
+Lifecycle: join (Joiner, until the startup file is written; a quorum-loss recovery's step,
+Recoverer, comes first) -> heartbeat (HeartbeatPublisher),
+promote (Promoter), clean (Cleaner) and, on the leader, membership (MembershipPublisher),
+backup (Backuper) and maintenance (Maintainer: alarms, compaction, defragmentation) loops ->
+leave (Leaver, on /leave or SIGTERM). A cluster seeded from a backup restores it during join,
+before the first member's startup file is written (Restorer).
 Each shell gathers state, asks its pure module (join, heartbeat, clean, membership, leave), carries
 out one step. Errors never end the process: they are logged, shown on /startup and
-/readyz, and retried after a capped backoff.
+/readyz, and retried after a capped backoff. The background loops run under supervision
+(supervision.py): a loop that died or made no progress within its bound fails /livez.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import os
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -27,16 +32,21 @@ from raftset.etcdclient import (
     TLSConfigError,
 )
 from raftset.sidecar import heartbeat, marker
+from raftset.sidecar.backuper import Backuper
 from raftset.sidecar.cleaner import Cleaner
 from raftset.sidecar.config import Settings
 from raftset.sidecar.joiner import Joiner
 from raftset.sidecar.kube import Kube
 from raftset.sidecar.leaver import Leaver
+from raftset.sidecar.maintainer import Maintainer
 from raftset.sidecar.membership_publisher import MembershipPublisher
-from raftset.sidecar.metrics import Metrics
-from raftset.sidecar.plumbing import RETRYABLE
+from raftset.sidecar.metrics import Metrics, agent_state
 from raftset.sidecar.promoter import Promoter
 from raftset.sidecar.publisher import HeartbeatPublisher
+from raftset.sidecar.recoverer import Recoverer
+from raftset.sidecar.repairer import Repairer
+from raftset.sidecar.restorer import Restorer
+from raftset.sidecar.supervision import Loops
 
 log = logging.getLogger("raftset.sidecar")
 
@@ -53,14 +63,23 @@ class Agent:
         self.member_id: int | None = None
         self.heartbeat = heartbeat.beat(settings.pod_name, None, datetime.now(timezone.utc))
         self.workload_owner: dict[str, Any] | None = None  # the heartbeat Lease goes with the workload
+        self.alarms: tuple[str, ...] = ()  # this member's active alarms, as the maintenance shell last read them
+        self.index_lags: dict[str, int] = {}  # by member pod; the leader's sidecar fills it
         self.stopping = asyncio.Event()
         self._etcd: ClusterClient | None = None
+        self.recoverer = Recoverer(self)
         self.joiner = Joiner(self)
         self.publisher = HeartbeatPublisher(self)
         self.promoter = Promoter(self)
         self.cleaner = Cleaner(self)
         self.membership_publisher = MembershipPublisher(self)
         self.leaver = Leaver(self)
+        self.loops = Loops(settings.loop_stall, on_error=self._loop_error)
+        self.backuper = Backuper(self)
+        self.restorer = Restorer(self)
+        self.maintainer = Maintainer(self)
+        self.metrics.watch(lambda: agent_state(self))
+        self.repairer = Repairer(self)
 
     # ---- shared plumbing of the shells
 
@@ -98,6 +117,15 @@ class Agent:
             await asyncio.wait_for(self.stopping.wait(), timeout=seconds)
         return self.stopping.is_set()
 
+    async def workload(self) -> dict[str, Any] | None:
+        """Our StatefulSet / Advanced StatefulSet, or None while it does not exist."""
+        return await self.kube.workload(self.settings.backend, self.settings.workload_name)
+
+    async def kept(self) -> list[int]:
+        """The ordinals our workload keeps (none while it does not exist)."""
+        workload = await self.workload()
+        return self.settings.backend.kept(workload) if workload else []
+
     def candidates(self, kept: Sequence[int], leases: Sequence[dict[str, Any]],
                    members: Sequence[Member] = ()) -> list[str]:
         """Client URLs of every other member we could ask, known ones first."""
@@ -122,6 +150,33 @@ class Agent:
             out[m.id] = st if st is not None and st.member_id == m.id else None
         return out
 
+    async def authoritative_members(self, urls: Sequence[str]) -> tuple[MemberClient, list[Member], bool]:
+        """MemberList, and whether it may decide something destructive (fault b).
+
+        Linearizable where the engine answers so; elsewhere (Xline) the view of the member
+        that reports itself leader. Failing both, the first answer, marked not linearizable:
+        good enough to rejoin or to wait, never to move data aside or remove an entry.
+        """
+        etcd = self.etcd()
+        if self.settings.engine.capabilities.linearizable_member_list:
+            client, members = await etcd.member_list(urls)
+            return client, members, True
+        answers = await etcd.statuses(urls, timeout=2.0)
+        leader = next((u for u, st in answers.items() if st is not None and st.is_leader), None)
+        if leader is not None:
+            with contextlib.suppress(EtcdClientError):
+                client = etcd.member(leader)
+                return client, await client.member_list(linearizable=False), True
+        client, members = await etcd.member_list(urls)
+        return client, members, False
+
+    async def local_member(self) -> int | None:
+        """The member id our own store answers as, or None while it does not run (or answer)."""
+        try:
+            return (await self.local.status(timeout=1.0)).member_id
+        except EtcdClientError:
+            return None
+
     def ordinals(self, members: Sequence[Member]) -> dict[int, int | None]:
         return {m.id: self.settings.naming.ordinal_of_member(m.name, m.peer_urls) for m in members}
 
@@ -135,11 +190,27 @@ class Agent:
         self.metrics.count("remove", True)
         return None
 
-    def remember_member(self, member_id: int, cluster: dict[str, str]) -> None:
-        """Our member id, in memory and in the data volume's marker (stale-PVC detection reads it)."""
+    async def move_leader(self, target: int, where: str) -> bool:
+        """One MoveLeader from our own member (it leads), never retried; a refusal is shown as `where`'s error."""
+        try:
+            await self.local.move_leader(target, timeout=5.0)
+        except EtcdClientError as exc:
+            self.metrics.count("move_leader", False)
+            self.error(f"{where}: move leader", exc)
+            return False
+        self.metrics.count("move_leader", True)
+        log.info("%s: leadership moved to %x", where, target)
+        return True
+
+    def remember_member(self, member_id: int, cluster: dict[str, str] | None = None,
+                        recovered: str | None = None) -> None:
+        """Our member id, in memory and in the data volume's marker (stale-PVC detection reads it);
+        what is not given carries over from the marker (marker.remembered)."""
         settings = self.settings
         self.member_id = member_id
-        marker.write(settings.marker_path, marker.Marker(member_id, settings.pod_name, settings.peer_url, cluster))
+        marker.write(settings.marker_path, marker.remembered(
+            marker.read(settings.marker_path), member_id, settings.pod_name, settings.peer_url,
+            cluster=cluster, recovered=recovered))
 
     # ---- lifecycle
 
@@ -147,26 +218,47 @@ class Agent:
         await self.joiner.run()
         if self.stopping.is_set():
             return
-        tasks = [
-            asyncio.create_task(self._loop(self.settings.poll_interval, self.publisher.beat_once, "heartbeat")),
-            asyncio.create_task(self.promoter.run()),
-            asyncio.create_task(self._loop(self.settings.clean_interval, self.cleaner.once, "clean")),
-            asyncio.create_task(self._loop(self.settings.poll_interval, self.membership_publisher.once,
-                                           "membership")),
-        ]
+        poll, clean = self.settings.poll_interval, self.settings.clean_interval
+        loops = {
+            "heartbeat": (poll, self.publisher.beat_once),
+            "promote": (poll, self.promoter.round),
+            "clean": (clean, self.cleaner.once),
+            "membership": (poll, self.membership_publisher.once),
+            "backup": (self.settings.backup_interval, self.backuper.once),
+            "maintenance": (self.settings.maintenance_interval, self.maintainer.once),
+            "repair": (self.settings.poll_interval, self.repairer.once),
+        }
+        tasks = [asyncio.create_task(self.loops.run(name, interval, step, self.stopping), name=name)
+                 for name, (interval, step) in loops.items()]
+        if self.recoverer.forced is not None:
+            tasks.append(asyncio.create_task(self.recoverer.settle(), name="recovery-settle"))
         await self.stopping.wait()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _loop(self, interval: float, step: Callable[[], Awaitable[None]], name: str) -> None:
-        while not self.stopping.is_set():
-            try:
-                await step()
-            except RETRYABLE as exc:
-                self.error(name, exc)
-            if await self.sleep(interval):
-                return
+    def _loop_error(self, loop: str, kind: str, exc: BaseException) -> None:
+        """Supervision's report of a failed round, shown on /readyz (supervision counted it, and logged an
+        unexpected one)."""
+        if kind == "expected":
+            self.error(loop, exc)
+        else:  # supervision retries the round after its backoff
+            self.last_error = f"{loop}: unexpected {type(exc).__name__}: {exc}"
+
+    async def rejoin(self, reason: str) -> None:
+        """The join's premise failed (our member left Raft): decide the join again, from scratch.
+
+        The startup file goes first, so the store's next start cannot run the removed member
+        again; the join then moves the old data aside (on a linearizable answer only) and adds
+        a new learner, exactly as for a new pod.
+        """
+        log.warning("deciding the join again: %s", reason)
+        self.phase = "joining"
+        self.startup_written = False
+        self.member_id = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.settings.startup_path)
+        await self.joiner.run()  # the supervised promote loop then promotes the new learner
 
     async def leave(self, trigger: str) -> dict[str, Any]:
         return await self.leaver.leave(trigger)

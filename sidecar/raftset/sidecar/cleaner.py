@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from raftset.etcdclient import EtcdClientError, Member
 from raftset.sidecar import clean
+from raftset.sidecar.metrics import STEP_CLEAN
 from raftset.sidecar.plumbing import LOCK_NAME, Shell
 from raftset.workloads import being_deleted
 
@@ -29,7 +30,7 @@ class Cleaner(Shell):
         if agent.phase != "started" or status is None or not status.is_leader:
             self.absent_since = {}
             return
-        workload = await agent.kube.workload(settings.backend, settings.workload_name)
+        workload = await agent.workload()
         if workload is None or being_deleted(workload):
             return
         kept = settings.backend.kept(workload)
@@ -38,17 +39,22 @@ class Cleaner(Shell):
         decision = await self._decide(members, kept, now, track=True)
         log.debug("clean: %s", decision.reason)
         if decision.remove is None:
+            agent.metrics.outcome(STEP_CLEAN, "none")
             return
-        async with agent.local.lock(LOCK_NAME, timeout=10):
+        async with agent.local.lock(LOCK_NAME, timeout=10) as held:
             again = await self._decide(await agent.local.member_list(), kept, now, track=False)
             if again.remove != decision.remove:
+                agent.metrics.outcome(STEP_CLEAN, "changed")
                 return
+            await held.fence(agent.local.timeout)  # LockLost unless the lock outlives the MemberRemove
             try:
                 await agent.local.remove(decision.remove)
             except EtcdClientError:
                 agent.metrics.count("clean_remove", False)
+                agent.metrics.outcome(STEP_CLEAN, "error")
                 raise
         agent.metrics.count("clean_remove", True)
+        agent.metrics.outcome(STEP_CLEAN, "removed")
         self.absent_since.pop(decision.remove, None)
         log.warning("clean: removed member %x (ordinal %s): %s", decision.remove,
                     agent.ordinals(members).get(decision.remove), decision.reason)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from raftset import contract, engines, workloads
 from raftset.contract import SidecarEnv
 from raftset.engines import Engine, TLSFiles
+from raftset.sidecar import maintenance
+from raftset.fields import REPAIR_POLICIES
 from raftset.workloads import Backend
 
 # (variable, flag, help, default); None = required.
@@ -31,6 +33,8 @@ _VARS: tuple[tuple[str, str, str, str | None], ...] = (
      "http://{pod}.{cluster}-peer.{namespace}.svc:2379"),
     (SidecarEnv.LISTEN_PEER_URL, "--listen-peer-url", "the store's peer listen URL", "http://0.0.0.0:2380"),
     (SidecarEnv.LISTEN_CLIENT_URL, "--listen-client-url", "the store's client listen URL", "http://0.0.0.0:2379"),
+    (SidecarEnv.LISTEN_METRICS_URL, "--listen-metrics-url",
+     "where the store serves its own /metrics (plain HTTP); empty: nowhere of its own", ""),
     (SidecarEnv.HTTP_ADDRESS, "--http-address", "host:port of the sidecar's HTTP server", "0.0.0.0:8080"),
     (SidecarEnv.DATA_DIR, "--data-dir", "the store's data directory (in the data volume)", contract.DATA_DIR),
     (SidecarEnv.RUN_DIR, "--run-dir", "directory shared with the store for its startup file", contract.RUN_MOUNT),
@@ -42,8 +46,25 @@ _VARS: tuple[tuple[str, str, str, str | None], ...] = (
     (SidecarEnv.CLEAN_GRACE, "--clean-grace", "seconds a member must be absent before clean removes it", "300"),
     (SidecarEnv.LEAVE_TIMEOUT, "--leave-timeout",
      "upper bound in seconds for one leave; below the pod's terminationGracePeriodSeconds", "45"),
+    (SidecarEnv.LOOP_STALL, "--loop-stall",
+     "seconds a background loop may go beyond its interval without progress before /livez fails", "120"),
+    (SidecarEnv.REPAIR_POLICY, "--repair-policy",
+     "Manual | Automatic: whether a corrupt or crash-looping member replaces itself", "Manual"),
+    (SidecarEnv.CRASH_LOOP_RESTARTS, "--crash-loop-restarts",
+     "store restarts that make a crash loop worth a replacement", "5"),
     (SidecarEnv.OPTIONS, "--options", "JSON map of extra engine flags", "{}"),
+    (SidecarEnv.MAINTENANCE_INTERVAL, "--maintenance-interval",
+     "seconds between the leader's alarm and defragmentation rounds", "10"),
+    (SidecarEnv.DEFRAG_SCHEDULE, "--defrag-schedule", "cron schedule of a defragmentation of every member", ""),
+    (SidecarEnv.DEFRAG_THRESHOLD_PERCENT, "--defrag-threshold-percent",
+     "defragment a member whose free pages reach this share of its backend file; 0 = off", "0"),
+    (SidecarEnv.DEFRAG_MIN_BYTES, "--defrag-min-bytes",
+     "free pages below this many bytes are never worth a threshold defragmentation", str(64 * 1024 * 1024)),
     (SidecarEnv.LOG_LEVEL, "--log-level", "DEBUG | INFO | WARNING", "INFO"),
+    (SidecarEnv.BACKUP_INTERVAL, "--backup-interval",
+     "seconds between the leader's checks for a due or requested backup", "10"),
+    (SidecarEnv.BACKUP_MOUNT_ROOT, "--backup-mount-root",
+     "directory prepended to the backup and restore mount paths (tests); empty in a pod", ""),
 )
 
 _TEMPLATE_FIELDS = ("pod", "ordinal", "cluster", "namespace")
@@ -140,8 +161,16 @@ class Settings:
     clean_interval: float
     clean_grace: float
     leave_timeout: float
+    loop_stall: float
     options: Mapping[str, str] = field(default_factory=dict)
+    listen_metrics_url: str = ""
+    maintenance_interval: float = 10.0
+    defrag: maintenance.Policy = field(default_factory=maintenance.Policy)
+    repair_automatic: bool = False  # spec.repair.policy Automatic
+    crash_loop_restarts: int = 5
     log_level: str = "INFO"
+    backup_interval: float = 10.0
+    backup_mount_root: str = ""
 
     @property
     def namespace(self) -> str:
@@ -162,6 +191,11 @@ class Settings:
     @property
     def cluster_token(self) -> str:
         return f"{self.cluster}.{self.namespace}"
+
+    @property
+    def lease_duration(self) -> int:
+        """leaseDurationSeconds of every Lease the sidecar writes: three heartbeat refreshes."""
+        return max(1, round(3 * self.heartbeat_interval))
 
     @property
     def marker_path(self) -> str:
@@ -260,6 +294,49 @@ def from_values(raw: Mapping[str, str]) -> Settings:
         clean_interval=_seconds(raw, SidecarEnv.CLEAN_INTERVAL),
         clean_grace=_seconds(raw, SidecarEnv.CLEAN_GRACE, allow_zero=True),
         leave_timeout=_seconds(raw, SidecarEnv.LEAVE_TIMEOUT),
+        loop_stall=_seconds(raw, SidecarEnv.LOOP_STALL),
         options={str(k): "" if v is None else str(v) for k, v in options.items()},
         log_level=raw[SidecarEnv.LOG_LEVEL].upper(),
+        backup_interval=_seconds(raw, SidecarEnv.BACKUP_INTERVAL),
+        backup_mount_root=raw[SidecarEnv.BACKUP_MOUNT_ROOT].rstrip("/"),
+        listen_metrics_url=raw[SidecarEnv.LISTEN_METRICS_URL].format(**fields),
+        maintenance_interval=_seconds(raw, SidecarEnv.MAINTENANCE_INTERVAL),
+        defrag=_defrag_policy(raw, engine),
+        repair_automatic=_repair_policy(raw[SidecarEnv.REPAIR_POLICY]) == "Automatic",
+        crash_loop_restarts=_count(raw, SidecarEnv.CRASH_LOOP_RESTARTS, minimum=1),
     )
+
+
+def _defrag_policy(raw: Mapping[str, str], engine: Engine) -> maintenance.Policy:
+    schedule = raw[SidecarEnv.DEFRAG_SCHEDULE].strip()
+    problem = maintenance.schedule_error(schedule)
+    if problem:
+        raise ConfigError(f"{SidecarEnv.DEFRAG_SCHEDULE}: {problem}")
+    numbers: dict[str, int] = {}
+    for var in (SidecarEnv.DEFRAG_THRESHOLD_PERCENT, SidecarEnv.DEFRAG_MIN_BYTES):
+        try:
+            numbers[var] = int(raw[var])
+        except ValueError as exc:
+            raise ConfigError(f"{var} must be an integer, got {raw[var]!r}") from exc
+    threshold = numbers[SidecarEnv.DEFRAG_THRESHOLD_PERCENT]
+    if not 0 <= threshold <= 100:
+        raise ConfigError(f"{SidecarEnv.DEFRAG_THRESHOLD_PERCENT} must be 0..100, got {threshold}")
+    return maintenance.Policy(schedule=schedule, threshold_percent=threshold,
+                              min_bytes=max(0, numbers[SidecarEnv.DEFRAG_MIN_BYTES]),
+                              can_defragment=engine.capabilities.defragment)
+
+
+def _repair_policy(value: str) -> str:
+    if value not in REPAIR_POLICIES:
+        raise ConfigError(f"{SidecarEnv.REPAIR_POLICY} must be one of {', '.join(REPAIR_POLICIES)}, got {value!r}")
+    return value
+
+
+def _count(raw: Mapping[str, str], key: str, *, minimum: int) -> int:
+    try:
+        value = int(raw[key])
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ConfigError(f"{key} must be an integer >= {minimum}, got {raw[key]!r}")
+    return value

@@ -24,7 +24,8 @@ class Heartbeat:
     role: str
     healthy: bool
     raft_term: int
-    raft_index: int
+    raft_index: int  # the commit index (etcd's and Xline's Status.raftIndex); served without quorum too
+    raft_applied_index: int  # with raft_index: what quorum-loss recovery chooses the survivor by
     time: str  # RFC 3339, UTC
     cluster_id: str
 
@@ -63,6 +64,7 @@ def beat(name: str, status: Status | None, now: datetime, known_id: int | None =
         healthy=status is not None and status.leader != 0 and not status.errors,
         raft_term=status.raft_term if status else 0,
         raft_index=status.raft_index if status else 0,
+        raft_applied_index=status.raft_applied_index if status else 0,
         time=rfc3339(now),
         cluster_id=f"{status.cluster_id:x}" if status else "",
     )
@@ -99,3 +101,15 @@ def owner_reference(workload: Mapping[str, Any] | None) -> dict[str, Any] | None
         "name": meta.get("name", ""),
         "uid": meta["uid"],
     }
+
+
+def event_subject(workload: Mapping[str, Any] | None, namespace: str) -> dict[str, Any] | None:
+    """What a sidecar's Events are about: the cluster object that controls the workload (so that
+    `kubectl describe etcdcluster` shows them), else the workload itself."""
+    meta = (workload or {}).get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("apiVersion") == contract.API_VERSION:
+            return {"apiVersion": ref["apiVersion"], "kind": ref.get("kind", ""), "name": ref.get("name", ""),
+                    "uid": ref.get("uid", ""), "namespace": namespace}
+    own = owner_reference(workload)
+    return {**own, "namespace": namespace} if own else None

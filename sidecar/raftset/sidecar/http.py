@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from raftset.sidecar.agent import Agent
+from raftset.sidecar.metrics import CONTENT_TYPE
 
 
 def _json(doc: dict[str, Any], status: int = 200) -> web.Response:
@@ -20,7 +21,13 @@ def app(agent: Agent) -> web.Application:
         return _json(doc, 200 if agent.startup_written else 503)
 
     async def livez(_: web.Request) -> web.Response:
-        return _json({"ok": True})
+        # Fails only when a background loop died or is stuck (supervision.py): a restart helps
+        # there, while an unreachable peer or API (readyz's business) never fails it.
+        verdict = agent.loops.liveness()
+        loops = {h.name: {"rounds": h.rounds, "expected_errors": h.expected_errors,
+                          "unexpected_errors": h.unexpected_errors} for h in agent.loops.health()}
+        return _json({"ok": verdict.alive, "problems": list(verdict.problems), "loops": loops},
+                     200 if verdict.alive else 503)
 
     async def readyz(_: web.Request) -> web.Response:
         st = agent.status
@@ -37,9 +44,7 @@ def app(agent: Agent) -> web.Application:
         return _json(agent.heartbeat.as_dict())
 
     async def metrics(_: web.Request) -> web.Response:
-        labels = {"cluster": agent.settings.cluster, "pod": agent.settings.pod_name, "engine": agent.settings.engine.name}
-        text = agent.metrics.render(agent.heartbeat, started=agent.startup_written, ready=agent.ready, labels=labels)
-        return web.Response(text=text, content_type="text/plain", charset="utf-8")
+        return web.Response(body=agent.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def leave(_: web.Request) -> web.Response:
         # kubelet's preStop httpGet can only GET, so both methods run the same hook.

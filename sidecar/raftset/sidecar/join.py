@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 from raftset.engines import StartupConfig, TLSFiles
 from raftset.etcdclient import Member
@@ -40,6 +41,11 @@ class JoinView:
     marker: Marker | None
     members: Sequence[Member] | None  # None: no member answered
     cluster_evidence: bool  # other members' heartbeat records exist: a cluster was created
+    # `members` is a linearizable answer (or the leader's own view): only such an answer may
+    # move data aside or remove an entry; a lagging member's list may simply not show us yet.
+    linearizable: bool = False
+    # The member id our own store answers Status as, while it runs; None when it does not answer.
+    local_member: int | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,11 @@ class JoinDecision:
     action: Action
     reason: str
     member_id: int | None = None  # the entry to reuse or remove
+
+
+def cluster_evidence(leases: Sequence[Mapping[str, Any]], name: str) -> bool:
+    """Another pod's heartbeat Lease exists: a cluster was created, so ours is not the first bootstrap."""
+    return any((lease.get("spec") or {}).get("holderIdentity") not in (None, name) for lease in leases)
 
 
 def own_entry(view: JoinView) -> Member | None:
@@ -62,10 +73,22 @@ def own_entry(view: JoinView) -> Member | None:
     return None
 
 
+DESTRUCTIVE = frozenset({Action.MOVE_ASIDE, Action.REMOVE_ENTRY})
+
+
 def decide(view: JoinView) -> JoinDecision:
-    if view.has_data:
-        return _with_data(view)
-    return _without_data(view)
+    """One step. A member that runs is never moved aside or removed by its own sidecar (fault b)."""
+    live = view.local_member
+    if live is not None:
+        if view.members is None or any(m.id == live for m in view.members):
+            return JoinDecision(Action.REJOIN, f"our store runs as member {live:x}: keep it", live)
+        return JoinDecision(Action.WAIT, f"our store still runs as member {live:x}, which the cluster no longer "
+                                         f"lists: waiting for it to stop before its data dir is touched")
+    decision = _with_data(view) if view.has_data else _without_data(view)
+    if decision.action in DESTRUCTIVE and not view.linearizable:
+        return JoinDecision(Action.WAIT, f"{decision.reason}; but only a linearizable membership may decide "
+                                         f"{decision.action.value}: asking again")
+    return decision
 
 
 def _with_data(view: JoinView) -> JoinDecision:
@@ -120,6 +143,7 @@ class StartupInputs:
     cluster_token: str
     tls: TLSFiles | None = None
     options: Mapping[str, str] = field(default_factory=dict)
+    listen_metrics_url: str = ""
 
 
 def initial_cluster(
@@ -168,4 +192,5 @@ def startup_config(
         cluster_token=inputs.cluster_token,
         tls=inputs.tls,
         options=dict(inputs.options),
+        listen_metrics_url=inputs.listen_metrics_url,
     )

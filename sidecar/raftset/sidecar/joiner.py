@@ -11,8 +11,9 @@ import dataclasses
 import logging
 
 from raftset.etcdclient import EtcdClientError, Member, MemberClient, Refusal
-from raftset.sidecar import heartbeat, join, marker
+from raftset.sidecar import datadir, heartbeat, join, marker
 from raftset.sidecar.kube import KubeError
+from raftset.sidecar.metrics import STEP_JOIN
 from raftset.sidecar.plumbing import Backoff, LOCK_NAME, RETRYABLE, Shell
 from raftset.sidecar.quorum import may_remove
 
@@ -25,11 +26,12 @@ class Joiner(Shell):
         agent = self.agent
         backoff = Backoff(0.5, 10.0)
         while not agent.stopping.is_set():
-            agent.metrics.join_attempts += 1
+            agent.metrics.join_attempt()
             try:
                 progressed = await self.step()
             except RETRYABLE as exc:
                 agent.error("join", exc)
+                agent.metrics.outcome(STEP_JOIN, "error")
                 progressed = False
             if agent.startup_written:
                 agent.last_error = ""
@@ -42,21 +44,21 @@ class Joiner(Shell):
 
     async def view(self) -> tuple[join.JoinView, MemberClient | None, list[str]]:
         settings, agent = self.settings, self.agent
-        etcd = agent.etcd()  # loads the TLS files: bad ones stop the join here, with a clear error
-        workload = await agent.kube.workload(settings.backend, settings.workload_name)
+        agent.etcd()  # loads the TLS files: bad ones stop the join here, with a clear error
+        workload = await agent.workload()
         if workload is None:
             raise KubeError("GET", f"workload {settings.workload_name}", 404, "not found (yet)")
         agent.workload_owner = heartbeat.owner_reference(workload)
         kept = settings.backend.kept(workload)
         leases = await agent.kube.member_leases(settings.cluster)
-        evidence = any((ls.get("spec") or {}).get("holderIdentity") not in (None, settings.pod_name)
-                       for ls in leases)
+        evidence = join.cluster_evidence(leases, settings.pod_name)
         urls = agent.candidates(kept, leases)
         client: MemberClient | None = None
         members: list[Member] | None = None
+        linearizable = False
         if urls:
             try:
-                client, members = await etcd.member_list(urls)
+                client, members, linearizable = await agent.authoritative_members(urls)
             except EtcdClientError as exc:
                 # Expected while a new cluster bootstraps; worth a warning once one exists.
                 log.log(logging.WARNING if evidence else logging.INFO,
@@ -64,18 +66,26 @@ class Joiner(Shell):
         view = join.JoinView(
             name=settings.pod_name, ordinal=settings.ordinal, peer_url=settings.peer_url, kept=kept,
             has_data=marker.has_data(settings.data_dir), marker=marker.read(settings.marker_path),
-            members=members, cluster_evidence=evidence,
+            members=members, cluster_evidence=evidence, linearizable=linearizable,
+            local_member=await agent.local_member(),
         )
         return view, client, urls
 
     async def step(self) -> bool:
         """One decision and at most one change; True if it made progress."""
         settings = self.settings
+        recovered = await self.agent.recoverer.before_join()
+        if recovered is not None:
+            return recovered
         view, client, urls = await self.view()
         decision = join.decide(view)
         log.info("join: %s (%s)", decision.action.value, decision.reason)
+        self.agent.metrics.outcome(STEP_JOIN, decision.action.value)
         action = join.Action
         if decision.action is action.BOOTSTRAP:
+            # A cluster seeded from a backup: the snapshot is restored first, or nothing starts.
+            if not await self.agent.restorer.prepare():
+                return False
             self.write_startup("new", {settings.pod_name: settings.peer_url})
             return True
         if decision.action is action.REJOIN:
@@ -85,8 +95,8 @@ class Joiner(Shell):
             self.write_startup("existing", cluster)
             return True
         if decision.action is action.MOVE_ASIDE:
-            dest = marker.move_aside(settings.data_dir, settings.marker_path)
-            log.warning("stale data dir moved aside to %s: %s", dest, decision.reason)
+            dest = datadir.move_aside(settings.data_dir, settings.marker_path, decision.reason)
+            log.warning("data dir moved aside to %s (kept until the new member votes): %s", dest, decision.reason)
             return True
         if decision.action is action.WAIT:
             self.agent.last_error = f"waiting: {decision.reason}" + (f" (asked {', '.join(urls)})" if urls else "")
@@ -107,12 +117,13 @@ class Joiner(Shell):
 
     async def add_learner(self, client: MemberClient) -> bool:
         agent, settings = self.agent, self.settings
-        async with client.lock(LOCK_NAME, timeout=10):
+        async with client.lock(LOCK_NAME, timeout=10) as held:
             # Decide again under the lock: someone may have changed membership meanwhile.
             view, _, _ = await self.view()
-            view = dataclasses.replace(view, members=await client.member_list())
+            view = dataclasses.replace(view, members=await client.member_list(), linearizable=False)
             if join.decide(view).action is not join.Action.ADD_LEARNER:
                 return True
+            await held.fence(client.timeout)  # LockLost unless the lock outlives the MemberAdd
             try:
                 added, members = await client.add_learner(settings.peer_url)
             except EtcdClientError as exc:
@@ -132,11 +143,12 @@ class Joiner(Shell):
     async def remove_entry(self, client: MemberClient, member_id: int) -> bool:
         """Remove the entry our empty data dir left behind, decided again under the lock."""
         agent = self.agent
-        async with client.lock(LOCK_NAME, timeout=10):
+        async with client.lock(LOCK_NAME, timeout=10) as held:
             members = await client.member_list()
             if not may_remove(members, await agent.statuses(members), member_id):
                 agent.last_error = f"waiting: removing our old entry {member_id:x} would lose quorum"
                 return False
+            await held.fence(client.timeout)
             error = await agent.member_remove(client, member_id)
         if error is not None and error.refusal is not Refusal.MEMBER_NOT_FOUND:
             raise error
@@ -147,15 +159,17 @@ class Joiner(Shell):
         settings = self.settings
         return join.initial_cluster(settings.pod_name, settings.peer_url, members, settings.naming, own_id)
 
-    def write_startup(self, state: str, cluster: dict[str, str]) -> None:
+    def write_startup(self, state: str, cluster: dict[str, str], *, force_new_cluster: bool = False) -> None:
         settings = self.settings
         inputs = join.StartupInputs(
             name=settings.pod_name, naming=settings.naming, data_dir=settings.data_dir,
             peer_url=settings.peer_url, client_url=settings.client_url,
             listen_peer_url=settings.listen_peer_url, listen_client_url=settings.listen_client_url,
             cluster_token=settings.cluster_token, tls=settings.tls, options=settings.options,
+            listen_metrics_url=settings.listen_metrics_url,
         )
-        text = settings.engine.render_startup(join.startup_config(inputs, state, cluster))
+        config = dataclasses.replace(join.startup_config(inputs, state, cluster), force_new_cluster=force_new_cluster)
+        text = settings.engine.render_startup(config)
         marker.write_atomic(settings.startup_path, text)
         log.info("startup file %s written (state %s, cluster %s)", settings.startup_path, state,
                  ",".join(f"{k}={v}" for k, v in sorted(cluster.items())))

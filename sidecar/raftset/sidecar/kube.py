@@ -13,6 +13,7 @@ import os
 import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -135,6 +136,13 @@ class Kube:
             content_type="application/merge-patch+json", missing_ok=True,
         )
 
+    async def annotate_pod(self, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Merge-patch annotations of our own pod; None deletes one."""
+        await self.request(
+            "PATCH", self._ns("v1", "pods", name), {"metadata": {"annotations": dict(annotations)}},
+            content_type="application/merge-patch+json", missing_ok=True,
+        )
+
     async def workload(self, backend: Backend, name: str) -> dict[str, Any] | None:
         return await self.request("GET", self._ns(backend.api_version, backend.plural, name), missing_ok=True)
 
@@ -153,5 +161,34 @@ class Kube:
             content_type="application/apply-patch+yaml", query={"fieldManager": FIELD_MANAGER, "force": "true"},
         )
 
+    async def post_event(self, involved: Mapping[str, Any], *, warning: bool, reason: str, message: str,
+                         component: str) -> None:
+        """One core/v1 Event about `involved` (an object reference), so that kubectl describe shows it.
+
+        `component` (the pod) is the source host: which sidecar acted."""
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        body = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{involved.get('name', 'raftset')}.", "namespace": self.namespace},
+            "involvedObject": dict(involved),
+            "type": "Warning" if warning else "Normal",
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": FIELD_MANAGER, "host": component},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        await self.request("POST", self._ns("v1", "events"), body)
+
     async def delete_lease(self, name: str) -> None:
         await self.request("DELETE", self._ns("coordination.k8s.io/v1", "leases", name), missing_ok=True)
+
+    async def lease(self, name: str) -> dict[str, Any] | None:
+        return await self.request("GET", self._ns("coordination.k8s.io/v1", "leases", name), missing_ok=True)
+
+    async def cluster_object(self, plural: str, name: str) -> dict[str, Any] | None:
+        """The EtcdCluster/XlineCluster this pod belongs to (spec.backup, spec.bootstrap): read only."""
+        return await self.request("GET", self._ns(contract.API_VERSION, plural, name), missing_ok=True)
+

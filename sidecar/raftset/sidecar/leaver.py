@@ -12,8 +12,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, Refusal
+from raftset.etcdclient import LockLost, Refusal
 from raftset.sidecar import leave
+from raftset.sidecar.metrics import STEP_LEAVE
 from raftset.sidecar.plumbing import Backoff, LOCK_NAME, RETRYABLE, Shell
 from raftset.workloads import being_deleted
 
@@ -48,6 +49,7 @@ class Leaver(Shell):
         except Exception as exc:  # noqa: BLE001 - the preStop hook must get an answer, not a hang
             log.exception("leave failed")
             result = {"final": False, "action": "error", "reason": f"{type(exc).__name__}: {exc}"}
+        self.agent.metrics.outcome(STEP_LEAVE, str(result.get("action")))
         result["seconds"] = round(time.monotonic() - started, 3)
         result["trigger"] = trigger
         log.info("leave (%s): %s", trigger, result)
@@ -58,7 +60,7 @@ class Leaver(Shell):
         pod = await agent.kube.pod(settings.pod_name)
         if not being_deleted(pod):
             return {"final": False, "action": "none", "reason": "this pod is not terminating: nothing to do"}
-        workload = await agent.kube.workload(settings.backend, settings.workload_name)
+        workload = await agent.workload()
         fate = leave.fate(settings.ordinal, settings.backend, workload, pod or {})
         kept = settings.backend.kept(workload) if workload else []
         own_id = agent.member_id or (agent.status.member_id if agent.status else None)
@@ -73,15 +75,9 @@ class Leaver(Shell):
         result: dict[str, Any] = {"final": True, "scaled_away": fate.scaled_away, "reason": decision.reason,
                                   "moved_leader_to": None, "removed": False}
         if decision.move_leader_to is not None:
-            try:
-                await agent.local.move_leader(decision.move_leader_to, timeout=5.0)
-                agent.metrics.count("move_leader", True)
+            # On a refusal go on with the rest: etcd also hands leadership away when it stops.
+            if await agent.move_leader(decision.move_leader_to, "leave"):
                 result["moved_leader_to"] = f"{decision.move_leader_to:x}"
-                log.info("leadership moved to %x", decision.move_leader_to)
-            except EtcdClientError as exc:
-                # etcd also hands leadership away when it stops; go on with the rest.
-                agent.metrics.count("move_leader", False)
-                agent.error("move leader", exc)
         if decision.remove:
             others = [u for m in members if m.id != own_id and not m.is_learner for u in m.client_urls]
             decision = await self._remove_self(fate, own_id, others, ordinals, kept)
@@ -106,13 +102,19 @@ class Leaver(Shell):
         backoff = Backoff(0.5, 2.0)
         while True:
             client, _ = await agent.etcd().member_list(others)
-            async with client.lock(LOCK_NAME, timeout=10):
-                members = await client.member_list()
-                decision = leave.decide(fate, own_id, members, await agent.statuses(members), ordinals, kept,
-                                    hand_off=self.settings.engine.capabilities.hand_off)
-                if not decision.remove:
-                    return decision
-                error = await agent.member_remove(client, own_id)
+            try:
+                async with client.lock(LOCK_NAME, timeout=10) as held:
+                    members = await client.member_list()
+                    decision = leave.decide(fate, own_id, members, await agent.statuses(members), ordinals, kept,
+                                        hand_off=self.settings.engine.capabilities.hand_off)
+                    if not decision.remove:
+                        return decision
+                    await held.fence(client.timeout)
+                    error = await agent.member_remove(client, own_id)
+            except LockLost as exc:  # nothing was removed: decide again under a new lock
+                log.warning("leave: %s; asking again", exc.message)
+                await asyncio.sleep(backoff.next())
+                continue
             if error is None or error.refusal is Refusal.MEMBER_NOT_FOUND:
                 return decision
             if error.refusal not in (Refusal.UNHEALTHY, Refusal.NOT_ENOUGH_STARTED):

@@ -1,4 +1,4 @@
-"""The member marker beside the data dir, and moving a stale data dir aside.
+"""The member marker beside the data dir (moving data aside is raftset.sidecar.datadir).
 
 The marker records which member the data dir belongs to, so that a refilled ordinal
 whose PVC outlived its member (a stale PVC) is recognised and started clean.
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import time
 from dataclasses import asdict, dataclass, field
 
 
@@ -19,6 +17,9 @@ class Marker:
     name: str
     peer_url: str
     initial_cluster: dict[str, str] = field(default_factory=dict)
+    # The quorum-loss recovery (RecoveryRecord.id) this member already restarted alone for:
+    # a restarted survivor must never force a new cluster twice.
+    recovered: str = ""
 
     def to_json(self) -> str:
         doc = asdict(self)
@@ -33,7 +34,18 @@ class Marker:
             name=str(doc["name"]),
             peer_url=str(doc["peer_url"]),
             initial_cluster={str(k): str(v) for k, v in (doc.get("initial_cluster") or {}).items()},
+            recovered=str(doc.get("recovered") or ""),
         )
+
+
+def remembered(old: Marker | None, member_id: int, name: str, peer_url: str, *,
+               cluster: dict[str, str] | None = None, recovered: str | None = None) -> Marker:
+    """The marker for `member_id`. What is not given carries over from `old`: its cluster map,
+    and its recovery id only for the same member (a new member never restarted alone)."""
+    return Marker(member_id, name, peer_url,
+                  dict(cluster) if cluster is not None else (dict(old.initial_cluster) if old else {}),
+                  recovered if recovered is not None
+                  else (old.recovered if old is not None and old.member_id == member_id else ""))
 
 
 def read(path: str) -> Marker | None:
@@ -66,23 +78,3 @@ def has_data(data_dir: str) -> bool:
         return any(os.scandir(data_dir))
     except FileNotFoundError:
         return False
-
-
-def move_aside(data_dir: str, marker_path: str) -> str:
-    """Rename the data dir (and its marker) to `<dir>.stale-<time>`; keep only the newest."""
-    base = data_dir.rstrip("/")
-    parent = os.path.dirname(base) or "."
-    prefix = os.path.basename(base) + ".stale-"
-    for old in os.listdir(parent):
-        if old.startswith(prefix):
-            target = os.path.join(parent, old)
-            if os.path.isdir(target):
-                shutil.rmtree(target, ignore_errors=True)
-            else:
-                os.unlink(target)
-    dest = f"{base}.stale-{int(time.time())}"
-    if os.path.exists(base):
-        os.replace(base, dest)
-    if os.path.exists(marker_path):
-        os.replace(marker_path, f"{dest}.member.json")
-    return dest

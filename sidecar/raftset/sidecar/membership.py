@@ -39,6 +39,15 @@ def record(leader: Status, leader_pod: str, members: Sequence[Member], statuses:
     )
 
 
+def index_lags(record: RaftMembership, cluster: str) -> dict[str, int]:
+    """How far each member's raft index trails the leader's, by pod (hex id where no pod is known)."""
+    lead = next((m.raft_index for m in record.members if m.id == record.leader_id), None)
+    if lead is None:
+        return {}
+    return {(contract.pod_name(cluster, m.ordinal) if m.ordinal is not None else m.id): max(0, lead - m.raft_index)
+            for m in record.members if m.raft_index is not None}
+
+
 def should_publish(last: RaftMembership | None, current: RaftMembership, last_write: float | None, now: float,
                    refresh: float) -> bool:
     return leases.due(last.change_key if last else None, current.change_key, last_write, now, refresh)

@@ -11,12 +11,9 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-import aiohttp
-
 from raftset.membership import RaftMembership
 from raftset.sidecar import membership
-from raftset.sidecar.kube import KubeError
-from raftset.sidecar.plumbing import Shell
+from raftset.sidecar.plumbing import API_ERRORS, Shell
 
 if TYPE_CHECKING:
     from raftset.sidecar.agent import Agent
@@ -34,6 +31,7 @@ class MembershipPublisher(Shell):
         agent, settings = self.agent, self.settings
         if agent.phase != "started" or agent.status is None or not agent.status.is_leader:
             self.written = self.written_at = None  # leading again later publishes at once
+            agent.index_lags = {}  # only the leader reports them
             return
         leader = await agent.local.status()
         if not leader.is_leader:
@@ -47,12 +45,13 @@ class MembershipPublisher(Shell):
         statuses = await agent.statuses(members)
         current = membership.record(leader, settings.pod_name, members, statuses, ordinals,
                                     datetime.now(timezone.utc))
+        agent.index_lags = membership.index_lags(current, settings.cluster)
         body = membership.lease_body(settings.cluster, settings.namespace, current,
-                                     duration=max(1, round(3 * settings.heartbeat_interval)),
+                                     duration=settings.lease_duration,
                                      owner=agent.workload_owner)
         try:
             await agent.kube.apply_lease(body)
-        except (KubeError, aiohttp.ClientError, TimeoutError) as exc:
+        except API_ERRORS as exc:
             agent.metrics.count("membership_write", False)
             agent.error("membership lease", exc)
             return

@@ -1,65 +1,169 @@
-"""A few Prometheus metrics in the text exposition format (no client library needed)."""
+"""The sidecar's Prometheus metrics (prometheus_client), served on GET /metrics.
+
+Counters are counted where things happen (join, leave, clean, membership calls, Lease
+writes, maintenance actions). What describes the member now (role, leader, heartbeat age,
+index lag) is read from the agent at scrape time by `StateCollector`, through the pure
+`state_samples`, so that a scrape never shows a value older than the last poll. So are the
+loop error counters: supervision already counts them per loop (LoopHealth), they are not
+counted a second time here.
+
+Every series is per pod: the PodMonitor of the monitoring kit adds `namespace`, `pod` and
+`cluster` (from the pod's `app.kubernetes.io/instance` label), so none is repeated here.
+Each agent has its own registry (tests run several sidecars in one process).
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from raftset import contract
 
-from raftset.sidecar.heartbeat import Heartbeat
+if TYPE_CHECKING:
+    from raftset.sidecar.agent import Agent
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Label values of raftset_sidecar_outcomes_total{step}: what each lifecycle step ended with.
+STEP_JOIN = "join"
+STEP_LEAVE = "leave"
+STEP_CLEAN = "clean"
+STEP_MAINTENANCE = "maintenance"
+STEP_BACKUP = "backup"
+
+
+@dataclass(frozen=True)
+class State:
+    """What the member looks like now, as the agent knows it."""
+
+    role: str  # contract.ROLES
+    leader_id: str  # hex, "" without a leader
+    healthy: bool
+    ready: bool
+    startup_written: bool
+    raft_term: int
+    raft_index: int
+    heartbeat_age: float | None  # seconds since the heartbeat Lease was last written; None: never
+    db_size: int | None  # bytes, from the local Status
+    db_size_in_use: int | None
+    alarms: tuple[str, ...]  # active alarm types of this member (NOSPACE, CORRUPT)
+    index_lags: Mapping[str, int]  # member pod (or hex id) -> raft index lag; the leader's sidecar only
+    loop_errors: Mapping[tuple[str, str], int]  # (loop, expected|unexpected) -> failed rounds (Loops.counters)
+
+
+def agent_state(agent: Agent) -> State:
+    """The member as a scrape shows it, from what the agent's shells last saw."""
+    st, written = agent.status, agent.publisher.written_at
+    return State(
+        role=agent.heartbeat.role, leader_id=f"{st.leader:x}" if st is not None and st.leader else "",
+        healthy=agent.heartbeat.healthy, ready=agent.ready, startup_written=agent.startup_written,
+        raft_term=agent.heartbeat.raft_term, raft_index=agent.heartbeat.raft_index,
+        heartbeat_age=None if written is None else time.monotonic() - written,
+        db_size=st.db_size if st is not None else None,
+        db_size_in_use=st.db_size_in_use if st is not None else None,
+        alarms=agent.alarms, index_lags=agent.index_lags, loop_errors=agent.loops.counters(),
+    )
+
+
+def state_samples(state: State) -> list[Metric]:
+    """The gauges of one scrape, from plain data."""
+    def gauge(name: str, doc: str, value: float | None = None, labels: Iterable[str] = (),
+              samples: Iterable[tuple[list[str], float]] = ()) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(name, doc, value=value, labels=list(labels) or None)
+        for label_values, v in samples:
+            family.add_metric(label_values, v)
+        return family
+
+    out: list[Metric] = [
+        gauge("raftset_sidecar_startup_written", "1 once the store's startup file is written.",
+              float(state.startup_written)),
+        gauge("raftset_member_ready", "1 while the store serves and the member votes.", float(state.ready)),
+        gauge("raftset_member_healthy", "1 while the local member answers and sees a leader.",
+              float(state.healthy)),
+        gauge("raftset_member_role", "The local member's role (1 for the current one).", labels=["role"],
+              samples=[([r], float(state.role == r)) for r in contract.ROLES]),
+        gauge("raftset_member_leader", "1 for the member id (hex) the local member follows as leader.",
+              labels=["leader_id"], samples=[([state.leader_id], 1.0)] if state.leader_id else []),
+        gauge("raftset_member_raft_term", "Raft term seen by the local member.", float(state.raft_term)),
+        gauge("raftset_member_raft_index", "Raft index of the local member.", float(state.raft_index)),
+        gauge("raftset_member_alarm", "1 for each alarm the cluster reports on the local member.",
+              labels=["alarm"], samples=[([a], 1.0) for a in state.alarms]),
+        gauge("raftset_member_raft_index_lag",
+              "How far each member's raft index trails the leader's, as the leader's sidecar last saw it.",
+              labels=["member"], samples=[([m], float(lag)) for m, lag in sorted(state.index_lags.items())]),
+    ]
+    errors = CounterMetricFamily("raftset_sidecar_loop_errors",
+                                 "Rounds of a periodic loop that failed and were retried.", labels=["loop"])
+    unexpected = CounterMetricFamily("raftset_sidecar_loop_restarts",
+                                     "Rounds of a periodic loop that failed unexpectedly (a bug) and were "
+                                     "retried after a backoff.", labels=["loop"])
+    for loop in sorted({loop for loop, _ in state.loop_errors}):
+        bugs = state.loop_errors.get((loop, "unexpected"), 0)
+        errors.add_metric([loop], float(state.loop_errors.get((loop, "expected"), 0) + bugs))
+        unexpected.add_metric([loop], float(bugs))
+    out += [errors, unexpected]
+    if state.heartbeat_age is not None:
+        out.append(gauge("raftset_sidecar_heartbeat_age_seconds",
+                         "Seconds since this sidecar last wrote its heartbeat Lease.", state.heartbeat_age))
+    if state.db_size is not None:
+        out.append(gauge("raftset_member_db_size_bytes", "Size of the local member's backend file.",
+                         float(state.db_size)))
+    if state.db_size_in_use is not None:
+        out.append(gauge("raftset_member_db_size_in_use_bytes",
+                         "Bytes of the local member's backend file in use (the rest defragmentation frees).",
+                         float(state.db_size_in_use)))
+    return out
+
+
+class StateCollector(Collector):
+    """Asks `read` for the state at every scrape."""
+
+    def __init__(self, read: Callable[[], State]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterable[Metric]:
+        return state_samples(self._read())
 
 
 class Metrics:
+    """The counters of one sidecar, in a registry of its own."""
+
     def __init__(self) -> None:
-        # (operation, result) -> count; operation in add|promote|remove|move_leader|clean_remove
-        self.membership: Counter[tuple[str, str]] = Counter()
-        self.lease_writes: Counter[str] = Counter()  # ok | error
-        self.join_attempts = 0
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._membership = Counter(
+            "raftset_sidecar_membership_changes", "Membership calls by operation and result.",
+            ["operation", "result"], registry=self.registry)
+        self._lease_writes = Counter(
+            "raftset_sidecar_lease_writes", "Heartbeat Lease writes by result.", ["result"], registry=self.registry)
+        self._join_attempts = Counter(
+            "raftset_sidecar_join_attempts", "Join decisions taken.", registry=self.registry)
+        self._outcomes = Counter(
+            "raftset_sidecar_outcomes", "How each join, leave, clean, maintenance and backup round ended.",
+            ["step", "outcome"], registry=self.registry)
+
+    def watch(self, read: Callable[[], State]) -> None:
+        """Register the scrape-time state of the member (the agent calls this once)."""
+        self.registry.register(StateCollector(read))
 
     def count(self, operation: str, ok: bool) -> None:
-        self.membership[(operation, "ok" if ok else "error")] += 1
+        """One membership call: add | promote | remove | move_leader | clean_remove | membership_write (a Lease)."""
+        self._membership.labels(operation, "ok" if ok else "error").inc()
 
-    def render(self, hb: Heartbeat, *, started: bool, ready: bool, labels: Mapping[str, str]) -> str:
-        base = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    def lease_write(self, ok: bool) -> None:
+        self._lease_writes.labels("ok" if ok else "error").inc()
 
-        def sample(name: str, value: float, extra: str = "") -> str:
-            inner = ",".join(p for p in (base, extra) if p)
-            return f"{name}{{{inner}}} {value:g}"
+    def join_attempt(self) -> None:
+        self._join_attempts.inc()
 
-        lines = [
-            "# HELP raftset_sidecar_startup_written 1 once the store's startup file is written.",
-            "# TYPE raftset_sidecar_startup_written gauge",
-            sample("raftset_sidecar_startup_written", int(started)),
-            "# HELP raftset_member_ready 1 while the store serves and the member votes.",
-            "# TYPE raftset_member_ready gauge",
-            sample("raftset_member_ready", int(ready)),
-            "# HELP raftset_member_healthy 1 while the local member answers and sees a leader.",
-            "# TYPE raftset_member_healthy gauge",
-            sample("raftset_member_healthy", int(hb.healthy)),
-            "# HELP raftset_member_role The local member's role (1 for the current one).",
-            "# TYPE raftset_member_role gauge",
-            *(sample("raftset_member_role", int(hb.role == r), f'role="{r}"') for r in contract.ROLES),
-            "# HELP raftset_member_raft_term Raft term seen by the local member.",
-            "# TYPE raftset_member_raft_term gauge",
-            sample("raftset_member_raft_term", hb.raft_term),
-            "# HELP raftset_member_raft_index Raft index of the local member.",
-            "# TYPE raftset_member_raft_index gauge",
-            sample("raftset_member_raft_index", hb.raft_index),
-            "# HELP raftset_sidecar_join_attempts_total Join decisions taken.",
-            "# TYPE raftset_sidecar_join_attempts_total counter",
-            sample("raftset_sidecar_join_attempts_total", self.join_attempts),
-            "# HELP raftset_sidecar_membership_changes_total Membership calls by operation and result.",
-            "# TYPE raftset_sidecar_membership_changes_total counter",
-            *(
-                sample("raftset_sidecar_membership_changes_total", n, f'operation="{op}",result="{res}"')
-                for (op, res), n in sorted(self.membership.items())
-            ),
-            "# HELP raftset_sidecar_lease_writes_total Heartbeat Lease writes by result.",
-            "# TYPE raftset_sidecar_lease_writes_total counter",
-            *(
-                sample("raftset_sidecar_lease_writes_total", n, f'result="{res}"')
-                for res, n in sorted(self.lease_writes.items())
-            ),
-        ]
-        return "\n".join(lines) + "\n"
+    def outcome(self, step: str, outcome: str) -> None:
+        """What one round of `step` (STEP_*) ended with: the decision's action, or `error`."""
+        self._outcomes.labels(step, outcome).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 LOCK_NAME = "raftset/membership"
 # Everything a step may raise that means "try again later", not "crash".
 RETRYABLE = (EtcdClientError, KubeError, aiohttp.ClientError, TLSConfigError, OSError, TimeoutError)
+# What a Kubernetes API call may raise that a report (a label, an Event, a Lease) survives.
+API_ERRORS = (KubeError, aiohttp.ClientError, TimeoutError)
 
 
 class Backoff:

@@ -9,9 +9,13 @@ never asked to be promoted (Xline's server panics on that).
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from raftset.etcdclient import EtcdClientError, Refusal, Status
 from raftset.sidecar.plumbing import Backoff, RETRYABLE, Shell
+
+if TYPE_CHECKING:
+    from raftset.sidecar.agent import Agent
 
 log = logging.getLogger("raftset.sidecar")
 POLL_S = 0.25  # how often a starting or learning member checks whether it may be promoted
@@ -19,33 +23,34 @@ POLL_S = 0.25  # how often a starting or learning member checks whether it may b
 
 class Promoter(Shell):
 
-    async def run(self) -> None:
+    def __init__(self, agent: Agent) -> None:
+        super().__init__(agent)
+        self.backoff = Backoff(POLL_S, 2.0)
+
+    async def round(self) -> float:
+        """One round of the supervised promote loop; returns the delay before the next."""
         agent = self.agent
-        backoff = Backoff(POLL_S, 2.0)
-        while not agent.stopping.is_set() and agent.phase == "started":
-            if agent.status is None or agent.status.is_learner:
-                await agent.publisher.beat_once()  # not yet voting: poll (and publish) at the promote pace
-            status = agent.status
-            if status is None:
-                delay = POLL_S
-            elif status.is_learner:
-                try:
-                    if await self.once(status):
-                        backoff.reset()
-                        continue
-                except RETRYABLE as exc:
-                    agent.error("promote", exc)
-                delay = backoff.next()
-            else:
-                backoff.reset()
-                delay = min(self.settings.poll_interval, 1.0)
-            if await agent.sleep(delay):
-                return
+        if agent.phase != "started":
+            return self.settings.poll_interval  # leaving: nothing to promote
+        if agent.status is None or agent.status.is_learner:
+            await agent.publisher.beat_once()  # not yet voting: poll (and publish) at the promote pace
+        status = agent.status
+        if status is None:
+            return POLL_S
+        if not status.is_learner:
+            self.backoff.reset()
+            return min(self.settings.poll_interval, 1.0)
+        try:
+            if await self.once(status):
+                self.backoff.reset()
+                return 0.0
+        except RETRYABLE as exc:
+            agent.error("promote", exc)
+        return self.backoff.next()
 
     async def once(self, status: Status) -> bool:
-        agent, settings = self.agent, self.settings
-        workload = await agent.kube.workload(settings.backend, settings.workload_name)
-        kept = settings.backend.kept(workload) if workload else []
+        agent = self.agent
+        kept = await agent.kept()
         client, members = await agent.etcd().member_list(agent.candidates(kept, []))
         own = next((m for m in members if m.id == status.member_id), None)
         if own is None or not own.is_learner:

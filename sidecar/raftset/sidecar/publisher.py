@@ -12,20 +12,16 @@ import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
 from raftset import contract
 from raftset.etcdclient import EtcdClientError
-from raftset.sidecar import heartbeat, marker
+from raftset.sidecar import heartbeat
 from raftset.sidecar.heartbeat import Heartbeat
-from raftset.sidecar.kube import KubeError
-from raftset.sidecar.plumbing import Backoff, Shell
+from raftset.sidecar.plumbing import API_ERRORS, Backoff, Shell
 
 if TYPE_CHECKING:
     from raftset.sidecar.agent import Agent
 
 log = logging.getLogger("raftset.sidecar")
-API_ERRORS = (KubeError, aiohttp.ClientError, TimeoutError)
 
 
 class HeartbeatPublisher(Shell):
@@ -52,8 +48,7 @@ class HeartbeatPublisher(Shell):
             if status is not None:
                 if agent.member_id != status.member_id:
                     # Bootstrapped or rejoined without MemberList: the id is known only now.
-                    old = marker.read(settings.marker_path)
-                    agent.remember_member(status.member_id, old.initial_cluster if old else {})
+                    agent.remember_member(status.member_id)
                 if agent.last_error and agent.ready:
                     agent.last_error = ""
             agent.heartbeat = heartbeat.beat(settings.pod_name, status, datetime.now(timezone.utc), agent.member_id)
@@ -80,16 +75,16 @@ class HeartbeatPublisher(Shell):
         agent, settings = self.agent, self.settings
         body: dict[str, Any] = heartbeat.lease_body(
             settings.pod_name, settings.namespace, settings.cluster, beat,
-            duration=max(1, round(3 * settings.heartbeat_interval)), owner=agent.workload_owner,
+            duration=settings.lease_duration, owner=agent.workload_owner,
             extra_labels={contract.LABEL_ENGINE: settings.engine.name},
         )
         try:
             await agent.kube.apply_lease(body)
-            agent.metrics.lease_writes["ok"] += 1
+            agent.metrics.lease_write(True)
             self.written, self.written_at = beat, now
             self.backoff.reset()
         except API_ERRORS as exc:
             # A refused write is not retried on every poll: back off up to the refresh.
-            agent.metrics.lease_writes["error"] += 1
+            agent.metrics.lease_write(False)
             self.retry_at = now + self.backoff.next()
             agent.error("heartbeat lease", exc)

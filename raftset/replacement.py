@@ -1,0 +1,44 @@
+"""The replace request and the sidecar's record of a replacement: read by the sidecar and the operator.
+
+The user asks with contract.ANNOTATION_REPLACE=true on a pod; that pod's sidecar does the
+work (raftset.sidecar.repair) and records each step in contract.ANNOTATION_REPLACE_PROGRESS
+on the same pod; the operator narrates the record (raftset.operator.replacements).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+
+from raftset import contract, records
+
+_TRUE = ("true", "yes", "1")
+
+
+def requested(annotations: Mapping[str, str] | None) -> bool:
+    """`kubectl annotate pod <pod> raftset.dev/replace=true` (any other value asks nothing)."""
+    return str((annotations or {}).get(contract.ANNOTATION_REPLACE, "")).strip().lower() in _TRUE
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One replacement as the sidecar records it on its pod."""
+
+    phase: str  # contract.ReplacePhase
+    old_member: str  # hex id of the member being replaced
+    new_member: str  # hex id of the member that replaces it, once added
+    reason: str
+    # Every phase so far, in order: the operator reconciles on a timer and may miss a short
+    # step; from this it still announces each one.
+    steps: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def parse_progress(raw: str | None) -> Progress | None:
+    """The record; None when absent or unreadable (raftset.records)."""
+    return records.parse(raw, lambda doc: Progress(
+        str(doc["phase"]), str(doc["old_member"]), str(doc.get("new_member", "")), str(doc.get("reason", "")),
+        tuple(str(s) for s in doc.get("steps") or ())))

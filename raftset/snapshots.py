@@ -1,0 +1,183 @@
+"""Backups, the imperative part: move snapshot bytes between a member and a store.
+
+take(): Maintenance.Snapshot -> sha256 -> multipart upload -> read back and compare ->
+manifest -> "latest". A backup is published (its manifest, then "latest") only once the
+stored object's sha256 matches what the member sent; anything that fails before aborts the
+upload or deletes the object, so "latest" never names a broken or partial snapshot.
+
+fetch() + restore(): the manifest -> the object, sha256 checked while it streams to a file
+-> the engine's restore command into a temporary directory, renamed into place only when
+it succeeded: a member never starts from a half-restored data dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from raftset import backups, times
+from raftset.backups import Manifest
+from raftset.engines import Engine, RestoreConfig
+from raftset.etcdclient import EtcdClientError, MemberClient
+from raftset.objectstore import PART_SIZE, ObjectStore, StoreError, Upload
+
+log = logging.getLogger(__name__)
+
+# A key nobody writes: reading it tells the revision a snapshot taken next holds at least.
+REVISION_PROBE = "raftset.dev/backup-revision-probe"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which cluster's objects, under which prefix of the store."""
+
+    prefix: str
+    namespace: str
+    cluster: str
+
+
+async def take(client: MemberClient, store: ObjectStore, target: Target, engine: str, now: datetime,
+               *, part_size: int = PART_SIZE) -> Manifest:
+    """One backup of the member `client` talks to; raises StoreError with the reason on failure."""
+    try:
+        revision_hint, _ = await client.get_prefix(REVISION_PROBE)
+    except EtcdClientError as exc:
+        raise StoreError(backups.SNAPSHOT_FAILED, str(exc)) from exc
+    key = backups.snapshot_key(target.prefix, target.namespace, target.cluster, now, revision_hint)
+    upload: Upload = await asyncio.to_thread(store.begin, key)
+    digest = hashlib.sha256()
+    size = 0
+    buffer = bytearray()
+
+    async def sink(chunk: bytes) -> None:
+        nonlocal size, buffer
+        digest.update(chunk)
+        size += len(chunk)
+        buffer += chunk
+        if len(buffer) >= part_size:
+            data, buffer = bytes(buffer), bytearray()
+            await asyncio.to_thread(upload.part, data)
+
+    completed = False
+    try:
+        try:
+            revision = await client.snapshot(sink) or revision_hint
+        except EtcdClientError as exc:
+            raise StoreError(backups.SNAPSHOT_FAILED, str(exc)) from exc
+        if buffer or size == 0:
+            await asyncio.to_thread(upload.part, bytes(buffer))
+        await asyncio.to_thread(upload.complete)
+        completed = True
+        stored = await asyncio.to_thread(_sha256_of, store, key)
+        if stored != digest.hexdigest():
+            raise StoreError(backups.CHECKSUM_MISMATCH,
+                             f"{key}: stored sha256 {stored} differs from the snapshot's {digest.hexdigest()}")
+    except BaseException:
+        # Nothing of this attempt may stay where a restore could pick it up.
+        if completed:
+            await asyncio.to_thread(_delete_quietly, store, key)
+        else:
+            await asyncio.to_thread(upload.abort)
+        raise
+    manifest = Manifest(key=key, sha256=digest.hexdigest(), size=size, revision=revision,
+                        taken=times.rfc3339(now), engine=engine, cluster=target.cluster,
+                        namespace=target.namespace)
+    await asyncio.to_thread(store.put, backups.manifest_key(key), manifest.to_json())
+    await asyncio.to_thread(store.put, backups.latest_key(target.prefix, target.namespace, target.cluster),
+                            manifest.to_json())
+    log.info("backup %s published: revision %d, %d bytes, sha256 %s", key, revision, size, manifest.sha256)
+    return manifest
+
+
+def _sha256_of(store: ObjectStore, key: str) -> str:
+    digest = hashlib.sha256()
+    for chunk in store.read(key):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _delete_quietly(store: ObjectStore, key: str) -> None:
+    try:
+        store.delete(key)
+    except StoreError as exc:
+        log.warning("could not delete the unverified object %s: %s", key, exc)
+
+
+def prune(store: ObjectStore, target: Target, *, keep: int | None, max_age: timedelta | None,
+          now: datetime) -> list[str]:
+    """Apply retention; returns the snapshot keys removed (manifest first, then the object)."""
+    prefix = backups.cluster_prefix(target.prefix, target.namespace, target.cluster)
+    keys = store.keys(prefix)
+    latest_raw = store.get(backups.latest_key(target.prefix, target.namespace, target.cluster))
+    latest = Manifest.from_json(latest_raw).key if latest_raw else None
+    removed = backups.expired(backups.published(keys), keep=keep, max_age=max_age, now=now, latest=latest)
+    for key in removed:
+        store.delete(backups.manifest_key(key))  # unpublished first: never a manifest without its object
+        store.delete(key)
+    return removed
+
+
+def manifest_for(store: ObjectStore, source: str, target: Target) -> Manifest:
+    """The manifest `fromBackup` names; BackupMissing if there is none."""
+    key = backups.restore_manifest_key(source, target.prefix, target.namespace, target.cluster)
+    raw = store.get(key)
+    if raw is None:
+        raise StoreError(backups.BACKUP_MISSING, f"no backup manifest at {key}")
+    try:
+        return Manifest.from_json(raw)
+    except backups.ConfigError as exc:
+        raise StoreError(backups.BACKUP_MISSING, f"{key}: {exc}") from exc
+
+
+def fetch(store: ObjectStore, manifest: Manifest, dest: Path) -> None:
+    """Download the snapshot to `dest`, checking its sha256; on mismatch nothing is left."""
+    partial = dest.with_name(dest.name + ".partial")
+    digest = hashlib.sha256()
+    try:
+        with open(partial, "wb") as fh:
+            chunks: Iterator[bytes] = store.read(manifest.key)
+            for chunk in chunks:
+                digest.update(chunk)
+                fh.write(chunk)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise StoreError(backups.RESTORE_FAILED, f"writing {partial}: {exc.strerror or exc}") from exc
+    except StoreError:
+        partial.unlink(missing_ok=True)
+        raise
+    if digest.hexdigest() != manifest.sha256:
+        partial.unlink(missing_ok=True)
+        raise StoreError(backups.CHECKSUM_MISMATCH,
+                         f"{manifest.key}: sha256 {digest.hexdigest()} differs from the manifest's {manifest.sha256}")
+    os.replace(partial, dest)
+
+
+def restore(engine: Engine, config: RestoreConfig, env: dict[str, str] | None = None) -> None:
+    """Run the engine's restore into a temporary directory and rename it into place."""
+    if engine.restore_command is None:
+        raise StoreError(backups.RESTORE_UNSUPPORTED, f"{engine.name} has no snapshot restore (docs/backups.md)")
+    final = Path(config.data_dir)
+    staging = final.with_name(final.name + ".restoring")
+    shutil.rmtree(staging, ignore_errors=True)  # a crash mid-restore left it: start over
+    argv = engine.restore_command(RestoreConfig(config.snapshot, config.name, config.peer_url, str(staging),
+                                                config.cluster_token))
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise StoreError(backups.RESTORE_FAILED, f"{argv[0]}: {exc}") from exc
+    if proc.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise StoreError(backups.RESTORE_FAILED, f"{' '.join(argv[:3])} exited {proc.returncode}: {' '.join(tail)}")
+    if final.exists() and not any(final.iterdir()):
+        final.rmdir()
+    os.rename(staging, final)

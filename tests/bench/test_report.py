@@ -1,0 +1,67 @@
+"""Unit tests for the pure parts of the report: the summary keys and keeping earlier sections."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.bench import report, scalein
+from tests.bench.stats import Sample
+
+pytestmark = pytest.mark.unit
+
+
+def _row(one_way_ms: int, strategy: str, start: int, **values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {c: 0 for c in scalein.COLUMNS}
+    row.update(one_way_ms=one_way_ms, strategy=strategy, from_members=start, to_members=start - 1, **values)
+    return row
+
+
+def test_the_summary_is_keyed_by_latency_size_and_strategy() -> None:
+    rows = [_row(0, "b-builtin-sidecar-handoff", 3, failed_writes=0, longest_stall_s=0.02),
+            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=2, longest_stall_s=0.4, repetition=0),
+            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=1, longest_stall_s=0.9, repetition=1),
+            _row(20, "a-builtin-no-handoff", 3, failed_writes=5, longest_stall_s=1.0)]
+    summary = report.summarise(rows)
+    assert [(r["one_way_ms"], r["strategy"]) for r in summary] == [
+        (0, "b-builtin-sidecar-handoff"), (20, "a-builtin-no-handoff"), (20, "b-builtin-sidecar-handoff")]
+    far_b = summary[2]
+    assert far_b["repetitions"] == 2 and far_b["failed_writes_total"] == 3 and far_b["longest_stall_max_s"] == 0.9
+    assert all(set(report.SUMMARY_COLUMNS) <= set(r) for r in summary)
+    table = report._headline(summary)
+    assert "| 3\u21922 members | 0 ms one-way | 20 ms one-way |" in table
+    assert "| (b) builtin + sidecar | 0 / 0.020 s" in table and "| 3 / 0.900 s" in table
+
+
+def test_sections_not_measured_again_keep_their_rows_and_their_stamp() -> None:
+    new_stamp = {"finished": "today", "raftset_commit": "new", "smoke": False, "load_average_at_start": [1, 1, 1]}
+    results = {"scale_in": ["new rows"], "scale_out": [], "operator": [], "footprint": [],
+               "measured": {s: new_stamp for s in ("scale_in", "scale_out", "operator", "footprint")}}
+    earlier = {"scale_in": ["old"], "scale_out": ["old out"], "operator": ["old op"], "footprint": ["old fp"],
+               "finished": "yesterday", "smoke": False, "machine": {"raftset_commit": "old", "etcd": "3.4.23",
+                                                                   "load_average_at_start": [9, 9, 9]}}
+    merged = report.keep_earlier(results, earlier, kept=("scale_out", "operator", "footprint"))
+    assert merged["scale_in"] == ["new rows"] and merged["measured"]["scale_in"] == new_stamp
+    assert merged["scale_out"] == ["old out"] and merged["footprint"] == ["old fp"]
+    assert merged["measured"]["operator"]["finished"] == "yesterday"
+    assert merged["measured"]["operator"]["raftset_commit"] == "old"
+    stamp = report._stamp(merged, "operator")
+    assert "*Measured yesterday on commit `old` with etcd 3.4.23, load average 9 / 9 / 9" in stamp
+
+
+def test_p999_over_time_takes_each_bin_s_acknowledged_puts() -> None:
+    samples = [Sample(0.01, 0.02, True), Sample(0.1, 0.9, True), Sample(0.3, 0.31, True),
+               Sample(0.3, 1.3, False), Sample(-0.2, -0.1, True)]
+    xs, tail = report.p999_over_time(samples, bin_s=0.25)
+    assert xs == [-0.25, 0.0, 0.25]
+    assert tail == pytest.approx([100.0, 800.0, 10.0])
+
+
+def test_write_errors_are_counted_by_reason_without_the_address() -> None:
+    errors = ["put: Put at http://127.0.0.1:2379: etcdserver: leader changed",
+              "get: Range at http://127.0.0.1:2379: etcdserver: leader changed",
+              "put: Put at http://127.0.0.2:2379: etcdserver: leader changed",
+              "put: Put at http://127.0.0.2:2379: deadline exceeded"]
+    assert scalein.error_kinds(errors, "put") == "2x etcdserver: leader changed; 1x deadline exceeded"
+    assert scalein.error_kinds(errors, "get") == "1x etcdserver: leader changed"

@@ -1,0 +1,107 @@
+"""The whole `make run`, as a user runs it: start it, type the user guide's session, stop it.
+
+One run serves the whole test (the plane, the operator and the pod runner start once, about
+a minute): the guide's commands are read from docs/user-guide.md (tests/harness/guide.py)
+and each must succeed and show the lines the guide shows, within a bound (a reader waits
+for a scale step too). On the way the operator is SIGKILLed mid-scale and must come back by
+itself and finish; `kubectl apply -k kustomize/samples` must give an Available EtcdCluster
+and XlineCluster with TLS on claimed volumes. Then a double SIGTERM (make forwards a
+second one) must leave no process, no temporary directory and no volume behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness import engines, guide
+from tests.harness.cli import Cli, existing, survivors
+from tests.harness.engines import EngineUnderTest
+from tests.harness.waiting import wait_for
+from tools.devcluster import build, plane
+
+# What the pod runner runs for the guide's and the samples' clusters: the default etcd build
+# (the etcdctl on the guide's PATH too) and the one Xline build (any Xline image); the id names them.
+BUILDS = (engines.DEFAULT, engines.XLINE)
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.parametrize("builds", [BUILDS], ids=lambda b: "-".join(e.label for e in b))]
+
+STEP_TIMEOUT = 240.0  # a scale step of two members, or a cluster made Available, on a loaded machine
+START_TIMEOUT = 600.0  # builds are warm: the plane, the overlay and the operator
+
+
+def run_step(step: guide.Step, env: dict[str, str], shown_ids: dict[str, str]) -> str:
+    """Run one command of the guide until it succeeds and shows what the guide shows; a member
+    ID in the command is the guide's, replaced by the real ID of the member the guide names."""
+    command, last = step.command, ""
+
+    def attempt() -> bool:
+        nonlocal command, last
+        if guide.MEMBER_ID.search(step.command):
+            real = real_member_ids(env)
+            command = guide.MEMBER_ID.sub(lambda m: real.get(shown_ids.get(m.group(0), ""), m.group(0)), step.command)
+        done = subprocess.run(["bash", "-c", command], env=env, cwd=guide.GUIDE.parents[1], text=True,
+                              capture_output=True, timeout=STEP_TIMEOUT + 60)
+        last = f"exit {done.returncode}\n{done.stdout}{done.stderr}"
+        return done.returncode == 0 and guide.matches(step.shown, done.stdout)
+    try:
+        wait_for(attempt, STEP_TIMEOUT, f"`{command}` to show what the guide shows", interval=2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nguide shows:\n" + "\n".join(step.shown) + f"\nlast output:\n{last}") from None
+    return last
+
+
+def real_member_ids(env: dict[str, str]) -> dict[str, str]:
+    out = subprocess.run(["etcdctl", "member", "list", "-w", "json", "--hex"], env=env, text=True,
+                         capture_output=True, check=True, timeout=30).stdout
+    return {m["name"]: m["ID"] for m in json.loads(out)["members"] if m.get("name")}
+
+
+def test_make_run_serves_the_user_guide_and_stops_leaving_nothing_behind(
+        builds: tuple[EngineUnderTest, ...]) -> None:
+    assert build.ETCD.out_dir == builds[0].bin_dir, "the guide's etcdctl is the build the id names"
+    t0 = time.monotonic()
+    cli = Cli("run", "--overlay", "kruise", env={"KUBECONFIG": ""})
+    try:
+        workdir = Path(cli.wait_match(r"export KUBECONFIG=(\S+)/admin\.kubeconfig", START_TIMEOUT).group(1))
+        cli.wait_match(r"Ctrl-C stops everything", 60)
+        started = time.monotonic() - t0
+        exports = dict(re.findall(r"^\s*export (\w+)=(\S+)", cli.output, re.M))
+        env = {**os.environ, "KUBECONFIG": exports["KUBECONFIG"], "ETCDCTL_ENDPOINTS": exports["ETCDCTL_ENDPOINTS"],
+               "PATH": f"{build.ETCD.out_dir}{os.pathsep}{os.environ['PATH']}"}
+        assert exports["PATH"].startswith(str(build.ETCD.out_dir)), "the guide puts the built etcdctl first"
+        steps = guide.session()
+        shown_ids = guide.member_ids_shown(steps)
+        killed = None
+        for step in steps:
+            run_step(step, env, shown_ids)
+            if killed is None and re.fullmatch(r"kubectl scale etcdc demo --replicas=5", step.command):
+                killed = int((workdir / "operator.pid").read_text())
+                os.kill(killed, signal.SIGKILL)  # mid-scale: the next steps need the operator back
+                wait_for(lambda: int((workdir / "operator.pid").read_text()) != killed, 60,
+                         "the operator started again")
+        assert killed is not None, "the guide scales the demo out"
+        assert re.search(rf"operator \(pid {killed}\) exited \(-9\); restarting", cli.output)
+        guided = time.monotonic() - t0 - started
+
+        volumes = [Path(p) for p in subprocess.run(
+            ["kubectl", "get", "pv", "-o", "jsonpath={.items[*].spec.hostPath.path}"], env=env, text=True,
+            capture_output=True, check=True).stdout.split()]
+        assert len(volumes) == 6 and all(v.parent == plane.HOSTPATH_ROOT and v.is_dir() for v in volumes), volumes
+        recorded = cli.processes()
+        assert len(recorded) > 20, "plane, operator, and a sidecar and a store per member"
+        code = cli.stop((signal.SIGTERM, signal.SIGTERM), timeout=120)
+    finally:
+        cli.close()
+    assert code == 0, cli.output[-4000:]
+    assert survivors(recorded) == []
+    assert existing([workdir, *volumes]) == []
+    print(f"make run: guide printed after {started:.0f}s, the guide's {len(steps)} commands took {guided:.0f}s, "
+          f"stopped in {time.monotonic() - t0 - started - guided:.0f}s")

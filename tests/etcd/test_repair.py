@@ -1,0 +1,179 @@
+"""Repairing one member with real etcd and real sidecars: replace on request, a member removed
+behind its back, a lost volume. Every scenario ends with the acknowledged-write checker.
+
+The store's container restarts on exit, as kubelet restarts it (`Pod.restart_always`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+from collections.abc import AsyncIterator
+
+import pytest
+
+from raftset import contract
+from raftset.contract import SidecarEnv
+from raftset.etcdclient import MemberClient
+from raftset.sidecar import datadir
+from tests.harness.checker import Writer
+from tests.harness.lab import Lab, Pod
+from tests.harness.scenarios import check_members, grow
+from tests.harness.waiting import await_for, wait_for
+
+pytestmark = pytest.mark.etcd
+
+
+@contextlib.asynccontextmanager
+async def kubelet_restarts(*pods: Pod) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(p.restart_always(stop)) for p in pods]
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+
+
+async def ids_by_name(lab: Lab) -> dict[str, int]:
+    return {m.name: m.id for m in await lab.members(0, 1, 2)}
+
+
+async def new_voter(lab: Lab, ordinal: int, old_id: int, timeout: float = 90.0) -> int:
+    """Wait until the pod runs a voting member other than `old_id`, with all three voting."""
+    name = contract.pod_name(lab.cluster, ordinal)
+
+    async def check() -> int | None:
+        members = await lab.members(*(o for o in range(3) if o != ordinal))
+        mine = [m for m in members if m.name == name]
+        voting = [m for m in members if m.started and not m.is_learner]
+        if len(members) == 3 and len(voting) == 3 and mine and mine[0].id != old_id:
+            return mine[0].id
+        return None
+    return await await_for(check, timeout, f"{name} voting as a new member")
+
+
+def wait_released(pod: Pod) -> None:
+    """The repair loop releases the moved-aside data on its first round after our own Status shows a
+    voter: up to a poll after readiness (which reads the same Status), so wait for it, bounded."""
+    wait_for(lambda: "released the data moved aside" in pod.log_text(), 10, "the moved-aside data released")
+
+
+def annotations(lab: Lab, ordinal: int) -> dict[str, str]:
+    return lab.pod_object(ordinal).metadata.annotations or {}
+
+
+async def replace_on_request(lab: Lab, ordinal: int, *, leader: int) -> None:
+    await grow(lab, 3)
+    await lab.move_leader_to(leader)
+    old = (await ids_by_name(lab))[contract.pod_name(lab.cluster, ordinal)]
+    writer = Writer([lab.pod(o).client_url for o in range(3) if o != ordinal], lab.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 20, 10, "the writer running")
+    async with kubelet_restarts(lab.pod(ordinal)):
+        lab.annotate_pod(ordinal, {contract.ANNOTATION_REPLACE: "true"})
+        new = await new_voter(lab, ordinal, old)
+        wait_for(lambda: contract.ANNOTATION_REPLACE not in annotations(lab, ordinal)
+                 and contract.ANNOTATION_REPLACE_PROGRESS not in annotations(lab, ordinal),
+                 30, "the replace annotations cleared")
+        lab.pod(ordinal).wait_ready()
+    written = writer.ok  # a bare `writer.ok > 100` may have held before the replacement ended
+    wait_for(lambda: writer.ok > written + 20, 20, "writes flowing after the replacement")
+    writer.stop()
+    assert new != old
+    assert writer.failed == 0, writer.errors[:5]
+    wait_released(lab.pod(ordinal))
+    log = lab.pod(ordinal).log_text()
+    assert "moved aside" in log and "released the data moved aside" in log
+    assert datadir.aside(str(lab.pod(ordinal).data_dir)) == []
+    assert lab.pod(ordinal).marker()["member_id"] == f"{new:x}"
+    await check_members(lab, writer, 0, 1, 2)
+
+
+async def test_replace_a_follower_on_request(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    await replace_on_request(lab, 2, leader=0)
+
+
+async def test_replace_the_leader_on_request_hands_off_first(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    await replace_on_request(lab, 0, leader=0)
+    assert "replace: leadership moved to" in lab.pod(0).log_text()
+
+
+async def writing_around_demo_2(lab: Lab) -> tuple[int, Writer]:
+    """Three members, the leader on ordinal 0, a writer on 0 and 1: demo-2's member id and the writer."""
+    await grow(lab, 3)
+    await lab.move_leader_to(0)
+    old = (await ids_by_name(lab))["demo-2"]
+    writer = Writer([lab.pod(0).client_url, lab.pod(1).client_url], lab.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 20, 10, "the writer running")
+    return old, writer
+
+
+async def test_a_member_removed_behind_its_back_joins_again_as_a_new_member(make_lab) -> None:
+    # Fault c: etcd exits with "member removed"; before the fix its pod crash-looped on the old
+    # startup file until somebody deleted it.
+    lab = make_lab(replicas=3)
+    old, writer = await writing_around_demo_2(lab)
+    async with kubelet_restarts(lab.pod(2)):
+        async def removed() -> bool:  # etcd refuses while a member connected < 5 s ago: ask again
+            async with MemberClient(lab.pod(0).client_url, lab.client_tls()) as c:
+                await c.remove(old)
+            return True
+        await await_for(removed, 30, "MemberRemove of demo-2's member accepted")
+        new = await new_voter(lab, 2, old)
+        lab.pod(2).wait_ready()
+    writer.stop()
+    assert new != old and writer.failed == 0, writer.errors[:5]
+    assert "deciding the join again" in lab.pod(2).log_text()
+    await check_members(lab, writer, 0, 1, 2)
+
+
+async def test_a_lost_volume_rejoins_as_a_new_member_after_its_old_entry_is_removed(make_lab) -> None:
+    lab = make_lab(replicas=3)
+    old, writer = await writing_around_demo_2(lab)
+    pod = lab.pod(2)
+    pod.kill()
+    shutil.rmtree(pod.data_dir)  # the volume came back empty; the member is still in Raft
+    pod.start(60)
+    pod.wait_ready(60)
+    new = await new_voter(lab, 2, old)
+    writer.stop()
+    assert new != old and writer.failed == 0, writer.errors[:5]
+    log = pod.log_text()
+    assert f"removed our old member entry {old:x}" in log
+    # The old entry goes before the new one is added: never two entries for one pod.
+    assert log.index("removed our old member entry") < log.rindex("as learner with peer URL")
+    await check_members(lab, writer, 0, 1, 2)
+
+
+async def test_a_follower_with_a_corrupt_db_is_replaced_automatically(make_lab) -> None:
+    lab = make_lab(replicas=3, env_extra={SidecarEnv.REPAIR_POLICY: "Automatic"})
+    old, writer = await writing_around_demo_2(lab)
+    pod = lab.pod(2)
+    store = pod.store
+    assert store is not None
+    os.kill(store.pid, signal.SIGKILL)
+    store.wait()
+    db = pod.data_dir / "member" / "snap" / "db"
+    with open(db, "r+b") as fh:  # both bbolt meta pages and the first pages: etcd refuses to start
+        fh.write(os.urandom(8192))
+    async with kubelet_restarts(pod):
+        new = await new_voter(lab, 2, old, timeout=120)
+        wait_for(lambda: contract.ANNOTATION_REPLACE_PROGRESS not in annotations(lab, 2), 30,
+                 "the replacement record cleared")
+        pod.wait_ready()
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 20, 20, "writes flowing after the replacement")
+    writer.stop()
+    assert new != old and writer.failed == 0, writer.errors[:5]
+    wait_released(pod)
+    log = pod.log_text()
+    assert "data corrupt" in log and "moved aside" in log and "released the data moved aside" in log
+    assert int(annotations(lab, 2)[contract.ANNOTATION_RESTART_BASELINE]) >= 2
+    await check_members(lab, writer, 0, 1, 2)

@@ -1,0 +1,92 @@
+"""A real Toxiproxy between the members' peer ports: latency between zones.
+
+Each member listens for its peers on `PEER_BEHIND` (2382) and keeps advertising its usual
+peer URL (:2380), where a Toxiproxy proxy forwards to it. Every Raft message a member
+receives therefore crosses that member's proxy; a latency toxic on both directions of
+every proxy delays each message one way and its reply on the same connection the other
+way, as a link between zones does. The kernel here has no netem, so a userspace proxy
+is the way; everything stays on the lab's loopback addresses.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from raftset.contract import SidecarEnv
+from tests.harness.lab import Lab
+from tests.harness.waiting import wait_for
+from tools.devcluster import build, procs
+from tools.devcluster.net import free_port
+
+PEER_BEHIND = 2382  # where a member listens for peers; its proxy listens on the advertised :2380 (2381: metrics)
+
+
+class Toxiproxy:
+    """One `toxiproxy-server` on a loopback address, driven through its HTTP API."""
+
+    def __init__(self, workdir: Path, host: str = "127.0.0.1") -> None:
+        build.ensure(build.TOXIPROXY)
+        self.host = host
+        self.port = free_port(host)
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.supervisor = procs.Supervisor(workdir)
+        binary = build.TOXIPROXY.binary("toxiproxy-server")
+        self.proc = self.supervisor.start("toxiproxy", [str(binary), "-host", host, "-port", str(self.port)])
+        wait_for(self._answers, 20, f"toxiproxy on {host}:{self.port}")
+
+    def close(self) -> None:
+        self.supervisor.stop_all()
+
+    def __enter__(self) -> Toxiproxy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _answers(self) -> bool:
+        try:
+            self._call("GET", "/proxies")
+        except OSError:
+            return False
+        return True
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"http://{self.host}:{self.port}{path}", data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            raw = response.read()
+        return json.loads(raw) if raw.strip() else None
+
+    def proxy(self, name: str, listen: str, upstream: str) -> None:
+        self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream, "enabled": True})
+
+    def latency(self, name: str, one_way_ms: int, jitter_ms: int = 0) -> None:
+        """Delay both directions of the proxy's connections by `one_way_ms` (+- jitter)."""
+        for stream in ("upstream", "downstream"):
+            self._call("POST", f"/proxies/{name}/toxics", {
+                "name": f"latency-{stream}", "type": "latency", "stream": stream,
+                "attributes": {"latency": one_way_ms, "jitter": jitter_ms},
+            })
+
+    def proxies(self) -> dict[str, Any]:
+        return self._call("GET", "/proxies")
+
+
+def peer_proxy_name(ordinal: int) -> str:
+    return f"peer-{ordinal}"
+
+
+def route_peers(lab: Lab, toxiproxy: Toxiproxy, ordinals: Iterable[int], one_way_ms: int = 0,
+                jitter_ms: int = 0) -> None:
+    """Put a proxy in front of each member's peer port, before the member starts."""
+    for ordinal in ordinals:
+        ip = lab.ip(ordinal)
+        lab.pod(ordinal).env_extra[SidecarEnv.LISTEN_PEER_URL] = f"http://{ip}:{PEER_BEHIND}"
+        toxiproxy.proxy(peer_proxy_name(ordinal), f"{ip}:2380", f"{ip}:{PEER_BEHIND}")
+        if one_way_ms:
+            toxiproxy.latency(peer_proxy_name(ordinal), one_way_ms, jitter_ms)

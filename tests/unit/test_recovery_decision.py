@@ -1,0 +1,180 @@
+"""The operator's quorum-loss decision (raftset.operator.recovery): report, start, refuse, finish."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from raftset import contract
+from raftset.membership import RaftMember, RaftMembership
+from raftset.operator.heartbeats import HeartbeatRecord
+from raftset.operator.recovery import QuorumView, announcements, decide, lost_since, restart, survivors
+from raftset.quorumloss import RecoveryRecord
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+
+def beat(ordinal: int, *, role: str = contract.ROLE_UNKNOWN, healthy: bool = False, term: int = 4,
+         committed: int = 100, applied: int | None = None, age: float = 1.0) -> HeartbeatRecord:
+    renewed = NOW - timedelta(seconds=age)
+    return HeartbeatRecord(pod=f"demo-{ordinal}", ordinal=ordinal, member_id=f"{ordinal + 10:x}", role=role,
+                           healthy=healthy, renewed=renewed, expires=renewed + timedelta(seconds=30),
+                           raft_term=term, raft_index=committed, applied_index=committed if applied is None else applied)
+
+
+def raft(*ordinals: int, learners: tuple[int, ...] = ()) -> RaftMembership:
+    return RaftMembership(leader_id="a", leader="demo-0", term=3, index=90, published="", members=tuple(
+        RaftMember(id=f"{o + 10:x}", name=f"demo-{o}", ordinal=o, peer_urls=(f"http://demo-{o}:2380",),
+                   learner=o in learners, started=True, raft_index=90, applied_index=90) for o in ordinals))
+
+
+def view(beats: list[HeartbeatRecord], **changes: object) -> QuorumView:
+    base = QuorumView(cluster="demo", kind_short="etcdc", replicas=3, kept=(0, 1, 2), raft=raft(0, 1, 2),
+                      beats=beats, request=None, policy="Manual", grace_seconds=60, lost_since=None, record=None,
+                      force_supported=True, now=NOW, new_id="r1")
+    return dataclasses.replace(base, **changes)
+
+
+HEALTHY = [beat(0, role=contract.ROLE_LEADER, healthy=True), beat(1, role=contract.ROLE_FOLLOWER, healthy=True),
+           beat(2, role=contract.ROLE_FOLLOWER, healthy=True)]
+LOST = [beat(1, committed=120, applied=118)]  # ordinals 0 and 2 are gone
+RECORD = RecoveryRecord(id="r1", survivor="demo-1", member_id="b", started="2026-01-01T11:59:00Z", requested="auto")
+
+
+def test_a_healthy_cluster_reports_no_loss_and_refuses_a_request_without_changing_anything() -> None:
+    assert decide(view(HEALTHY)).condition.status is False
+    for request in ("auto", "demo-1"):
+        d = decide(view(HEALTHY, request=request))
+        assert d.start is None and d.drop_request and d.events[0][1] == "RecoveryRefused"
+
+
+def test_one_missing_member_of_three_is_not_a_quorum_loss() -> None:
+    # No leader for a moment (an election), two members answer: quorum is there.
+    two = [beat(0), beat(1)]
+    assert decide(view(two)).condition.status is False
+
+
+def test_the_loss_is_reported_with_every_survivor_and_its_indexes_and_nothing_happens_by_default() -> None:
+    d = decide(view(LOST))
+    assert d.condition.status is True and d.condition.reason == "QuorumLost"
+    assert "demo-1" in d.condition.message and "committed 120" in d.condition.message and "applied 118" in d.condition.message
+    assert "raftset.dev/recover-quorum=auto" in d.condition.message
+    assert d.start is None and not d.events
+    # ... however long it lasts, under the Manual policy.
+    assert decide(view(LOST, lost_since=NOW - timedelta(days=1))).start is None
+
+
+def test_auto_chooses_the_most_up_to_date_survivor_of_five() -> None:
+    beats = [beat(3, committed=130, term=4), beat(4, committed=130, term=3)]
+    d = decide(view(beats, replicas=5, kept=range(5), raft=raft(*range(5)), request="auto"))
+    assert d.start is not None and d.start.survivor == "demo-3" and d.start.member_id == "d"
+    assert d.drop_request and d.events[0][1] == "QuorumRecoveryStarted"
+    assert d.condition.reason == "Recovering"
+
+
+def test_a_named_survivor_is_taken_and_a_pod_that_is_no_survivor_is_refused() -> None:
+    beats = [beat(0, committed=90), beat(1, committed=130)]
+    five = dict(replicas=5, kept=range(5), raft=raft(*range(5)))
+    d = decide(view(beats, request="demo-0", **five))
+    assert d.start is not None and d.start.survivor == "demo-0"  # the person's choice, even if older
+    refused = decide(view(beats, request="demo-4", **five))
+    assert refused.start is None and refused.drop_request and refused.events[0][1] == "RecoveryRefused"
+
+
+def test_automatic_starts_only_after_the_grace_period() -> None:
+    auto = dict(policy="Automatic", grace_seconds=60)
+    assert decide(view(LOST, lost_since=None, **auto)).start is None  # the loss is only now seen
+    assert decide(view(LOST, lost_since=NOW - timedelta(seconds=59), **auto)).start is None
+    started = decide(view(LOST, lost_since=NOW - timedelta(seconds=60), **auto)).start
+    assert started is not None and started.survivor == "demo-1" and started.requested == "Automatic"
+
+
+def test_no_survivor_and_an_engine_without_force_new_cluster_need_a_backup() -> None:
+    assert decide(view([])).condition.reason == "NoSurvivor"
+    stale = [beat(1, age=120)]  # a heartbeat older than its Lease is no survivor
+    assert decide(view(stale)).condition.reason == "NoSurvivor"
+    for request in (None, "auto"):
+        d = decide(view(LOST, force_supported=False, request=request))
+        assert d.condition.reason == "RecoveryUnsupported" and d.start is None
+        assert bool(d.events) == bool(request)
+
+
+def test_learners_and_members_that_do_not_answer_status_are_no_survivors() -> None:
+    beats = [beat(0, role=contract.ROLE_LEARNER), beat(1, term=0), beat(2)]
+    assert [s.pod for s in survivors(view(beats, raft=raft(0, 1, 2, learners=(0,))))] == ["demo-2"]
+
+
+def test_one_recovery_at_a_time_reported_step_by_step_until_every_member_votes() -> None:
+    d = decide(view([beat(1)], record=RECORD, request="auto"))
+    assert d.condition.reason == "Recovering" and d.start is None and d.drop_request
+    alone = [beat(1, role=contract.ROLE_LEADER, healthy=True)]
+    d = decide(view(alone, record=RECORD, raft=raft(1)))
+    assert d.condition.status is False and d.condition.reason == "Rejoining" and not d.finish
+    # Heartbeats of three voters, but the published membership is still the old one: not yet.
+    done = [beat(0, role=contract.ROLE_FOLLOWER, healthy=True), beat(1, role=contract.ROLE_LEADER, healthy=True),
+            beat(2, role=contract.ROLE_FOLLOWER, healthy=True)]
+    assert not decide(view(done, record=RECORD, raft=raft(1, 0, learners=(0,)))).finish
+    d = decide(view(done, record=RECORD, raft=raft(0, 1, 2)))
+    assert d.finish and d.condition.reason == "Recovered" and d.events[-1][1] == "QuorumRecovered"
+
+
+def test_announcements_once_per_change() -> None:
+    lost = decide(view(LOST)).condition
+    assert [e[1] for e in announcements({}, lost)] == ["QuorumLost"]
+    old = {"conditions": [{"type": "QuorumLost", "status": "True", "reason": "QuorumLost"}]}
+    assert announcements(old, lost) == []
+    rejoining = decide(view([beat(1, role=contract.ROLE_LEADER, healthy=True)], record=RECORD, raft=raft(1))).condition
+    recovering = {"conditions": [{"type": "QuorumLost", "status": "True", "reason": "Recovering"}]}
+    assert [e[1] for e in announcements(recovering, rejoining)] == ["QuorumRestored"]
+
+
+def test_pods_that_started_before_the_record_restart_once() -> None:
+    def pod(name: str, created: str, deleting: bool = False) -> dict:
+        meta = {"name": name, "creationTimestamp": created}
+        if deleting:
+            meta["deletionTimestamp"] = created
+        return {"metadata": meta}
+    pods = [pod("demo-0", "2026-01-01T11:00:00Z"), pod("demo-1", "2026-01-01T11:59:00Z"),
+            pod("demo-2", "2026-01-01T11:59:01Z"), pod("demo-3", "2026-01-01T10:00:00Z", deleting=True)]
+    assert restart(pods, RECORD) == ["demo-0", "demo-1"]
+    for order in itertools.permutations(pods):
+        assert restart(list(order), RECORD) == ["demo-0", "demo-1"]
+
+
+def test_restart_counts_whole_seconds_and_skips_unreadable_creation_times() -> None:
+    pods = [{"metadata": {"name": "demo-0", "creationTimestamp": "2026-01-01T11:59:00.5Z"}},
+            {"metadata": {"name": "demo-1", "creationTimestamp": "yesterday"}},
+            {"metadata": {"name": "demo-2"}}]
+    assert restart(pods, RECORD) == ["demo-0"]
+
+
+@pytest.mark.parametrize("started", ["", "zzz", "soon"])
+def test_a_record_with_an_unreadable_start_restarts_nothing(started: str) -> None:
+    """String comparison used to restart every pod on every reconcile for a start like 'zzz'."""
+    pods = [{"metadata": {"name": "demo-0", "creationTimestamp": "2026-01-01T11:00:00Z"}}]
+    assert restart(pods, dataclasses.replace(RECORD, started=started)) == []
+
+
+def _previous(status: str, reason: str, since: str | None = "2026-01-01T11:00:00Z") -> dict:
+    cond = {"type": "QuorumLost", "status": status, "reason": reason}
+    if since is not None:
+        cond["lastTransitionTime"] = since
+    return {"conditions": [{"type": "Available", "status": "False", "lastTransitionTime": "2026-01-01T10:00:00Z"},
+                           cond]}
+
+
+def test_the_loss_counts_from_when_quorum_lost_turned_true() -> None:
+    assert lost_since(_previous("True", "QuorumLost")) == datetime(2026, 1, 1, 11, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize("previous", [
+    {}, {"conditions": []}, _previous("False", "QuorumHealthy"), _previous("True", "NoSurvivor"),
+    _previous("True", "QuorumLost", since=None), _previous("True", "QuorumLost", since="a while ago"),
+])
+def test_no_loss_time_unless_quorum_lost_is_true_and_readable(previous: dict) -> None:
+    assert lost_since(previous) is None

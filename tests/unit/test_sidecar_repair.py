@@ -1,0 +1,226 @@
+"""Replace on request, one step at a time, never losing quorum; and when the join is decided again."""
+
+from __future__ import annotations
+
+import pytest
+
+from raftset import contract
+from raftset.contract import ReplacePhase as P
+from raftset.sidecar import repair
+from raftset.replacement import Progress
+from raftset.sidecar.repair import Act, ReplaceView, decide, premise_failed
+from tests.unit.sidecar_data import member, mid, status
+
+pytestmark = pytest.mark.unit
+
+NEW = 0x2001
+
+
+def three(*, learner: int | None = None, new_for: int | None = None):
+    out = [member(o) for o in range(3)]
+    if new_for is not None:
+        out[new_for] = member(new_for, learner=learner == new_for, member_id=NEW)
+    return out
+
+
+def answers(*ordinals: int, leader: int = 0):
+    return {mid(o): status(o, leader=leader) for o in ordinals}
+
+
+def view(*, requested: bool = True, progress: Progress | None = None, own: int | None = mid(1), members=None,
+         statuses=None, size: int = 3, leading: bool = False, hand_off: bool = True,
+         target: int | None = None, diagnosis: str | None = None, automatic: bool = False) -> ReplaceView:
+    return ReplaceView(requested=requested, progress=progress, own_id=own,
+                       members=three() if members is None else members,
+                       statuses=answers(0, 1, 2) if statuses is None else statuses,
+                       size=size, leading=leading, hand_off=hand_off, target=target,
+                       diagnosis=diagnosis, automatic=automatic)
+
+
+def rec(phase: str, old: int = mid(1)) -> Progress:
+    return Progress(phase, f"{old:x}", "", "")
+
+
+def test_nothing_asked_nothing_done() -> None:
+    assert decide(view(requested=False)).act is Act.NONE
+
+
+def test_a_healthy_follower_removes_itself() -> None:
+    d = decide(view())
+    assert (d.act, d.phase) == (Act.REMOVE, P.REMOVING)
+
+
+def test_a_leader_hands_off_first_where_the_engine_can() -> None:
+    d = decide(view(own=mid(0), leading=True, target=mid(2)))
+    assert (d.act, d.phase, d.target) == (Act.HAND_OFF, P.HANDING_OFF, mid(2))
+
+
+def test_a_leader_without_a_successor_waits() -> None:
+    d = decide(view(own=mid(0), leading=True, target=None))
+    assert (d.act, d.phase) == (Act.RECORD, P.WAITING)
+
+
+def test_a_leader_on_an_engine_without_hand_off_removes_itself() -> None:
+    assert decide(view(own=mid(0), leading=True, hand_off=False)).act is Act.REMOVE
+
+
+def test_a_request_that_would_lose_quorum_waits() -> None:
+    d = decide(view(statuses=answers(0, 1)))  # ordinal 2 does not answer: removing 1 leaves 1 of 2
+    assert (d.act, d.phase) == (Act.RECORD, P.WAITING) and "quorum" in d.reason
+
+
+def test_a_single_member_is_never_replaced() -> None:
+    d = decide(view(own=mid(0), members=[member(0)], statuses=answers(0), size=1))
+    assert (d.act, d.phase) == (Act.RECORD, P.WAITING) and "quorum" in d.reason
+
+
+@pytest.mark.parametrize("pending", [member(2, learner=True), member(2, started=False)])
+def test_one_membership_change_at_a_time(pending) -> None:
+    d = decide(view(members=[member(0), member(1), pending]))
+    assert (d.act, d.phase) == (Act.RECORD, P.QUEUED) and "still joining" in d.reason
+
+
+def test_a_second_replacement_waits_for_the_first_member_to_come_back() -> None:
+    # Ordinal 2 was removed and has not been added again yet: 2 voters for 3 ordinals.
+    d = decide(view(members=[member(0), member(1)], statuses=answers(0, 1)))
+    assert (d.act, d.phase) == (Act.RECORD, P.QUEUED) and "another replacement" in d.reason
+
+
+def test_after_leaving_the_member_is_rejoining() -> None:
+    d = decide(view(progress=rec(P.REMOVING), members=[member(0), member(2)]))
+    assert (d.act, d.phase) == (Act.RECORD, P.REJOINING)
+
+
+def test_the_new_member_as_learner_is_narrated() -> None:
+    d = decide(view(progress=rec(P.REJOINING), own=NEW, members=three(learner=1, new_for=1)))
+    assert (d.act, d.phase) == (Act.RECORD, P.LEARNER) and f"{NEW:x}" in d.reason
+
+
+def test_done_once_the_new_member_votes_even_if_the_annotation_is_gone() -> None:
+    for wanted in (True, False):
+        d = decide(view(requested=wanted, progress=rec(P.LEARNER), own=NEW, members=three(new_for=1)))
+        assert (d.act, d.phase) == (Act.FINISH, P.DONE)
+
+
+def test_a_request_withdrawn_before_leaving_just_clears_the_record() -> None:
+    d = decide(view(requested=False, progress=rec(P.WAITING)))
+    assert (d.act, d.phase) == (Act.FINISH, P.WITHDRAWN)
+
+
+def test_the_old_member_still_in_raft_continues_after_a_sidecar_restart() -> None:
+    assert decide(view(progress=rec(P.REMOVING))).act is Act.REMOVE
+
+
+def test_request_and_progress_are_read_from_the_pod() -> None:
+    pod = {"metadata": {"annotations": {contract.ANNOTATION_REPLACE: "true",
+                                        contract.ANNOTATION_REPLACE_PROGRESS: rec(P.REMOVING).to_json()}}}
+    assert repair.requested(pod) and repair.progress(pod) == rec(P.REMOVING)
+    with_steps = Progress(P.REJOINING, "a1", "", "", (P.REMOVING, P.REJOINING))
+    pod["metadata"]["annotations"][contract.ANNOTATION_REPLACE_PROGRESS] = with_steps.to_json()
+    assert repair.progress(pod) == with_steps
+    assert not repair.requested({"metadata": {"annotations": {contract.ANNOTATION_REPLACE: "false"}}})
+    assert repair.progress({"metadata": {"annotations": {contract.ANNOTATION_REPLACE_PROGRESS: "{bad"}}}) is None
+    assert not repair.requested(None) and repair.progress(None) is None
+
+
+# Fault c: the join's premise (our member is in Raft) is checked again once the store stops.
+
+def test_premise_fails_when_an_authoritative_list_omits_our_stopped_member() -> None:
+    reason = premise_failed(mid(1), False, [member(0), member(2)], True)
+    assert reason is not None and f"{mid(1):x}" in reason
+
+
+@pytest.mark.parametrize("own, local, members, linearizable", [
+    (mid(1), False, [member(0), member(1)], True),  # still a member: a restart, keep it
+    (mid(1), True, [member(0), member(2)], True),  # our store still answers
+    (mid(1), False, [member(0), member(2)], False),  # a lagging list says nothing
+    (mid(1), False, None, True),  # nobody answered (a whole-cluster restart)
+    (None, False, [member(0)], True),  # no member known yet
+])
+def test_premise_holds_otherwise(own, local, members, linearizable) -> None:
+    assert premise_failed(own, local, members, linearizable) is None
+
+
+# Automatic replacement (spec.repair.policy): diagnosed from kubelet's view of our store.
+
+ETCD_TEXTS = ("failed to open database", "invalid database")
+
+
+def exited(message: str = "", restarts: int = 1, running: bool = False) -> dict:
+    return {"name": "etcd", "restartCount": restarts,
+            "state": {"running": {}} if running else {"waiting": {"reason": "CrashLoopBackOff"}},
+            "lastState": {"terminated": {"exitCode": 2, "message": message}}}
+
+
+def test_a_corruption_error_in_the_last_exit_is_corrupt_data() -> None:
+    store = exited('{"level":"panic","msg":"failed to open database","error":"invalid database"}')
+    found = repair.diagnose(store, False, ETCD_TEXTS, 5, 0)
+    assert found is not None and "corrupt" in found
+
+
+def test_a_crash_loop_counts_restarts_since_the_baseline() -> None:
+    assert repair.diagnose(exited("oops", restarts=5), False, ETCD_TEXTS, 5, 0) is not None
+    assert repair.diagnose(exited("oops", restarts=7), False, ETCD_TEXTS, 5, 3) is None  # 4 since the last join
+    assert repair.diagnose(exited("oops", restarts=9, running=True), False, ETCD_TEXTS, 5, 0) is None
+
+
+def test_a_serving_store_is_never_diagnosed() -> None:
+    assert repair.diagnose(exited("invalid database", restarts=50), True, ETCD_TEXTS, 5, 0) is None
+    assert repair.diagnose({}, False, ETCD_TEXTS, 5, 0) is None
+
+
+def test_automatic_policy_replaces_a_diagnosed_member_like_a_request() -> None:
+    d = decide(view(requested=False, statuses=answers(0, 2), diagnosis="data corrupt", automatic=True))
+    assert (d.act, d.phase) == (Act.REMOVE, P.REMOVING) and d.reason.startswith("data corrupt")
+
+
+def test_automatic_policy_never_replaces_without_quorum() -> None:
+    d = decide(view(requested=False, statuses=answers(0), diagnosis="data corrupt", automatic=True))
+    assert (d.act, d.phase) == (Act.RECORD, P.WAITING) and "quorum" in d.reason
+
+
+def test_manual_policy_reports_and_waits_for_a_person() -> None:
+    d = decide(view(requested=False, statuses=answers(0, 2), diagnosis="data corrupt", automatic=False))
+    assert (d.act, d.phase) == (Act.RECORD, P.NEEDED) and contract.ANNOTATION_REPLACE in d.reason
+
+
+def test_a_report_is_cleared_once_the_member_serves_again() -> None:
+    d = decide(view(requested=False, progress=rec(P.NEEDED)))
+    assert d.act is Act.FINISH
+
+
+def test_the_pod_carries_the_store_status_and_the_baseline() -> None:
+    pod = {"metadata": {"annotations": {contract.ANNOTATION_RESTART_BASELINE: "4"}},
+           "status": {"containerStatuses": [{"name": "sidecar"}, exited(restarts=6)]}}
+    assert repair.store_container(pod, "etcd")["restartCount"] == 6
+    assert repair.restart_baseline(pod) == 4 and repair.restart_baseline(None) == 0
+
+
+def test_the_first_record_names_our_member_as_the_old_one() -> None:
+    got = repair.next_progress(None, None, P.REMOVING, "removing", mid(1))
+    assert got == Progress(P.REMOVING, f"{mid(1):x}", "", "removing", (P.REMOVING,))
+
+
+def test_the_record_keeps_the_old_member_and_every_step_and_names_the_new_one() -> None:
+    removing = repair.next_progress(None, None, P.REMOVING, "removing", mid(1))
+    rejoining = repair.next_progress(removing, None, P.REJOINING, "rejoining", None)
+    assert rejoining == Progress(P.REJOINING, f"{mid(1):x}", "", "rejoining", (P.REMOVING, P.REJOINING))
+    learner = repair.next_progress(rejoining, None, P.LEARNER, "catching up", NEW)
+    assert learner == Progress(P.LEARNER, f"{mid(1):x}", f"{NEW:x}", "catching up",
+                               (P.REMOVING, P.REJOINING, P.LEARNER))
+
+
+def test_a_record_the_pod_shows_or_we_wrote_is_not_written_again() -> None:
+    waiting = repair.next_progress(None, None, P.WAITING, "no leader answers", mid(1))
+    assert waiting is not None
+    assert repair.next_progress(waiting, None, P.WAITING, "no leader answers", mid(1)) is None
+    assert repair.next_progress(None, waiting, P.WAITING, "no leader answers", mid(1)) is None
+    # What we wrote is newer than a pod read that does not show it yet: no step is lost or repeated.
+    later = repair.next_progress(None, waiting, P.WAITING, "still no leader", mid(1))
+    assert later is not None and later.steps == (P.WAITING,) and later.reason == "still no leader"
+
+
+def test_under_the_lock_a_leader_that_can_hand_off_is_not_removed() -> None:
+    # remove_self decides again with the statuses read under the lock and no target.
+    assert decide(view(own=mid(0), leading=True, target=None)).act is not Act.REMOVE
+    assert decide(view(own=mid(0), leading=True, target=None, hand_off=False)).act is Act.REMOVE

@@ -1,0 +1,144 @@
+"""Loop supervision (fault e): what counts as progress, when /livez fails, and the loop runner itself."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from raftset.etcdclient import Unreachable
+from raftset.operator import manifests
+from raftset.sidecar.kube import KubeError
+from raftset.sidecar.supervision import (
+    TEST_FAULT_DIR_ENV,
+    Loops,
+    after_round,
+    bound_for,
+    classify,
+    ended,
+    liveness,
+    started,
+)
+from tests.unit.builders import cluster
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_fresh_loop_is_alive_until_its_bound_passes_without_a_round() -> None:
+    h = started("clean", bound=40.0, now=100.0)
+    assert liveness([h], 140.0).alive
+    verdict = liveness([h], 140.5)
+    assert not verdict.alive
+    assert verdict.problems == ("clean: no progress for 40s (bound 40s), a round has not finished",)
+
+
+def test_finished_rounds_and_expected_errors_are_progress() -> None:
+    h = started("heartbeat", bound=10.0, now=0.0)
+    h = after_round(h, "ok", 8.0)
+    h = after_round(h, "expected", 16.0, "Status at x: timed out")
+    assert (h.rounds, h.expected_errors, h.unexpected_errors, h.last_progress) == (2, 1, 0, 16.0)
+    assert h.last_error == "Status at x: timed out"
+    assert liveness([h], 26.0).alive  # the API or a peer being down is readyz's business, not livez's
+    assert after_round(h, "ok", 17.0).last_error == ""
+
+
+def test_unexpected_errors_are_counted_but_are_not_progress() -> None:
+    h = after_round(started("membership", bound=10.0, now=0.0), "ok", 1.0)
+    h = after_round(h, "unexpected", 2.0, "KeyError: 'x'")
+    h = after_round(h, "unexpected", 9.0, "KeyError: 'y'")
+    assert (h.unexpected_errors, h.failing_since, h.last_progress, h.last_error) == (2, 2.0, 1.0, "KeyError: 'y'")
+    assert liveness([h], 11.0).alive
+    verdict = liveness([h], 11.5)
+    assert not verdict.alive
+    assert "membership: no progress for 10s" in verdict.problems[0] and "failing since 10s: KeyError: 'y'" \
+        in verdict.problems[0]
+    recovered = after_round(h, "ok", 12.0)
+    assert recovered.failing_since is None and liveness([recovered], 12.0).alive
+
+
+def test_a_loop_that_ended_is_dead_at_once_and_every_problem_is_named() -> None:
+    alive = started("heartbeat", bound=10.0, now=0.0)
+    dead = ended(started("promote", bound=10.0, now=0.0), "SystemExit: 3")
+    stuck = started("clean", bound=5.0, now=0.0)
+    verdict = liveness([alive, dead, stuck], 6.0)
+    assert not verdict.alive
+    assert verdict.problems[0] == "promote: loop ended: SystemExit: 3"
+    assert verdict.problems[1].startswith("clean: no progress for 6s (bound 5s)")
+    assert liveness([], 1e9).alive
+
+
+def test_bound_and_classification() -> None:
+    assert bound_for(30.0, 120.0) == 150.0
+    assert classify(Unreachable("u", "Status", "timed out")) == "expected"
+    assert classify(KubeError("GET", "/x", 500, "boom")) == "expected"
+    assert classify(TimeoutError()) == "expected"
+    assert classify(KeyError("x")) == "unexpected"
+    assert classify(RuntimeError("semaphore key disappeared")) == "unexpected"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_the_runner_retries_unexpected_errors_with_backoff_and_reports_them() -> None:
+    clock, stopping = Clock(), asyncio.Event()
+    reports: list[tuple[str, str]] = []
+    outcomes = iter([KeyError("bug"), Unreachable("u", "Status", "down"), None, None, None])
+    calls = 0
+
+    async def step() -> float | None:
+        nonlocal calls
+        calls += 1
+        outcome = next(outcomes, None)
+        if outcome is not None:
+            raise outcome
+        if calls >= 4:
+            stopping.set()
+        return 0.0
+
+    loops = Loops(2.0, on_error=lambda name, kind, _: reports.append((name, kind)), clock=clock, env={})
+    await asyncio.wait_for(loops.run("clean", 0.0, step, stopping), timeout=10)
+    (h,) = loops.health()
+    assert (h.rounds, h.unexpected_errors, h.expected_errors, h.ended) == (4, 1, 1, None)
+    assert reports == [("clean", "unexpected"), ("clean", "expected")]
+    assert loops.counters() == {("clean", "expected"): 1, ("clean", "unexpected"): 1}
+
+
+async def test_a_hanging_round_fails_liveness_and_a_crashed_loop_is_recorded(tmp_path: Path) -> None:
+    clock, stopping = Clock(), asyncio.Event()
+
+    async def step() -> None:
+        return None
+
+    loops = Loops(5.0, clock=clock, env={TEST_FAULT_DIR_ENV: str(tmp_path)})
+    (tmp_path / "heartbeat.hang").touch()
+    task = asyncio.create_task(loops.run("heartbeat", 1.0, step, stopping))
+    await asyncio.sleep(0.05)
+    clock.now = 6.0
+    assert loops.liveness().alive
+    clock.now = 6.5
+    assert not loops.liveness().alive
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert loops.health()[0].ended == "cancelled"
+
+    async def exits() -> None:
+        raise SystemExit(3)
+
+    with pytest.raises(SystemExit):
+        await loops.run("promote", 1.0, exits, stopping)
+    assert "promote: loop ended: SystemExit: 3" in loops.liveness().problems
+
+
+@pytest.mark.parametrize("tls", ["auto", "disabled"])
+def test_the_test_fault_hook_is_never_rendered_into_a_pod(tls: str) -> None:
+    template = manifests.pod_template(cluster(tls={"provider": tls}))
+    names = {e["name"] for c in [*template["spec"].get("initContainers", []), *template["spec"]["containers"]]
+             for e in c.get("env", [])}
+    assert "RAFTSET_POD_NAME" in names and TEST_FAULT_DIR_ENV not in names
