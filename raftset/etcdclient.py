@@ -45,14 +45,16 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 # Short reconnect backoff: grpc's default grows to 120 s, which would hide a member that
-# came back long after it is serving again.
+# came back long after it is serving again. A channel to a member that just restarted may
+# still fail fast for up to this long (plus grpc's 20 % jitter) after the member serves.
+MAX_RECONNECT_BACKOFF_S = 2.0
 _CHANNEL_OPTIONS: list[tuple[str, int | str]] = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.min_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 2_000),
+    ("grpc.max_reconnect_backoff_ms", int(MAX_RECONNECT_BACKOFF_S * 1000)),
     # grpc shares subchannels between channels of one process by default, so a fresh
     # client to a member that just came back inherited another client's reconnect backoff
     # and failed at once; each client keeps its own connection state instead.

@@ -5,6 +5,9 @@ Every scale-in ends with the acknowledged-write checker (tests.harness.checker.c
 
 from __future__ import annotations
 
+import asyncio
+
+from raftset.etcdclient import MAX_RECONNECT_BACKOFF_S
 from tests.harness.checker import Verdict, Writer, check
 from tests.harness.lab import Lab, wait_for
 
@@ -50,10 +53,16 @@ async def grow(lab: Lab, upto: int) -> None:
 
 async def restart_in_place(lab: Lab, ordinal: int, voters: int = 3) -> None:
     """One pod of a rolling update: its preStop leaves Raft alone (the member stays), it comes
-    back ready on its data, and all `voters` vote again before the next pod goes."""
+    back ready on its data, and all `voters` vote again before the next pod goes.
+
+    Then it settles, as the operator's roll does (a heartbeat interval from the new pod): a
+    client's channel to the member that just came back may fail fast until its reconnect
+    backoff ends, and the next restart must not take a second endpoint from it meanwhile.
+    """
     pod = lab.pod(ordinal)
     result = pod.terminate()
     assert result is not None and not result["removed"], result
     pod.start()
     pod.wait_ready()
     await lab.wait_voting(voters)
+    await asyncio.sleep(MAX_RECONNECT_BACKOFF_S * 1.2 + 0.3)
