@@ -10,6 +10,7 @@ import asyncio
 from raftset.etcdclient import MAX_RECONNECT_BACKOFF_S
 from tests.harness.checker import Verdict, Writer, check
 from tests.harness.lab import Lab, wait_for
+from tests.harness.waiting import await_for
 
 STALL_BOUND_S = 5.0  # generous: a clean hand-off stalls well under a second
 
@@ -22,7 +23,7 @@ async def scale_in_under_writer(lab: Lab, *, leader: int) -> tuple[dict, Writer]
     """
     await grow(lab, 3)
     await lab.move_leader_to(leader)
-    term = (await lab.status(0)).raft_term
+    term = await settled_term(lab, 0, 1, 2)
     writer = Writer([lab.pod(0).client_url, lab.pod(1).client_url], lab.client_tls())
     writer.start()
     wait_for(lambda: writer.ok > 20, 10, "writer running")
@@ -32,9 +33,23 @@ async def scale_in_under_writer(lab: Lab, *, leader: int) -> tuple[dict, Writer]
     wait_for(lambda: writer.ok > 50, 10, "writer keeps writing")
     writer.stop()
     assert result is not None
-    result["elections"] = (await lab.status(0)).raft_term - term
+    result["elections"] = await settled_term(lab, 0, 1) - term
     result["verdict"] = await check_members(lab, writer, 0, 1)
     return result, writer
+
+
+async def settled_term(lab: Lab, *ordinals: int, timeout: float = 10.0) -> int:
+    """The term every one of `ordinals` reports, once they agree on it and on the leader.
+
+    etcd's Status gives the term of the last entry a member applied, so right after an
+    election a follower still reports the old term until it applies the new leader's first
+    entry (a heartbeat later; 20 ms and more between zones).
+    """
+    async def agreed() -> int | None:
+        views = {(st.raft_term, st.leader) for st in [await lab.status(o) for o in ordinals]}
+        (term, leader), *others = views
+        return term if not others and leader else None
+    return await await_for(agreed, timeout, f"one term and one leader on ordinals {list(ordinals)}")
 
 
 async def check_members(lab: Lab, writer: Writer, *ordinals: int) -> Verdict:
