@@ -7,6 +7,7 @@ import pytest
 from raftset import contract
 from raftset.contract import ReplacePhase as P
 from raftset.sidecar import repair
+from raftset.sidecar.corruption import Record
 from raftset.replacement import Progress
 from raftset.sidecar.repair import Act, ReplaceView, decide, premise_failed
 from tests.unit.sidecar_data import member, mid, status
@@ -29,12 +30,13 @@ def answers(*ordinals: int, leader: int = 0):
 
 def view(*, requested: bool = True, progress: Progress | None = None, own: int | None = mid(1), members=None,
          statuses=None, size: int = 3, leading: bool = False, hand_off: bool = True,
-         target: int | None = None, diagnosis: str | None = None, automatic: bool = False) -> ReplaceView:
+         target: int | None = None, diagnosis: str | None = None, automatic: bool = False,
+         doubtful: bool = False) -> ReplaceView:
     return ReplaceView(requested=requested, progress=progress, own_id=own,
                        members=three() if members is None else members,
                        statuses=answers(0, 1, 2) if statuses is None else statuses,
                        size=size, leading=leading, hand_off=hand_off, target=target,
-                       diagnosis=diagnosis, automatic=automatic)
+                       diagnosis=diagnosis, automatic=automatic, doubtful=doubtful)
 
 
 def rec(phase: str, old: int = mid(1)) -> Progress:
@@ -182,6 +184,26 @@ def test_automatic_policy_never_replaces_without_quorum() -> None:
 def test_manual_policy_reports_and_waits_for_a_person() -> None:
     d = decide(view(requested=False, statuses=answers(0, 2), diagnosis="data corrupt", automatic=False))
     assert (d.act, d.phase) == (Act.RECORD, P.NEEDED) and contract.ANNOTATION_REPLACE in d.reason
+
+
+def test_a_doubtful_diagnosis_is_reported_even_under_automatic_policy() -> None:
+    # A CORRUPT alarm the data does not confirm (raftset.sidecar.corruption): a person decides.
+    d = decide(view(requested=False, diagnosis="the CORRUPT alarm names member demo-1, but ...", automatic=True,
+                    doubtful=True))
+    assert (d.act, d.phase) == (Act.RECORD, P.NEEDED)
+    assert "a person decides" in d.reason and contract.ANNOTATION_REPLACE in d.reason
+
+
+def test_a_person_may_replace_a_doubtful_member() -> None:
+    d = decide(view(requested=True, diagnosis="the CORRUPT alarm names member demo-1, but ...", doubtful=True))
+    assert (d.act, d.phase) == (Act.REMOVE, P.REMOVING)
+
+
+def test_the_pod_carries_the_leaders_corruption_verdict() -> None:
+    found = Record("1002", True, "contradicted")
+    pod = {"metadata": {"annotations": {contract.ANNOTATION_CORRUPTION: found.to_json()}}}
+    assert repair.corruption_verdict(pod) == found
+    assert repair.corruption_verdict(None) is None and repair.corruption_verdict({"metadata": {}}) is None
 
 
 def test_a_report_is_cleared_once_the_member_serves_again() -> None:

@@ -17,7 +17,9 @@ from typing import Any
 from raftset import contract, replacement
 from raftset.replacement import Progress
 from raftset.etcdclient import Member, Status
+from raftset.sidecar import corruption
 from raftset.sidecar.quorum import may_remove
+
 
 def requested(pod: Mapping[str, Any] | None) -> bool:
     """The user asked: `kubectl annotate pod <pod> raftset.dev/replace=true`."""
@@ -28,6 +30,12 @@ def progress(pod: Mapping[str, Any] | None) -> Progress | None:
     """Our record on the pod; None when absent or unreadable (then no replacement is under way)."""
     annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
     return replacement.parse_progress(annotations.get(contract.ANNOTATION_REPLACE_PROGRESS))
+
+
+def corruption_verdict(pod: Mapping[str, Any] | None) -> corruption.Record | None:
+    """The leader's verdict on a CORRUPT alarm, as it wrote it on the pod; None when absent or unreadable."""
+    annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+    return corruption.parse_record(annotations.get(contract.ANNOTATION_CORRUPTION))
 
 
 def store_container(pod: Mapping[str, Any] | None, container: str) -> Mapping[str, Any]:
@@ -94,8 +102,9 @@ class ReplaceView:
     leading: bool
     hand_off: bool  # Capabilities.hand_off
     target: int | None  # leave.transfer_target, if we lead
-    diagnosis: str | None = None  # why our member needs replacing without being asked (diagnose)
+    diagnosis: str | None = None  # why our member needs replacing without being asked (diagnose, or a CORRUPT verdict)
     automatic: bool = False  # spec.repair.policy Automatic
+    doubtful: bool = False  # the diagnosis is a suspicion: only a person's request replaces the member
 
 
 def decide(view: ReplaceView) -> ReplaceDecision:
@@ -110,12 +119,12 @@ def decide(view: ReplaceView) -> ReplaceDecision:
     if old and own is None:
         return ReplaceDecision(Act.RECORD, P.REJOINING, f"member {old} left Raft; joining again as a new member "
                                                         f"on fresh data (the old data is kept aside)")
-    automatic = not view.requested and view.diagnosis is not None and view.automatic
+    automatic = not view.requested and view.diagnosis is not None and view.automatic and not view.doubtful
     if not view.requested and not automatic:
         if view.diagnosis is not None:
-            return ReplaceDecision(Act.RECORD, P.NEEDED, f"{view.diagnosis}; spec.repair.policy is Manual: "
-                                                         f"annotate the pod {contract.ANNOTATION_REPLACE}=true "
-                                                         f"to replace its member")
+            who = "a person decides" if view.doubtful else "spec.repair.policy is Manual"
+            return ReplaceDecision(Act.RECORD, P.NEEDED, f"{view.diagnosis}; {who}: annotate the pod "
+                                                         f"{contract.ANNOTATION_REPLACE}=true to replace its member")
         if view.progress is not None:
             return ReplaceDecision(Act.FINISH, P.WITHDRAWN, "the request was withdrawn before the member left")
         return ReplaceDecision(Act.NONE, "", "nothing asked")

@@ -16,9 +16,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, Refusal
+from raftset.etcdclient import AlarmKind, EtcdClientError, MemberClient, Refusal
+from raftset.etcdlock import LOCK_PREFIX
 from raftset.replacement import Progress
-from raftset.sidecar import datadir, leave, repair
+from raftset.sidecar import corruption, datadir, leave, repair
 from raftset.sidecar.plumbing import LOCK_NAME, Shell
 
 if TYPE_CHECKING:
@@ -76,6 +77,10 @@ class Repairer(Shell):
         store = repair.store_container(pod, settings.engine.name)
         diagnosis = repair.diagnose(store, agent.status is not None, settings.engine.capabilities.corruption_texts,
                                     settings.crash_loop_restarts, repair.restart_baseline(pod))
+        suspected = corruption.suspicion(repair.corruption_verdict(pod), agent.member_id, agent.alarms)
+        doubtful = False
+        if diagnosis is None and suspected is not None:  # the leader judged a CORRUPT alarm on our member
+            diagnosis, doubtful = suspected.reason, not suspected.replace
         self.under_way = wanted or progress is not None or diagnosis is not None
         if not self.under_way:
             self.recorded = None
@@ -96,13 +101,14 @@ class Repairer(Shell):
         view = repair.ReplaceView(requested=wanted, progress=progress, own_id=own_id, members=members,
                                   statuses=statuses, size=len(kept), leading=leading,
                                   hand_off=settings.engine.capabilities.hand_off, target=target,
-                                  diagnosis=diagnosis, automatic=settings.repair_automatic)
+                                  diagnosis=diagnosis, automatic=settings.repair_automatic, doubtful=doubtful)
         decision = repair.decide(view)
         log.info("replace: %s (%s)", decision.phase or decision.act.value, decision.reason)
         if decision.act is repair.Act.FINISH:
             # A crash loop is counted afresh from here: the restarts so far belong to the old member.
             await agent.kube.annotate_pod(settings.pod_name, {
                 contract.ANNOTATION_REPLACE: None, contract.ANNOTATION_REPLACE_PROGRESS: None,
+                contract.ANNOTATION_CORRUPTION: None,
                 contract.ANNOTATION_RESTART_BASELINE: str(int(store.get("restartCount") or 0))})
             log.warning("replace: %s", decision.reason)
             self.recorded, self.under_way = None, False
@@ -118,21 +124,32 @@ class Repairer(Shell):
             await self.remove_self(own_id, kept, view)
 
     async def remove_self(self, own_id: int, kept: list[int], first: repair.ReplaceView) -> None:
-        """MemberRemove of our own member through another voter, decided again under the lock; never retried."""
+        """MemberRemove of our own member through another voter, decided again under the lock; never retried.
+
+        Under a CORRUPT alarm that names only our member the lock cannot be taken (every write is
+        refused) and the alarm serializes instead (corruption.alarm_serializes)."""
         agent, settings = self.agent, self.settings
         others = [u for u in agent.candidates(kept, []) if u != settings.client_url]
         client, _, linearizable = await agent.authoritative_members(others)
         if not linearizable:
             return
-        async with client.lock(LOCK_NAME, timeout=10):
-            members = await client.member_list()
-            statuses = await agent.statuses(members)
-            own_leads = (st := statuses.get(own_id)) is not None and st.is_leader
-            again = repair.decide(dataclasses.replace(first, members=members, statuses=statuses, leading=own_leads,
-                                                      target=None))
-            if again.act is not repair.Act.REMOVE:
-                return  # something changed (we lead again, another change began): the next round decides
-            error = await agent.member_remove(client, own_id)
+        entered = False
+        try:
+            async with client.lock(LOCK_NAME, timeout=10):
+                entered = True
+                decided, error = await self.remove_decided_again(client, own_id, first)
+        except EtcdClientError as exc:
+            if entered or exc.refusal is not Refusal.CORRUPT:
+                raise
+            waiting = await self.alarm_excludes_others(client, own_id)
+            if waiting is not None:
+                await self.record(first.progress, contract.ReplacePhase.WAITING, waiting, own_id)
+                return
+            log.warning("replace: a CORRUPT alarm names member %x alone and refuses the membership lock: "
+                        "removing it without the lock", own_id)
+            decided, error = await self.remove_decided_again(client, own_id, first)
+        if not decided:
+            return  # something changed (we lead again, another change began): the next round decides
         if error is not None and error.refusal is not Refusal.MEMBER_NOT_FOUND:
             agent.error("replace: remove", error)
             return
@@ -140,6 +157,32 @@ class Repairer(Shell):
         await self.record(first.progress, contract.ReplacePhase.REJOINING,
                           f"member {own_id:x} left Raft; joining again as a new member on fresh data", own_id)
         await agent.rejoin(f"member {own_id:x} was removed to be replaced")
+
+    async def remove_decided_again(self, client: MemberClient, own_id: int,
+                                   first: repair.ReplaceView) -> tuple[bool, EtcdClientError | None]:
+        """Decide once more on a fresh MemberList; (whether REMOVE still holds, MemberRemove's refusal)."""
+        agent = self.agent
+        members = await client.member_list()
+        statuses = await agent.statuses(members)
+        own_leads = (st := statuses.get(own_id)) is not None and st.is_leader
+        again = repair.decide(dataclasses.replace(first, members=members, statuses=statuses, leading=own_leads,
+                                                  target=None))
+        if again.act is not repair.Act.REMOVE:
+            return False, None
+        return True, await agent.member_remove(client, own_id)
+
+    async def alarm_excludes_others(self, client: MemberClient, own_id: int) -> str | None:
+        """None when the CORRUPT alarm stands in for the membership lock; otherwise why we wait."""
+        alarms = await client.alarms()
+        if not corruption.alarm_serializes(alarms, own_id):
+            named = ", ".join(sorted(f"{a.member_id:x}" for a in alarms if a.kind is AlarmKind.CORRUPT))
+            return (f"a CORRUPT alarm naming {named or 'another member'} refuses every write, the membership lock's "
+                    f"too: disarm it (etcdctl alarm disarm) for this replacement to go on")
+        _, holders = await client.get_prefix(f"{LOCK_PREFIX}/{LOCK_NAME}/")
+        if holders:
+            return ("the membership lock was taken before the CORRUPT alarm and cannot be released under it: "
+                    "another membership change may be under way")
+        return None
 
     async def record(self, read: Progress | None, phase: str, reason: str, own_id: int | None) -> None:
         """Write the progress record on our pod when it changed (repair.next_progress says what it is)."""
