@@ -36,13 +36,12 @@ GOOD = "raftset-rot-AAAAAAAAAAAAAAAA"
 ROTTEN = "raftset-rot-BBBBBBBBBBBBBBBB"  # the same length: only the value's bytes change
 
 
-def corrupt_env(under_test: EngineUnderTest, policy: str = "Automatic") -> dict[str, str]:
-    """etcd's periodic corruption check every second (the config file wants nanoseconds), the
-    leader's maintenance round every half second, and the repair policy."""
-    flag = "experimental-corrupt-check-time" if under_test.version.startswith("3.5.") else "corrupt-check-time"
-    options = {**json.loads(under_test.options_json), flag: str(1_000_000_000)}
+def corrupt_env(under_test: EngineUnderTest, check: bool = True) -> dict[str, str]:
+    """etcd's periodic corruption check every second (etcd >= 3.6's name; the config file wants
+    nanoseconds), the leader's maintenance round every half second, and spec.repair.policy Automatic."""
+    options = {**json.loads(under_test.options_json), **({"corrupt-check-time": str(1_000_000_000)} if check else {})}
     return {SidecarEnv.OPTIONS: json.dumps(options), SidecarEnv.MAINTENANCE_INTERVAL: "0.5",
-            SidecarEnv.REPAIR_POLICY: policy}
+            SidecarEnv.REPAIR_POLICY: "Automatic"}
 
 
 @contextlib.asynccontextmanager
@@ -153,10 +152,10 @@ async def test_rotten_data_on_a_follower_is_replaced_and_its_alarm_disarmed(make
     await check_members(lab, writer, 0, 1, 2)
 
 
-async def activate_corrupt(lab: Lab, member_id: int) -> None:
+async def activate_corrupt(lab: Lab, member_id: int, via: int = 0) -> None:
     """What etcd's corruption check does, by hand: Maintenance.Alarm ACTIVATE CORRUPT for the member."""
     assert lab.client_tls() is None
-    async with grpc.aio.insecure_channel(grpc_target(lab.pod(0).client_url)) as channel:
+    async with grpc.aio.insecure_channel(grpc_target(lab.pod(via).client_url)) as channel:
         await MaintenanceStub(channel).Alarm(AlarmRequest(action=AlarmRequest.ACTIVATE, memberID=member_id,
                                                           alarm=AlarmKind.CORRUPT.value), timeout=5)
 
@@ -170,12 +169,15 @@ async def test_an_alarm_the_data_does_not_confirm_replaces_nothing(make_lab, eng
     writer = await writing(lab, 0, 1, 2)
     await activate_corrupt(lab, before["demo-1"])
 
-    def needed() -> dict[str, Any] | None:
+    def needed() -> str | None:
+        # A first round may still find a hash unreadable (a channel reconnecting): doubtful too, and
+        # reported so until the next round reads every hash.
         record = parse_progress(annotations(lab, 1).get(contract.ANNOTATION_REPLACE_PROGRESS))
-        return record.__dict__ if record is not None and record.phase == ReplacePhase.NEEDED else None
+        found = record is not None and record.phase == ReplacePhase.NEEDED and "agrees" in record.reason
+        return record.reason if found else None
 
-    record = wait_for(needed, 30, "demo-1 reported as Needed")
-    assert "agrees" in record["reason"] and "a person decides" in record["reason"], record
+    reason = wait_for(needed, 30, "demo-1 reported as Needed: its data agrees with everybody's")
+    assert "a person decides" in reason, reason
     wait_for(lambda: any(e.reason == "CorruptUnconfirmed" and "demo-1" in e.message for e in events(lab)), 10,
              "the CorruptUnconfirmed Event")
     await asyncio.sleep(5)  # ten maintenance rounds: nothing more happens
@@ -191,4 +193,47 @@ async def test_an_alarm_the_data_does_not_confirm_replaces_nothing(make_lab, eng
     writer.stop()
     print(f"writer ok={writer.ok} failed={writer.failed} (refused while the alarm stood)")
     assert await ids_by_name(lab) == before
+    await check_members(lab, writer, 0, 1, 2)
+
+
+async def test_a_rotten_leader_hands_off_then_is_replaced(make_lab, engine_under_test) -> None:
+    # etcd's periodic check runs on the leader and, when the leader's own data is the rotten copy,
+    # accuses a follower instead (a doubtful case). The alarm a correct check would raise is raised
+    # here by hand, on a leader whose data really is rotten.
+    lab = make_lab(replicas=3, env_extra=corrupt_env(engine_under_test, check=False))
+    await grow(lab, 3)
+    await lab.put("/rot", GOOD, 0)
+    await await_for(holds(lab, 0, GOOD), 10, "the value on demo-0")
+    pod = lab.pod(0)
+    rot(pod)
+    await await_for(holds(lab, 0, ROTTEN), 20, "demo-0 serving the rotten value")
+    await lab.move_leader_to(0)
+    old = (await ids_by_name(lab))["demo-0"]
+    writer = await writing(lab, 1, 2)
+    async with kubelet_restarts(pod):
+        await activate_corrupt(lab, old, via=1)
+
+        async def replaced() -> int | None:
+            members = await lab.members(1, 2)
+            mine = [m for m in members if m.name == pod.name]
+            voting = [m for m in members if m.started and not m.is_learner]
+            return mine[0].id if len(voting) == 3 and mine and mine[0].id != old else None
+
+        new = await await_for(replaced, 120, "demo-0 voting as a new member")
+
+        async def disarmed() -> bool:
+            return not await alarms(lab, 1)
+
+        await await_for(disarmed, 30, "the CORRUPT alarm disarmed")
+        await await_for(cleared(lab, 0), 30, "the replacement record and the verdict cleared")
+        await await_for(lambda: asyncio.to_thread(pod.ready), 40, "demo-0 ready")
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 20, 20, "writes flowing after the replacement")
+    writer.stop()
+    print(f"writer ok={writer.ok} failed={writer.failed}; longest stall {writer.longest_stall:.2f}s")
+    assert new != old
+    assert await lab.get("/rot", 0) == GOOD.encode(), "the new member holds the good copy"
+    log = pod.log_text()
+    assert "replace: leadership moved to" in log and "removing it without the lock" in log
+    assert log.index("replace: leadership moved to") < log.index("removing it without the lock")
     await check_members(lab, writer, 0, 1, 2)

@@ -4,7 +4,8 @@ Every poll while the store runs as a member: if our store has stopped and an aut
 MemberList no longer lists our member, the join is decided again (fault c: etcd exits with
 "member removed" and would otherwise crash-loop on its old startup file). Every heartbeat
 interval (every poll while one is under way) it reads its own pod for a replace request and
-takes one step of it (raftset.sidecar.repair), recording each on the pod for the operator.
+takes one step of it (raftset.sidecar.repair), recording each on the pod for the operator; the
+leader's CORRUPT verdict on the pod (raftset.sidecar.corruption) counts as a diagnosis.
 Once our member votes, data moved aside by an earlier join is released.
 """
 
