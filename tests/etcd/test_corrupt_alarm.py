@@ -146,7 +146,8 @@ async def test_rotten_data_on_a_follower_is_replaced_and_its_alarm_disarmed(make
     corrupt = [m for r, m in reasons if r == "MemberCorrupt"]
     assert corrupt and "demo-2" in corrupt[0] and "disagrees with the majority" in corrupt[0], reasons
     assert any(r == "AlarmDisarmed" and f"{old:x}" in m for r, m in reasons), reasons
-    assert not any(r == "CorruptUnconfirmed" for r, _ in reasons), reasons
+    # A round while demo-2's store was restarting may have found its hash unreadable; no other doubt.
+    assert all("could not be read" in m for r, m in reasons if r == "CorruptUnconfirmed"), reasons
     log = pod.log_text()
     assert "removing it without the lock" in log and "moved aside" in log
     await check_members(lab, writer, 0, 1, 2)

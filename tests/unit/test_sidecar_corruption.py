@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from raftset.etcdclient import Alarm, AlarmKind, KVHash
-from raftset.sidecar.corruption import (Judgement, Record, accused, alarm_serializes, judge, parse_record, record,
-                                        suspicion)
+from raftset.sidecar.corruption import (Judgement, Record, accused, alarm_serializes, judge, lock_blocked,
+                                        parse_record, record, suspicion)
 from tests.unit.sidecar_data import member, mid
 
 pytestmark = pytest.mark.unit
@@ -142,6 +142,18 @@ def test_the_alarm_stands_in_for_the_lock_only_when_it_names_this_member_alone()
     assert not alarm_serializes(corrupt(1), mid(2))
     assert not alarm_serializes(corrupt(1, 2), mid(2))
     assert not alarm_serializes([], mid(2))
+
+
+def test_removal_under_a_corrupt_alarm_waits_unless_the_alarm_serializes_it() -> None:
+    assert lock_blocked([], mid(2), lock_held=True) is None, "no CORRUPT alarm: the lock itself decides"
+    assert lock_blocked([Alarm(mid(1), AlarmKind.NOSPACE)], mid(2), lock_held=False) is None
+    assert lock_blocked(corrupt(2), mid(2), lock_held=False) is None
+    held = lock_blocked(corrupt(2), mid(2), lock_held=True)
+    assert held is not None and "taken before the CORRUPT alarm" in held
+    other = lock_blocked(corrupt(1), mid(2), lock_held=False)
+    assert other is not None and f"{mid(1):x}" in other and "disarm" in other
+    both = lock_blocked(corrupt(1, 2), mid(2), lock_held=False)
+    assert both is not None and f"{mid(1):x}, {mid(2):x}" in both
 
 
 def test_the_record_round_trips_and_junk_is_no_record() -> None:

@@ -133,6 +133,22 @@ def alarm_serializes(alarms: Sequence[Alarm], member_id: int) -> bool:
     return {a.member_id for a in alarms if a.kind is AlarmKind.CORRUPT} == {member_id}
 
 
+def lock_blocked(alarms: Sequence[Alarm], member_id: int, lock_held: bool) -> str | None:
+    """Why removing `member_id` must wait under a CORRUPT alarm; None when it may go (with the lock
+    when no CORRUPT alarm stands, without it when `alarm_serializes`). `lock_held`: a lock key exists,
+    taken before the alarm (it cannot be released under it)."""
+    named = sorted({a.member_id for a in alarms if a.kind is AlarmKind.CORRUPT})
+    if not named:
+        return None
+    if named != [member_id]:
+        return (f"a CORRUPT alarm naming {', '.join(f'{i:x}' for i in named)} refuses every write, the membership "
+                f"lock's too: the replacement waits until it is disarmed (etcdctl alarm disarm)")
+    if lock_held:
+        return ("the membership lock was taken before the CORRUPT alarm and cannot be released under it: "
+                "another membership change may be under way")
+    return None
+
+
 @dataclass(frozen=True)
 class Record:
     """A verdict as the leader's sidecar writes it on the accused member's pod (contract.ANNOTATION_CORRUPTION)."""

@@ -45,10 +45,11 @@ class Maintainer(Shell):
         agent, settings = self.agent, self.settings
         local, status = agent.local, agent.status
         if agent.phase != "started" or status is None or status.is_learner:  # a learner refuses Alarm
-            agent.alarms, self.run, self.next_scheduled = (), maintenance.Run(), None
+            agent.alarms, agent.cluster_alarms, self.run, self.next_scheduled = (), (), maintenance.Run(), None
             return
         alarms = await local.alarms()
         agent.alarms = tuple(sorted(a.kind.name for a in alarms if a.member_id == agent.member_id))
+        agent.cluster_alarms = tuple(alarms)
         if not status.is_leader:
             self.run, self.next_scheduled = maintenance.Run(), None
             return
@@ -133,8 +134,11 @@ class Maintainer(Shell):
         pod_name = settings.naming.pod(ordinal) if ordinal is not None else ""
         if pod_name:
             found = corruption.record(verdict)
-            if repair.corruption_verdict(await agent.kube.pod(pod_name)) != found:
-                await agent.kube.annotate_pod(pod_name, {contract.ANNOTATION_CORRUPTION: found.to_json()})
+            try:  # a failed write is tried again next round; the Event below still tells
+                if repair.corruption_verdict(await agent.kube.pod(pod_name)) != found:
+                    await agent.kube.annotate_pod(pod_name, {contract.ANNOTATION_CORRUPTION: found.to_json()})
+            except API_ERRORS as exc:
+                agent.error("maintenance: corruption verdict", exc)
         key = (verdict.member_id, verdict.reason)
         if key in self.run.reported:
             return

@@ -16,7 +16,7 @@ from typing import Any
 
 from raftset import contract, replacement
 from raftset.replacement import Progress
-from raftset.etcdclient import Member, Status
+from raftset.etcdclient import Alarm, Member, Status
 from raftset.sidecar import corruption
 from raftset.sidecar.quorum import may_remove
 
@@ -105,6 +105,8 @@ class ReplaceView:
     diagnosis: str | None = None  # why our member needs replacing without being asked (diagnose, or a CORRUPT verdict)
     automatic: bool = False  # spec.repair.policy Automatic
     doubtful: bool = False  # the diagnosis is a suspicion: only a person's request replaces the member
+    alarms: Sequence[Alarm] = ()  # the cluster's active alarms (a CORRUPT one refuses the lock)
+    lock_held: bool = False  # a membership lock key exists (read only under a CORRUPT alarm naming us)
 
 
 def decide(view: ReplaceView) -> ReplaceDecision:
@@ -153,6 +155,9 @@ def _step(view: ReplaceView, own: Member | None) -> ReplaceDecision:
         healthy = sum(1 for m in voters if view.statuses.get(m.id) is not None)
         return ReplaceDecision(Act.RECORD, P.WAITING, f"removing member {name} would lose quorum "
                                                       f"({healthy} of {len(voters)} voters answer)")
+    blocked = corruption.lock_blocked(view.alarms, own.id, view.lock_held)
+    if blocked is not None:
+        return ReplaceDecision(Act.RECORD, P.WAITING, blocked)
     if view.leading and view.hand_off:
         if view.target is None:
             return ReplaceDecision(Act.RECORD, P.WAITING, f"member {name} leads and no healthy voter can "

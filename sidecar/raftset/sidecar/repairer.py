@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from raftset import contract
-from raftset.etcdclient import AlarmKind, EtcdClientError, MemberClient, Refusal
+from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
 from raftset.etcdlock import LOCK_PREFIX
 from raftset.replacement import Progress
 from raftset.sidecar import corruption, datadir, leave, repair
@@ -99,10 +99,13 @@ class Repairer(Shell):
         leading = own_status is not None and own_status.is_leader
         target = (leave.transfer_target(own_id, members, statuses, agent.ordinals(members), kept)
                   if leading and own_id is not None else None)
+        lock_held = (own_id is not None and corruption.alarm_serializes(agent.cluster_alarms, own_id)
+                     and await self.lock_held(client))
         view = repair.ReplaceView(requested=wanted, progress=progress, own_id=own_id, members=members,
                                   statuses=statuses, size=len(kept), leading=leading,
                                   hand_off=settings.engine.capabilities.hand_off, target=target,
-                                  diagnosis=diagnosis, automatic=settings.repair_automatic, doubtful=doubtful)
+                                  diagnosis=diagnosis, automatic=settings.repair_automatic, doubtful=doubtful,
+                                  alarms=agent.cluster_alarms, lock_held=lock_held)
         decision = repair.decide(view)
         log.info("replace: %s (%s)", decision.phase or decision.act.value, decision.reason)
         if decision.act is repair.Act.FINISH:
@@ -142,9 +145,9 @@ class Repairer(Shell):
         except EtcdClientError as exc:
             if entered or exc.refusal is not Refusal.CORRUPT:
                 raise
-            waiting = await self.alarm_excludes_others(client, own_id)
-            if waiting is not None:
-                await self.record(first.progress, contract.ReplacePhase.WAITING, waiting, own_id)
+            waiting = corruption.lock_blocked(await client.alarms(), own_id, await self.lock_held(client))
+            if waiting is not None:  # the alarms changed since this round read them: the next round records it
+                log.info("replace: %s", waiting)
                 return
             log.warning("replace: a CORRUPT alarm names member %x alone and refuses the membership lock: "
                         "removing it without the lock", own_id)
@@ -172,18 +175,11 @@ class Repairer(Shell):
             return False, None
         return True, await agent.member_remove(client, own_id)
 
-    async def alarm_excludes_others(self, client: MemberClient, own_id: int) -> str | None:
-        """None when the CORRUPT alarm stands in for the membership lock; otherwise why we wait."""
-        alarms = await client.alarms()
-        if not corruption.alarm_serializes(alarms, own_id):
-            named = ", ".join(sorted(f"{a.member_id:x}" for a in alarms if a.kind is AlarmKind.CORRUPT))
-            return (f"a CORRUPT alarm naming {named or 'another member'} refuses every write, the membership lock's "
-                    f"too: disarm it (etcdctl alarm disarm) for this replacement to go on")
+    @staticmethod
+    async def lock_held(client: MemberClient) -> bool:
+        """Whether a membership lock key exists (a read: it works under a CORRUPT alarm)."""
         _, holders = await client.get_prefix(f"{LOCK_PREFIX}/{LOCK_NAME}/")
-        if holders:
-            return ("the membership lock was taken before the CORRUPT alarm and cannot be released under it: "
-                    "another membership change may be under way")
-        return None
+        return bool(holders)
 
     async def record(self, read: Progress | None, phase: str, reason: str, own_id: int | None) -> None:
         """Write the progress record on our pod when it changed (repair.next_progress says what it is)."""
