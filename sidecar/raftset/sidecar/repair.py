@@ -124,8 +124,9 @@ def decide(view: ReplaceView) -> ReplaceDecision:
     automatic = not view.requested and view.diagnosis is not None and view.automatic and not view.doubtful
     if not view.requested and not automatic:
         if view.diagnosis is not None:
-            who = "a person decides" if view.doubtful else "spec.repair.policy is Manual"
-            return ReplaceDecision(Act.RECORD, P.NEEDED, f"{view.diagnosis}; {who}: annotate the pod "
+            who = ("a person decides: disarm an alarm raised in error (etcdctl alarm disarm), or"
+                   if view.doubtful else "spec.repair.policy is Manual:")
+            return ReplaceDecision(Act.RECORD, P.NEEDED, f"{view.diagnosis}; {who} annotate the pod "
                                                          f"{contract.ANNOTATION_REPLACE}=true to replace its member")
         if view.progress is not None:
             return ReplaceDecision(Act.FINISH, P.WITHDRAWN, "the request was withdrawn before the member left")
