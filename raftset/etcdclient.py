@@ -79,6 +79,7 @@ class Refusal(Enum):
     NO_LEADER = "no leader"
     MEMBER_REMOVED = "member has been permanently removed"
     COMPACTED = "required revision has been compacted"
+    CORRUPT = "corrupt cluster"  # a CORRUPT alarm stands: every write is refused
     OTHER = ""
 
     @classmethod
@@ -241,6 +242,12 @@ class Status:
     def is_leader(self) -> bool:
         return self.leader != 0 and self.leader == self.member_id
 
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """`errors` without the alarms: etcd lists every active alarm, whichever member it names, on every
+        member, so an alarm says nothing about this member's own health."""
+        return tuple(e for e in self.errors if " alarm:" not in f" {e}")
+
 
 def _members(raw: Iterable[object]) -> list[Member]:
     return [
@@ -360,9 +367,11 @@ class MemberClient:
         return int(r.header.revision), {
             bytes(kv.key).decode(): KeyValue(bytes(kv.value), int(kv.mod_revision)) for kv in r.kvs}
 
-    async def hash_kv(self, revision: int) -> KVHash:
-        """This member's hash of the keys up to `revision`; equal on every member that applied it."""
-        r = await self._call("HashKV", lambda: self._maintenance.hash_kv(revision, timeout=self.timeout))
+    async def hash_kv(self, revision: int, timeout: float | None = None) -> KVHash:
+        """This member's hash of the keys up to `revision`; equal on every member that applied it.
+        It reads the whole key space: give a large store more than the default timeout."""
+        r = await self._call("HashKV", lambda: self._maintenance.hash_kv(revision, timeout=timeout or self.timeout),
+                             timeout)
         return KVHash(member_id=int(r.header.member_id), revision=revision, hash=int(r.hash),
                       compact_revision=int(r.compact_revision))
 

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.unit
     ("etcdserver: can only promote a learner member which is in sync with leader", Refusal.LEARNER_NOT_READY),
     ("etcdserver: can only promote a learner member", Refusal.NOT_A_LEARNER),
     ("etcdserver: member not found", Refusal.MEMBER_NOT_FOUND),
+    ("etcdserver: corrupt cluster", Refusal.CORRUPT),
     ("etcdserver: unhealthy cluster", Refusal.UNHEALTHY),
     ("etcdserver: re-configuration failed due to not enough started members", Refusal.NOT_ENOUGH_STARTED),
     ("etcdserver: rpc not supported for learner", Refusal.LEARNER_RPC),

@@ -128,6 +128,15 @@ def test_transfer_skips_learners_unhealthy_and_erroring_members() -> None:
     assert transfer_target(mid(0), members, sts_, {mid(i): i for i in range(4)}, [0, 1, 2, 3]) is None
 
 
+def test_transfer_ignores_the_alarms_every_member_reports() -> None:
+    # etcd lists every active alarm on every member's Status: a CORRUPT replacement of the leader
+    # must still find a successor.
+    alarm = f"memberID:{mid(0)} alarm:CORRUPT"
+    members = [member(0), member(1), member(2)]
+    sts_ = {mid(i): status(i, errors=(alarm,), applied=10 + i) for i in range(3)}
+    assert transfer_target(mid(0), members, sts_, {mid(i): i for i in range(3)}, [0, 1, 2]) == mid(2)
+
+
 @pytest.mark.parametrize("away", [True, False])
 def test_leader_of_an_engine_without_safe_hand_off_never_moves_leadership(away: bool) -> None:
     got = decide(Fate(away, "why"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1], hand_off=False)

@@ -7,6 +7,8 @@ import pytest
 from raftset import contract
 from raftset.contract import ReplacePhase as P
 from raftset.sidecar import repair
+from raftset.etcdclient import Alarm, AlarmKind
+from raftset.sidecar.corruption import Record
 from raftset.replacement import Progress
 from raftset.sidecar.repair import Act, ReplaceView, decide, premise_failed
 from tests.unit.sidecar_data import member, mid, status
@@ -29,12 +31,14 @@ def answers(*ordinals: int, leader: int = 0):
 
 def view(*, requested: bool = True, progress: Progress | None = None, own: int | None = mid(1), members=None,
          statuses=None, size: int = 3, leading: bool = False, hand_off: bool = True,
-         target: int | None = None, diagnosis: str | None = None, automatic: bool = False) -> ReplaceView:
+         target: int | None = None, diagnosis: str | None = None, automatic: bool = False,
+         doubtful: bool = False, alarms=(), lock_held: bool = False) -> ReplaceView:
     return ReplaceView(requested=requested, progress=progress, own_id=own,
                        members=three() if members is None else members,
                        statuses=answers(0, 1, 2) if statuses is None else statuses,
                        size=size, leading=leading, hand_off=hand_off, target=target,
-                       diagnosis=diagnosis, automatic=automatic)
+                       diagnosis=diagnosis, automatic=automatic, doubtful=doubtful, alarms=alarms,
+                       lock_held=lock_held)
 
 
 def rec(phase: str, old: int = mid(1)) -> Progress:
@@ -182,6 +186,41 @@ def test_automatic_policy_never_replaces_without_quorum() -> None:
 def test_manual_policy_reports_and_waits_for_a_person() -> None:
     d = decide(view(requested=False, statuses=answers(0, 2), diagnosis="data corrupt", automatic=False))
     assert (d.act, d.phase) == (Act.RECORD, P.NEEDED) and contract.ANNOTATION_REPLACE in d.reason
+
+
+def test_a_doubtful_diagnosis_is_reported_even_under_automatic_policy() -> None:
+    # A CORRUPT alarm the data does not confirm (raftset.sidecar.corruption): a person decides.
+    d = decide(view(requested=False, diagnosis="the CORRUPT alarm names member demo-1, but ...", automatic=True,
+                    doubtful=True))
+    assert (d.act, d.phase) == (Act.RECORD, P.NEEDED)
+    assert "a person decides" in d.reason and contract.ANNOTATION_REPLACE in d.reason
+
+
+def test_a_person_may_replace_a_doubtful_member() -> None:
+    d = decide(view(requested=True, diagnosis="the CORRUPT alarm names member demo-1, but ...", doubtful=True))
+    assert (d.act, d.phase) == (Act.REMOVE, P.REMOVING)
+
+
+def test_a_corrupt_alarm_naming_another_member_holds_a_replacement() -> None:
+    # It refuses the membership lock's writes: waiting says so instead of failing every round.
+    d = decide(view(alarms=(Alarm(mid(2), AlarmKind.CORRUPT),)))
+    assert (d.act, d.phase) == (Act.RECORD, P.WAITING) and "disarm" in d.reason
+
+
+def test_the_alarmed_member_goes_without_the_lock_unless_it_was_taken_before() -> None:
+    alarmed = (Alarm(mid(1), AlarmKind.CORRUPT),)
+    assert decide(view(alarms=alarmed)).act is Act.REMOVE
+    d = decide(view(alarms=alarmed, lock_held=True))
+    assert (d.act, d.phase) == (Act.RECORD, P.WAITING) and "taken before" in d.reason
+    leader = decide(view(own=mid(0), leading=True, target=mid(2), alarms=(Alarm(mid(0), AlarmKind.CORRUPT),)))
+    assert leader.act is Act.HAND_OFF
+
+
+def test_the_pod_carries_the_leaders_corruption_verdict() -> None:
+    found = Record("1002", True, "contradicted")
+    pod = {"metadata": {"annotations": {contract.ANNOTATION_CORRUPTION: found.to_json()}}}
+    assert repair.corruption_verdict(pod) == found
+    assert repair.corruption_verdict(None) is None and repair.corruption_verdict({"metadata": {}}) is None
 
 
 def test_a_report_is_cleared_once_the_member_serves_again() -> None:

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from raftset.etcdclient import (
+    Alarm,
     ClientTLS,
     ClusterClient,
     EtcdClientError,
@@ -64,6 +65,7 @@ class Agent:
         self.heartbeat = heartbeat.beat(settings.pod_name, None, datetime.now(timezone.utc))
         self.workload_owner: dict[str, Any] | None = None  # the heartbeat Lease goes with the workload
         self.alarms: tuple[str, ...] = ()  # this member's active alarms, as the maintenance shell last read them
+        self.cluster_alarms: tuple[Alarm, ...] = ()  # every active alarm, as the maintenance shell last read them
         self.index_lags: dict[str, int] = {}  # by member pod; the leader's sidecar fills it
         self.stopping = asyncio.Event()
         self._etcd: ClusterClient | None = None

@@ -137,7 +137,8 @@ class Kube:
         )
 
     async def annotate_pod(self, name: str, annotations: Mapping[str, str | None]) -> None:
-        """Merge-patch annotations of our own pod; None deletes one."""
+        """Merge-patch annotations of a pod of our cluster (our own; the leader's CORRUPT verdict goes on the
+        accused member's); None deletes one."""
         await self.request(
             "PATCH", self._ns("v1", "pods", name), {"metadata": {"annotations": dict(annotations)}},
             content_type="application/merge-patch+json", missing_ok=True,

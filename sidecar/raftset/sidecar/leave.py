@@ -63,7 +63,7 @@ def transfer_target(
     candidates = []
     for m in members:
         status = statuses.get(m.id)
-        if m.id == own_id or m.is_learner or not m.started or status is None or status.errors:
+        if m.id == own_id or m.is_learner or not m.started or status is None or status.problems:
             continue
         ordinal = ordinal_of.get(m.id)
         candidates.append((ordinal in kept, status.raft_applied_index, -(ordinal or 0), m.id))

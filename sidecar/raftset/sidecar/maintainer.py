@@ -4,17 +4,24 @@ maintenance.decide chooses; this shell gathers what it needs (alarms, the linear
 MemberList, every member's Status), runs the one action through raftset.etcdclient, and posts
 an Event about the cluster for every action (and once for every report). The run it is in
 lives here, in memory: a sidecar that stops leading forgets it.
+
+A CORRUPT alarm is judged first (raftset.sidecar.corruption, over every voter's HashKV at one
+revision): the verdict goes on the accused member's pod, whose own sidecar replaces it or
+reports it (raftset.sidecar.repairer); the alarm of a member that has left Raft is disarmed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from raftset.etcdclient import EtcdClientError, Member, Refusal
-from raftset.sidecar import heartbeat, maintenance
+from raftset import contract
+from raftset.etcdclient import Alarm, AlarmKind, EtcdClientError, KVHash, Member, Refusal
+from raftset.sidecar import corruption, heartbeat, maintenance, repair
 from raftset.sidecar.metrics import STEP_MAINTENANCE
 from raftset.sidecar.plumbing import API_ERRORS, Shell
 
@@ -23,21 +30,26 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("raftset.sidecar")
 
+HASH_TIMEOUT_S = 60.0  # HashKV reads the member's whole key space
+
 
 class Maintainer(Shell):
     def __init__(self, agent: Agent) -> None:
         super().__init__(agent)
         self.run = maintenance.Run()
         self.next_scheduled: datetime | None = None  # computed afresh when this sidecar starts leading
+        self.hashed: dict[int, KVHash] = {}  # HashKV answers at `hashed_at`, while a CORRUPT alarm is judged
+        self.hashed_at = 0
 
     async def once(self) -> None:
         agent, settings = self.agent, self.settings
         local, status = agent.local, agent.status
         if agent.phase != "started" or status is None or status.is_learner:  # a learner refuses Alarm
-            agent.alarms, self.run, self.next_scheduled = (), maintenance.Run(), None
+            agent.alarms, agent.cluster_alarms, self.run, self.next_scheduled = (), (), maintenance.Run(), None
             return
         alarms = await local.alarms()
         agent.alarms = tuple(sorted(a.kind.name for a in alarms if a.member_id == agent.member_id))
+        agent.cluster_alarms = tuple(alarms)
         if not status.is_leader:
             self.run, self.next_scheduled = maintenance.Run(), None
             return
@@ -49,6 +61,8 @@ class Maintainer(Shell):
         if maintenance.idle(alarms, due, self.run, policy):
             return
         members = await local.member_list()
+        if any(a.kind is AlarmKind.CORRUPT for a in alarms):
+            await self.judge_corruption(alarms, members)
         statuses = await agent.statuses(members)
         action = maintenance.decide(leader_id=status.member_id, members=members, statuses=statuses,
                                     alarms=alarms, run=self.run, policy=policy, schedule_due=due,
@@ -67,6 +81,80 @@ class Maintainer(Shell):
             raise
         agent.metrics.outcome(STEP_MAINTENANCE, action.kind.value)
         self.run = action.run
+
+    async def judge_corruption(self, alarms: Sequence[Alarm], members: Sequence[Member]) -> None:
+        """CORRUPT: disarm the alarms of members that left Raft; write the verdict on each accused member's
+        pod, where its own sidecar takes it as a diagnosis (raftset.sidecar.repair); narrate each once."""
+        agent = self.agent
+        hashes: dict[int, KVHash | None] = {}
+        revision = 0
+        if corruption.accused(alarms, members):
+            revision = await agent.local.revision()  # reads still work under the alarm; writes do not move it
+            hashes = await self.hashes(members, revision)
+        judgement = corruption.judge(alarms, members, hashes, revision)
+        for alarm in judgement.disarm:
+            await self._narrate(maintenance.Action(
+                maintenance.Kind.DISARM, f"member {alarm.member_id:x} has left Raft: disarming the CORRUPT alarm "
+                                         f"that named it", reason="AlarmDisarmed"))
+            await agent.local.disarm(alarm)
+            log.warning("maintenance: disarmed CORRUPT@%x", alarm.member_id)
+        by_id = {m.id: m for m in members}
+        for verdict in judgement.verdicts:
+            await self.hand_over(verdict, by_id[verdict.member_id])
+
+    async def hashes(self, members: Sequence[Member], revision: int) -> dict[int, KVHash | None]:
+        """Every voter's HashKV at `revision` (None: no answer as itself); kept while the revision stands,
+        as it does while the alarm refuses writes: HashKV reads a member's whole key space."""
+        agent = self.agent
+        if self.hashed_at != revision:
+            self.hashed, self.hashed_at = {}, revision
+
+        async def one(member: Member) -> KVHash | None:
+            if member.id in self.hashed or not member.client_urls:
+                return self.hashed.get(member.id)
+            client = agent.local if member.id == agent.member_id else agent.etcd().member(member.client_urls[0])
+            try:
+                found = await client.hash_kv(revision, timeout=HASH_TIMEOUT_S)
+            except EtcdClientError as exc:
+                log.info("maintenance: no hash from %s at revision %d: %s", member.name or member.hex_id,
+                         revision, exc)
+                return None
+            if found.member_id != member.id:
+                return None
+            self.hashed[member.id] = found
+            return found
+
+        voters = [m for m in members if not m.is_learner]
+        return dict(zip([m.id for m in voters], await asyncio.gather(*(one(m) for m in voters)), strict=True))
+
+    async def hand_over(self, verdict: corruption.Verdict, member: Member) -> None:
+        """Write the verdict on the member's pod (when it changed) and narrate it once."""
+        agent, settings = self.agent, self.settings
+        ordinal = settings.naming.ordinal_of_member(member.name, member.peer_urls)
+        pod_name = settings.naming.pod(ordinal) if ordinal is not None else ""
+        if pod_name:
+            found = corruption.record(verdict)
+            try:  # a failed write is tried again next round; the Event below still tells
+                if repair.corruption_verdict(await agent.kube.pod(pod_name)) != found:
+                    await agent.kube.annotate_pod(pod_name, {contract.ANNOTATION_CORRUPTION: found.to_json()})
+            except API_ERRORS as exc:
+                agent.error("maintenance: corruption verdict", exc)
+        key = (verdict.member_id, verdict.reason)
+        if key in self.run.reported:
+            return
+        where = f"pod {pod_name}" if pod_name else "no pod (its member names none)"
+        if verdict.replace:
+            then = ("it is replaced by a new member on fresh data (spec.repair.policy Automatic)"
+                    if settings.repair_automatic else
+                    f"spec.repair.policy is Manual: annotate the pod {contract.ANNOTATION_REPLACE}=true to replace it")
+            action = maintenance.Action(maintenance.Kind.REPORT, f"{verdict.reason}; {where}: {then}",
+                                        reason="MemberCorrupt", warning=True, member_id=verdict.member_id)
+        else:
+            action = maintenance.Action(maintenance.Kind.REPORT, f"{verdict.reason}; {where}: nothing is replaced, "
+                                        f"a person decides", reason="CorruptUnconfirmed", warning=True,
+                                        member_id=verdict.member_id)
+        await self._narrate(action)
+        self.run = dataclasses.replace(self.run, reported=self.run.reported | {key})
 
     async def _carry_out(self, action: maintenance.Action, members: Sequence[Member]) -> None:
         local, kind = self.agent.local, action.kind

@@ -10,8 +10,8 @@ most one idempotent compaction or defragmentation).
   and followers first, the leader last) so that the freed pages go back to the file
   system (etcd's quota counts the file), then disarm. If the live data alone still fills the quota, disarming would only
   raise the alarm again: that is reported instead (delete keys or raise the quota).
-* CORRUPT (a member's data disagrees with the others'): never repaired here. It is reported
-  once per member for member replacement to take over.
+* CORRUPT (a member's data disagrees with the others'): never repaired in place, and left out of
+  every defragmentation. raftset.sidecar.corruption judges it and hands it to member replacement.
 * `spec.maintenance.defrag`: a cron schedule (every member, leader last) or a threshold
   (the members whose free pages exceed it, leader last).
 
@@ -132,13 +132,6 @@ def decide(*, leader_id: int, members: Sequence[Member], statuses: dict[int, Sta
     """The next action of the leader's sidecar. `quota` is the backend quota in bytes (0: unknown)."""
     by_id = {m.id: m for m in members}
     corrupt = sorted({a.member_id for a in alarms if a.kind is AlarmKind.CORRUPT})
-    for member_id in corrupt:
-        if (member_id, "corrupt") not in run.reported:
-            who = _name(by_id[member_id]) if member_id in by_id else f"{member_id:x}"
-            return Action(Kind.REPORT, f"member {who} raised the CORRUPT alarm: its data disagrees with the "
-                          f"others'. It is not repaired in place; replace the member (its data is kept aside)",
-                          reason="MemberCorrupt", warning=True, member_id=member_id,
-                          run=dataclasses.replace(run, reported=run.reported | {(member_id, "corrupt")}))
     nospace = tuple(a for a in alarms if a.kind is AlarmKind.NOSPACE)
     if nospace:
         if run.cause != NOSPACE:

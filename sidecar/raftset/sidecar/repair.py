@@ -16,8 +16,10 @@ from typing import Any
 
 from raftset import contract, replacement
 from raftset.replacement import Progress
-from raftset.etcdclient import Member, Status
+from raftset.etcdclient import Alarm, Member, Status
+from raftset.sidecar import corruption
 from raftset.sidecar.quorum import may_remove
+
 
 def requested(pod: Mapping[str, Any] | None) -> bool:
     """The user asked: `kubectl annotate pod <pod> raftset.dev/replace=true`."""
@@ -28,6 +30,12 @@ def progress(pod: Mapping[str, Any] | None) -> Progress | None:
     """Our record on the pod; None when absent or unreadable (then no replacement is under way)."""
     annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
     return replacement.parse_progress(annotations.get(contract.ANNOTATION_REPLACE_PROGRESS))
+
+
+def corruption_verdict(pod: Mapping[str, Any] | None) -> corruption.Record | None:
+    """The leader's verdict on a CORRUPT alarm, as it wrote it on the pod; None when absent or unreadable."""
+    annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+    return corruption.parse_record(annotations.get(contract.ANNOTATION_CORRUPTION))
 
 
 def store_container(pod: Mapping[str, Any] | None, container: str) -> Mapping[str, Any]:
@@ -94,8 +102,11 @@ class ReplaceView:
     leading: bool
     hand_off: bool  # Capabilities.hand_off
     target: int | None  # leave.transfer_target, if we lead
-    diagnosis: str | None = None  # why our member needs replacing without being asked (diagnose)
+    diagnosis: str | None = None  # why our member needs replacing without being asked (diagnose, or a CORRUPT verdict)
     automatic: bool = False  # spec.repair.policy Automatic
+    doubtful: bool = False  # the diagnosis is a suspicion: only a person's request replaces the member
+    alarms: Sequence[Alarm] = ()  # the cluster's active alarms (a CORRUPT one refuses the lock)
+    lock_held: bool = False  # a membership lock key exists (read only under a CORRUPT alarm naming us)
 
 
 def decide(view: ReplaceView) -> ReplaceDecision:
@@ -110,12 +121,13 @@ def decide(view: ReplaceView) -> ReplaceDecision:
     if old and own is None:
         return ReplaceDecision(Act.RECORD, P.REJOINING, f"member {old} left Raft; joining again as a new member "
                                                         f"on fresh data (the old data is kept aside)")
-    automatic = not view.requested and view.diagnosis is not None and view.automatic
+    automatic = not view.requested and view.diagnosis is not None and view.automatic and not view.doubtful
     if not view.requested and not automatic:
         if view.diagnosis is not None:
-            return ReplaceDecision(Act.RECORD, P.NEEDED, f"{view.diagnosis}; spec.repair.policy is Manual: "
-                                                         f"annotate the pod {contract.ANNOTATION_REPLACE}=true "
-                                                         f"to replace its member")
+            who = ("a person decides: disarm an alarm raised in error (etcdctl alarm disarm), or"
+                   if view.doubtful else "spec.repair.policy is Manual:")
+            return ReplaceDecision(Act.RECORD, P.NEEDED, f"{view.diagnosis}; {who} annotate the pod "
+                                                         f"{contract.ANNOTATION_REPLACE}=true to replace its member")
         if view.progress is not None:
             return ReplaceDecision(Act.FINISH, P.WITHDRAWN, "the request was withdrawn before the member left")
         return ReplaceDecision(Act.NONE, "", "nothing asked")
@@ -144,6 +156,9 @@ def _step(view: ReplaceView, own: Member | None) -> ReplaceDecision:
         healthy = sum(1 for m in voters if view.statuses.get(m.id) is not None)
         return ReplaceDecision(Act.RECORD, P.WAITING, f"removing member {name} would lose quorum "
                                                       f"({healthy} of {len(voters)} voters answer)")
+    blocked = corruption.lock_blocked(view.alarms, own.id, view.lock_held)
+    if blocked is not None:
+        return ReplaceDecision(Act.RECORD, P.WAITING, blocked)
     if view.leading and view.hand_off:
         if view.target is None:
             return ReplaceDecision(Act.RECORD, P.WAITING, f"member {name} leads and no healthy voter can "

@@ -4,7 +4,8 @@ Every poll while the store runs as a member: if our store has stopped and an aut
 MemberList no longer lists our member, the join is decided again (fault c: etcd exits with
 "member removed" and would otherwise crash-loop on its old startup file). Every heartbeat
 interval (every poll while one is under way) it reads its own pod for a replace request and
-takes one step of it (raftset.sidecar.repair), recording each on the pod for the operator.
+takes one step of it (raftset.sidecar.repair), recording each on the pod for the operator; the
+leader's CORRUPT verdict on the pod (raftset.sidecar.corruption) counts as a diagnosis.
 Once our member votes, data moved aside by an earlier join is released.
 """
 
@@ -16,9 +17,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, Refusal
+from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
+from raftset.etcdlock import LOCK_PREFIX
 from raftset.replacement import Progress
-from raftset.sidecar import datadir, leave, repair
+from raftset.sidecar import corruption, datadir, leave, repair
 from raftset.sidecar.plumbing import LOCK_NAME, Shell
 
 if TYPE_CHECKING:
@@ -76,6 +78,10 @@ class Repairer(Shell):
         store = repair.store_container(pod, settings.engine.name)
         diagnosis = repair.diagnose(store, agent.status is not None, settings.engine.capabilities.corruption_texts,
                                     settings.crash_loop_restarts, repair.restart_baseline(pod))
+        suspected = corruption.suspicion(repair.corruption_verdict(pod), agent.member_id, agent.alarms)
+        doubtful = False
+        if diagnosis is None and suspected is not None:  # the leader judged a CORRUPT alarm on our member
+            diagnosis, doubtful = suspected.reason, not suspected.replace
         self.under_way = wanted or progress is not None or diagnosis is not None
         if not self.under_way:
             self.recorded = None
@@ -93,16 +99,20 @@ class Repairer(Shell):
         leading = own_status is not None and own_status.is_leader
         target = (leave.transfer_target(own_id, members, statuses, agent.ordinals(members), kept)
                   if leading and own_id is not None else None)
+        lock_held = (own_id is not None and corruption.alarm_serializes(agent.cluster_alarms, own_id)
+                     and await self.lock_held(client))
         view = repair.ReplaceView(requested=wanted, progress=progress, own_id=own_id, members=members,
                                   statuses=statuses, size=len(kept), leading=leading,
                                   hand_off=settings.engine.capabilities.hand_off, target=target,
-                                  diagnosis=diagnosis, automatic=settings.repair_automatic)
+                                  diagnosis=diagnosis, automatic=settings.repair_automatic, doubtful=doubtful,
+                                  alarms=agent.cluster_alarms, lock_held=lock_held)
         decision = repair.decide(view)
         log.info("replace: %s (%s)", decision.phase or decision.act.value, decision.reason)
         if decision.act is repair.Act.FINISH:
             # A crash loop is counted afresh from here: the restarts so far belong to the old member.
             await agent.kube.annotate_pod(settings.pod_name, {
                 contract.ANNOTATION_REPLACE: None, contract.ANNOTATION_REPLACE_PROGRESS: None,
+                contract.ANNOTATION_CORRUPTION: None,
                 contract.ANNOTATION_RESTART_BASELINE: str(int(store.get("restartCount") or 0))})
             log.warning("replace: %s", decision.reason)
             self.recorded, self.under_way = None, False
@@ -118,21 +128,32 @@ class Repairer(Shell):
             await self.remove_self(own_id, kept, view)
 
     async def remove_self(self, own_id: int, kept: list[int], first: repair.ReplaceView) -> None:
-        """MemberRemove of our own member through another voter, decided again under the lock; never retried."""
+        """MemberRemove of our own member through another voter, decided again under the lock; never retried.
+
+        Under a CORRUPT alarm that names only our member the lock cannot be taken (every write is
+        refused) and the alarm serializes instead (corruption.alarm_serializes)."""
         agent, settings = self.agent, self.settings
         others = [u for u in agent.candidates(kept, []) if u != settings.client_url]
         client, _, linearizable = await agent.authoritative_members(others)
         if not linearizable:
             return
-        async with client.lock(LOCK_NAME, timeout=10):
-            members = await client.member_list()
-            statuses = await agent.statuses(members)
-            own_leads = (st := statuses.get(own_id)) is not None and st.is_leader
-            again = repair.decide(dataclasses.replace(first, members=members, statuses=statuses, leading=own_leads,
-                                                      target=None))
-            if again.act is not repair.Act.REMOVE:
-                return  # something changed (we lead again, another change began): the next round decides
-            error = await agent.member_remove(client, own_id)
+        entered = False
+        try:
+            async with client.lock(LOCK_NAME, timeout=10):
+                entered = True
+                decided, error = await self.remove_decided_again(client, own_id, first)
+        except EtcdClientError as exc:
+            if entered or exc.refusal is not Refusal.CORRUPT:
+                raise
+            waiting = corruption.lock_blocked(await client.alarms(), own_id, await self.lock_held(client))
+            if waiting is not None:  # the alarms changed since this round read them: the next round records it
+                log.info("replace: %s", waiting)
+                return
+            log.warning("replace: a CORRUPT alarm names member %x alone and refuses the membership lock: "
+                        "removing it without the lock", own_id)
+            decided, error = await self.remove_decided_again(client, own_id, first)
+        if not decided:
+            return  # something changed (we lead again, another change began): the next round decides
         if error is not None and error.refusal is not Refusal.MEMBER_NOT_FOUND:
             agent.error("replace: remove", error)
             return
@@ -140,6 +161,25 @@ class Repairer(Shell):
         await self.record(first.progress, contract.ReplacePhase.REJOINING,
                           f"member {own_id:x} left Raft; joining again as a new member on fresh data", own_id)
         await agent.rejoin(f"member {own_id:x} was removed to be replaced")
+
+    async def remove_decided_again(self, client: MemberClient, own_id: int,
+                                   first: repair.ReplaceView) -> tuple[bool, EtcdClientError | None]:
+        """Decide once more on a fresh MemberList; (whether REMOVE still holds, MemberRemove's refusal)."""
+        agent = self.agent
+        members = await client.member_list()
+        statuses = await agent.statuses(members)
+        own_leads = (st := statuses.get(own_id)) is not None and st.is_leader
+        again = repair.decide(dataclasses.replace(first, members=members, statuses=statuses, leading=own_leads,
+                                                  target=None))
+        if again.act is not repair.Act.REMOVE:
+            return False, None
+        return True, await agent.member_remove(client, own_id)
+
+    @staticmethod
+    async def lock_held(client: MemberClient) -> bool:
+        """Whether a membership lock key exists (a read: it works under a CORRUPT alarm)."""
+        _, holders = await client.get_prefix(f"{LOCK_PREFIX}/{LOCK_NAME}/")
+        return bool(holders)
 
     async def record(self, read: Progress | None, phase: str, reason: str, own_id: int | None) -> None:
         """Write the progress record on our pod when it changed (repair.next_progress says what it is)."""

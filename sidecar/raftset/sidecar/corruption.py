@@ -1,0 +1,181 @@
+"""A CORRUPT alarm: which member it hands over to member replacement, and when a person must decide.
+
+Pure. The leader's sidecar (raftset.sidecar.maintainer) reads the active alarms, the MemberList
+and every voter's HashKV at one common revision; `judge` says, for every member a CORRUPT alarm
+names, whether its data is contradicted beyond doubt. Only then is it replaced (through the
+pod's own repair, raftset.sidecar.repair, as a diagnosis under spec.repair.policy); every
+other case is a suspicion that a person decides on, because replacing the wrong member throws
+away the good copy of the data:
+
+* certain: a strict majority of the voters agree on one hash, the alarmed member's hash differs,
+  and it is the only member that disagrees (or is accused). A strict majority is a quorum, so
+  the members that agree keep one while the bad member is replaced;
+* doubtful: a membership change is under way, fewer than three voters, a hash that cannot be
+  read, members compacted at different revisions, no majority hash, an alarm whose member agrees
+  with the majority (raised in error, or already repaired), more than one suspect.
+
+Once the accused member has left Raft, its alarm has nothing left to accuse: it is disarmed.
+
+While a CORRUPT alarm stands etcd refuses every write (reads and HashKV still work), the
+membership lock's too: `alarm_serializes` says when the alarmed member's own replacement may
+remove it without the lock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from raftset import records
+from raftset.contract import quorum
+from raftset.etcdclient import Alarm, AlarmKind, KVHash, Member
+
+CORRUPT = AlarmKind.CORRUPT.name
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the leader concluded about one member a CORRUPT alarm names."""
+
+    member_id: int
+    replace: bool  # True: contradicted beyond doubt; False: a suspicion, a person decides
+    reason: str
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdicts: tuple[Verdict, ...] = ()
+    disarm: tuple[Alarm, ...] = ()  # CORRUPT alarms of members that have left Raft
+
+
+def accused(alarms: Sequence[Alarm], members: Sequence[Member]) -> list[int]:
+    """The current members a CORRUPT alarm names: only for these are the hashes worth reading."""
+    ids = {m.id for m in members}
+    return sorted({a.member_id for a in alarms if a.kind is AlarmKind.CORRUPT and a.member_id in ids})
+
+
+def _name(member: Member) -> str:
+    return f"{member.name} ({member.hex_id})" if member.name else member.hex_id
+
+
+def judge(alarms: Sequence[Alarm], members: Sequence[Member], hashes: Mapping[int, KVHash | None],
+          revision: int) -> Judgement:
+    """The verdict on every member a CORRUPT alarm names, from every voter's hash at `revision`
+    (None: it did not answer), and the alarms to disarm."""
+    by_id = {m.id: m for m in members}
+    corrupt = [a for a in alarms if a.kind is AlarmKind.CORRUPT]
+    disarm = tuple(a for a in corrupt if a.member_id not in by_id)
+    named = accused(alarms, members)
+    if not named:
+        return Judgement(disarm=disarm)
+    doubt = _doubt(by_id, named, members, hashes, revision)
+    if doubt is not None:
+        return Judgement(tuple(Verdict(i, False, f"the CORRUPT alarm names member {_name(by_id[i])}, but {doubt}")
+                               for i in named), disarm)
+    (suspect,) = named
+    voters = [m for m in members if not m.is_learner]
+    agreed = Counter(h.hash for m in voters if (h := hashes.get(m.id)) is not None).most_common(1)[0]
+    own = hashes[suspect]
+    assert own is not None  # _doubt read every voter's hash
+    return Judgement((Verdict(suspect, True, (
+        f"member {_name(by_id[suspect])} raised the CORRUPT alarm and its data disagrees with the majority's: "
+        f"at revision {revision} its hash is {own.hash:08x}, {agreed[1]} of {len(voters)} voters agree on "
+        f"{agreed[0]:08x}")),), disarm)
+
+
+def _doubt(by_id: Mapping[int, Member], named: Sequence[int], members: Sequence[Member],
+           hashes: Mapping[int, KVHash | None], revision: int) -> str | None:
+    """Why the data does not prove the one accused member wrong; None when it does."""
+    pending = [m for m in members if m.is_learner or not m.started]
+    if pending:
+        return f"member {_name(pending[0])} is still joining: the data is judged once no membership change is under way"
+    voters = [m for m in members if not m.is_learner]
+    if len(voters) < 3:
+        return f"a majority that contradicts one member needs three voters or more ({len(voters)} here)"
+    unread = [m for m in voters if hashes.get(m.id) is None]
+    if unread:
+        return f"the hash of {', '.join(_name(m) for m in unread)} at revision {revision} could not be read"
+    got = {m.id: h for m in voters if (h := hashes[m.id]) is not None}
+    if len({h.revision for h in got.values()}) > 1:
+        return "the hashes were read at different revisions: " + ", ".join(
+            f"{_name(by_id[i])} at {h.revision}" for i, h in sorted(got.items()))
+    if len({h.compact_revision for h in got.values()}) > 1:
+        return "the members were compacted at different revisions, so their hashes cannot be compared: " + ", ".join(
+            f"{_name(by_id[i])} at {h.compact_revision}" for i, h in sorted(got.items()))
+    hash_of = {i: h.hash for i, h in got.items()}
+    agreed, count = Counter(hash_of.values()).most_common(1)[0]
+    listing = ", ".join(f"{_name(by_id[i])} {h:08x}" for i, h in sorted(hash_of.items()))
+    if count < quorum(len(voters)):
+        return f"no strict majority of the {len(voters)} voters agrees on one hash at revision {revision} ({listing})"
+    dissenters = sorted(i for i, h in hash_of.items() if h != agreed)
+    suspects = sorted({*dissenters, *named})
+    if not dissenters:
+        return (f"every voter's data agrees at revision {revision} ({agreed:08x}): the alarm was raised in error "
+                f"or the data was repaired since")
+    if len(suspects) > 1:
+        disagree = ", ".join(_name(by_id[i]) for i in dissenters)
+        alarmed = ", ".join(_name(by_id[i]) for i in named)
+        return (f"more than one member is suspect: the CORRUPT alarm names {alarmed}, the data of {disagree} "
+                f"disagrees with the majority at revision {revision} ({listing})")
+    return None
+
+
+def alarm_serializes(alarms: Sequence[Alarm], member_id: int) -> bool:
+    """Whether `member_id`'s replacement may remove it without the membership lock.
+
+    A CORRUPT alarm refuses every write, the lock's lease and key too, until it is disarmed, and
+    it is disarmed only once the accused member has left Raft. Meanwhile no other sidecar can take
+    the lock, so the alarm itself keeps membership changes one at a time, as long as it names
+    exactly one member: this one.
+    """
+    return {a.member_id for a in alarms if a.kind is AlarmKind.CORRUPT} == {member_id}
+
+
+def lock_blocked(alarms: Sequence[Alarm], member_id: int, lock_held: bool) -> str | None:
+    """Why removing `member_id` must wait under a CORRUPT alarm; None when it may go (with the lock
+    when no CORRUPT alarm stands, without it when `alarm_serializes`). `lock_held`: a lock key exists,
+    taken before the alarm (it cannot be released under it)."""
+    named = sorted({a.member_id for a in alarms if a.kind is AlarmKind.CORRUPT})
+    if not named:
+        return None
+    if named != [member_id]:
+        return (f"a CORRUPT alarm naming {', '.join(f'{i:x}' for i in named)} refuses every write, the membership "
+                f"lock's too: the replacement waits until it is disarmed (etcdctl alarm disarm)")
+    if lock_held:
+        return ("the membership lock was taken before the CORRUPT alarm and cannot be released under it: "
+                "another membership change may be under way")
+    return None
+
+
+@dataclass(frozen=True)
+class Record:
+    """A verdict as the leader's sidecar writes it on the accused member's pod (contract.ANNOTATION_CORRUPTION)."""
+
+    member: str  # hex id of the member it is about
+    replace: bool
+    reason: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+def record(verdict: Verdict) -> Record:
+    return Record(f"{verdict.member_id:x}", verdict.replace, verdict.reason)
+
+
+def parse_record(raw: str | None) -> Record | None:
+    """The record on a pod; None when absent or unreadable (raftset.records)."""
+    return records.parse(raw, lambda doc: Record(str(doc["member"]), doc["replace"] is True, str(doc["reason"])))
+
+
+def suspicion(found: Record | None, own_id: int | None, own_alarms: Sequence[str]) -> Record | None:
+    """The leader's verdict on our own member, while the CORRUPT alarm that named it still stands.
+
+    A verdict about an earlier member of this pod (replaced since), or one whose alarm a person
+    disarmed, is no diagnosis any more.
+    """
+    if found is None or own_id is None or found.member != f"{own_id:x}" or CORRUPT not in own_alarms:
+        return None
+    return found
