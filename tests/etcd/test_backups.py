@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -457,3 +458,61 @@ async def test_an_abandoned_upload_is_aborted_while_the_one_in_flight_completes_
     assert verdict.acknowledged == len(writer.acked) > 100
     async with MemberClient(restored.pod(0).client_url) as client:
         assert (await client.hash_kv(revision)).hash == source_hash.hash, "HashKV at the writer's revision"
+
+
+def backdate_upload(server: S3Server, bucket: str, upload_id: str, age: timedelta) -> None:
+    """Make versitygw list an upload as started `age` ago. Its posix backend keeps each upload as a
+    directory named by the upload id and lists the directory's mtime as `Initiated`: the one way to
+    have an upload older than the 1h floor without waiting an hour (like the corrupt-snapshot test,
+    this reaches into the server's files)."""
+    found = [p for p in (server.root / bucket).rglob(upload_id) if p.is_dir()]
+    assert len(found) == 1, f"upload {upload_id} not found as one directory: {found}"
+    then = (datetime.now(timezone.utc) - age).timestamp()
+    os.utime(found[0], (then, then))
+
+
+async def test_the_leaders_sidecar_aborts_a_killed_takers_upload_after_its_backup(
+        backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str) -> None:
+    """Through the real sidecar: after an on-demand backup it aborts the incomplete upload a killed
+    taker left two hours ago (abortIncompleteUploadsAfter 1h), leaves a younger one alone, counts
+    the abort on the record (status.backup.abortedUploads), in its metric and in an Event, and the
+    backup it took reads back whole with every acknowledged write."""
+    lab = backup_lab(replicas=1)
+    await grow(lab, 1)
+    writer = Writer([lab.pod(0).client_url], lab.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 100, 30, "the writer running")
+    store = store_of(s3_server, bucket)
+    raw = s3_server.client()
+    prefix = backups.cluster_prefix(PREFIX, lab.namespace, lab.cluster)
+    taken_at = datetime.now(timezone.utc) - timedelta(hours=2)
+    killed_key = backups.snapshot_key(PREFIX, lab.namespace, lab.cluster, taken_at, 7)
+    killed = store.begin(killed_key)
+    killed.part(b"k" * 1024)
+    young = store.begin(backups.snapshot_key(PREFIX, lab.namespace, lab.cluster, datetime.now(timezone.utc), 8))
+    young.part(b"y" * 1024)
+    backdate_upload(s3_server, bucket, killed.upload_id, timedelta(hours=2))
+    listed = {u.upload_id: u.initiated for u in store.incomplete(prefix)}
+    assert datetime.now(timezone.utc) - listed[killed.upload_id] > timedelta(hours=1, minutes=59)
+
+    create_cluster_object(lab, {"backup": {"retention": {"abortIncompleteUploadsAfter": "1h"},
+                                           "s3": s3_spec(s3_server, bucket)}})
+    request_backup(lab)
+    taken = wait_for(success_after(lab, None), 60, "the backup")
+    writer.stop()
+    assert record(lab).aborted_uploads == 1
+    assert backups.status_of(record(lab))["abortedUploads"] == 1
+    left = raw.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+    assert [u["UploadId"] for u in left] == [young.upload_id], "the old one is gone, the young one stays"
+    text = http_get(f"{lab.pod(0).sidecar_url}/metrics")[1]
+    aborted = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "raftset_sidecar_backup_uploads_aborted_total"]
+    assert aborted == [1.0]
+    assert f"aborted the incomplete upload of {killed_key}" in lab.pod(0).log_text()
+    narrated = [e.message for e in lab.core.list_namespaced_event(lab.namespace).items
+                if e.source and e.source.component == "raftset-sidecar" and e.reason == "BackupUploadAborted"]
+    assert len(narrated) == 1 and killed.upload_id in narrated[0], narrated
+    body = b"".join(store.read(taken.key))
+    assert (len(body), sha256(body)) == (taken.size, taken.sha256), "the backup itself reads back whole"
+    young.abort()
+    await check([lab.pod(0).client_url], writer.acked, lab.client_tls())

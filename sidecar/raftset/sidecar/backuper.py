@@ -10,8 +10,8 @@ Each round: read the cluster object (spec.backup) and the backup Lease (the reco
 on-demand request id the operator moved there from the cluster's backup-now annotation), ask
 raftset.backups.decide, take at most one backup, then abort the incomplete uploads a killed
 taker left behind (raftset.uploads decides which), publish the record (with the served request
-id and the count of aborted uploads). The sidecar never writes the cluster object: its Role may only `get` it. Every failure is
-recorded with its reason; none ends the loop.
+id and the count of aborted uploads). The sidecar never writes the cluster object: its Role may
+only `get` it. Every failure is recorded with its reason; none ends the loop.
 """
 
 from __future__ import annotations
