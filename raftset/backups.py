@@ -17,7 +17,7 @@ from typing import Any
 
 from croniter import croniter
 
-from raftset import records
+from raftset import fields, records
 from raftset.times import parse_rfc3339, rfc3339
 
 LATEST = "latest"
@@ -27,6 +27,9 @@ LATEST_NAME = "latest.json"
 _STAMP = "%Y%m%dT%H%M%SZ"
 _KEY = re.compile(r"snapshot-(?P<stamp>\d{8}T\d{6}Z)-r(?P<rev>\d+)\.db$")
 _AGE = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?$")
+# An incomplete upload younger than this may still be a live taker's (a large snapshot over a
+# slow link, a leader that lost leadership mid-upload): below it a sweep could abort real work.
+ABORT_UPLOADS_FLOOR = timedelta(hours=1)
 
 # Reasons of a failed backup or restore, shown in status.backup, BackupReady and Events.
 CREDENTIALS_REJECTED = "CredentialsRejected"
@@ -169,6 +172,11 @@ def latest_key(prefix: str, namespace: str, cluster: str) -> str:
     return cluster_prefix(prefix, namespace, cluster) + LATEST_NAME
 
 
+def is_snapshot_name(name: str) -> bool:
+    """Whether `name` (a key without its cluster prefix) is exactly a snapshot name we write."""
+    return _KEY.fullmatch(name) is not None
+
+
 def parse_snapshot_key(key: str) -> tuple[datetime, int] | None:
     """(time taken, revision) from a snapshot key we wrote; None for any other object."""
     match = _KEY.search(key)
@@ -250,12 +258,14 @@ class Record:
 
     `since` anchors the schedule: the last scheduled run, or when the schedule was first seen.
     `request` is the last on-demand request served, so that one request is one backup.
+    `aborted_uploads` counts the abandoned incomplete uploads the actors aborted, ever.
     """
 
     since: str = ""
     request: str = ""
     last_success: Manifest | None = None
     last_failure: Failure | None = None
+    aborted_uploads: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -268,6 +278,7 @@ class Record:
             request=str(raw.get("request") or ""),
             last_success=Manifest(**raw["last_success"]) if raw.get("last_success") else None,
             last_failure=Failure(**raw["last_failure"]) if raw.get("last_failure") else None,
+            aborted_uploads=max(0, int(raw.get("aborted_uploads") or 0)),
         )) or cls()
 
 
@@ -284,8 +295,7 @@ def decide(schedule: str | None, request: str | None, record: Record, now: datet
     """One on-demand request (the id the operator wrote on the backup Lease) is one backup: it is
     taken while `record.request` is another id, whichever sidecar leads then. A schedule is anchored
     at `record.since` (set when first seen), so a new leader neither repeats nor skips a run."""
-    base = Record(since=record.since, request=record.request if request else "",
-                  last_success=record.last_success, last_failure=record.last_failure)
+    base = replace(record, request=record.request if request else "")
     if request and request != record.request:
         return Decision(True, "on-demand", replace(base, request=request))
     if not schedule:
@@ -369,13 +379,16 @@ def destination_of(raw: Mapping[str, Any], *, credentials_dir: str, ca_dir: str,
 
 
 def succeeded(record: Record, manifest: Manifest) -> Record:
-    return Record(since=record.since, request=record.request, last_success=manifest,
-                  last_failure=record.last_failure)
+    return replace(record, last_success=manifest)
 
 
 def failed(record: Record, when: datetime, reason: str, message: str) -> Record:
-    return Record(since=record.since, request=record.request, last_success=record.last_success,
-                  last_failure=Failure(rfc3339(when), reason, message[:500]))
+    return replace(record, last_failure=Failure(rfc3339(when), reason, message[:500]))
+
+
+def aborted(record: Record, count: int) -> Record:
+    """`count` more abandoned uploads aborted."""
+    return replace(record, aborted_uploads=record.aborted_uploads + count)
 
 
 def status_of(record: Record) -> dict[str, Any]:
@@ -388,6 +401,8 @@ def status_of(record: Record) -> dict[str, Any]:
     if record.last_failure is not None:
         f = record.last_failure
         out["lastFailure"] = {"time": f.time, "reason": f.reason, "message": f.message}
+    if record.aborted_uploads:
+        out["abortedUploads"] = record.aborted_uploads
     return out
 
 
@@ -416,11 +431,12 @@ def settings_error(spec: Mapping[str, Any]) -> str | None:
         if error:
             return error
     retention = spec.get("retention") or {}
-    if retention.get("maxAge"):
-        try:
+    try:
+        if retention.get("maxAge"):
             parse_age(str(retention["maxAge"]))
-        except ConfigError as exc:
-            return str(exc)
+        abort_uploads_after(spec)
+    except ConfigError as exc:
+        return str(exc)
     destination = spec.get("s3"), spec.get("pvc")
     if sum(d is not None for d in destination) != 1:
         return "spec.backup needs exactly one destination: s3 or pvc"
@@ -432,3 +448,15 @@ def retention_of(spec: Mapping[str, Any]) -> tuple[int | None, timedelta | None]
     keep = retention.get("keep")
     age = retention.get("maxAge")
     return (int(keep) if keep is not None else None, parse_age(str(age)) if age else None)
+
+
+def abort_uploads_after(spec: Mapping[str, Any]) -> timedelta:
+    """retention.abortIncompleteUploadsAfter (default 24h): how old an incomplete upload must be
+    before a sweep aborts it; below ABORT_UPLOADS_FLOOR it is refused."""
+    path = "backup.retention.abortIncompleteUploadsAfter"
+    text = str((spec.get("retention") or {}).get("abortIncompleteUploadsAfter") or fields.default(path))
+    age = parse_age(text)
+    if age < ABORT_UPLOADS_FLOOR:
+        raise ConfigError(f"retention.abortIncompleteUploadsAfter {text!r} must be at least 1h: "
+                          "a younger incomplete upload may still be a running backup's")
+    return age

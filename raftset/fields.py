@@ -58,6 +58,7 @@ SPEC_FIELDS: dict[str, Field] = {f.path: f for f in (
     Field("sidecar.cleanGracePeriodSeconds", 300, minimum=0, maximum=604800),
     Field("recovery.quorumLoss", "Manual", enum=QUORUM_LOSS_POLICIES),
     Field("recovery.quorumLossGracePeriodSeconds", 300, minimum=0, maximum=86400),
+    Field("backup.retention.abortIncompleteUploadsAfter", "24h"),
     Field("backup.s3.region", "us-east-1"),
     Field("backup.s3.caSecret.key", "ca.crt"),
     Field("maintenance.defrag.schedule", ""),
@@ -71,6 +72,10 @@ SPEC_FIELDS: dict[str, Field] = {f.path: f for f in (
 CRON_PATTERN = (r"^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)"
                 r"|[0-9A-Za-z*/,?-]+( +[0-9A-Za-z*/,?-]+){4})$")
 AGE_PATTERN = r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?$"
+# An AGE_PATTERN value of at least one hour: a non-zero day or hour count, or 60 minutes or more.
+# The CRD's CEL rule on abortIncompleteUploadsAfter (raftset.backups.ABORT_UPLOADS_FLOOR says why).
+AT_LEAST_AN_HOUR = (r"^(0*[1-9][0-9]*d|([0-9]+d)?0*[1-9][0-9]*h"
+                    r"|([0-9]+d)?([0-9]+h)?0*([1-9][0-9]{2,}|[6-9][0-9])m$)")
 
 
 def default(path: str) -> Any:

@@ -13,14 +13,17 @@ import errno
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol
 
 from raftset import backups, contract
+from raftset.uploads import Incomplete
 
 # S3's smallest part (except the last) is 5 MiB; 8 MiB parts keep a 256 MiB snapshot at 32 parts.
 PART_SIZE = 8 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
+PARTIAL_SUFFIX = ".partial"
 
 
 class StoreError(Exception):
@@ -33,6 +36,8 @@ class StoreError(Exception):
 
 
 class Upload(Protocol):
+    upload_id: str  # what the store's listing of incomplete uploads calls this one
+
     def part(self, data: bytes) -> None: ...
     def complete(self) -> None: ...
     def abort(self) -> None: ...
@@ -47,6 +52,8 @@ class ObjectStore(Protocol):
     def put(self, key: str, data: bytes) -> None: ...
     def keys(self, prefix: str) -> list[str]: ...
     def delete(self, key: str) -> None: ...
+    def incomplete(self, prefix: str) -> list[Incomplete]: ...
+    def abort_incomplete(self, upload: Incomplete) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -183,6 +190,32 @@ class S3Store:
     def delete(self, key: str) -> None:
         self.call(lambda c: c.delete_object(Bucket=self.bucket, Key=key))
 
+    def incomplete(self, prefix: str) -> list[Incomplete]:
+        """ListMultipartUploads under `prefix`, every page."""
+        out: list[Incomplete] = []
+        markers: dict[str, str] = {}
+        while True:
+            page = self.call(lambda c: c.list_multipart_uploads(Bucket=self.bucket, Prefix=prefix, **markers))
+            out += [Incomplete(u["Key"], u["UploadId"], u["Initiated"]) for u in page.get("Uploads", [])]
+            markers = {"KeyMarker": page.get("NextKeyMarker") or "",
+                       "UploadIdMarker": page.get("NextUploadIdMarker") or ""}
+            if not page.get("IsTruncated") or not markers["KeyMarker"]:
+                return out
+
+    def abort_incomplete(self, upload: Incomplete) -> bool:
+        """AbortMultipartUpload; False when the upload was already gone (completed or aborted)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=upload.key, UploadId=upload.upload_id)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "NoSuchUpload":
+                return False
+            raise _s3_error(exc) from exc
+        except BotoCoreError as exc:
+            raise _s3_error(exc) from exc
+        return True
+
 
 # ---- a directory (a PVC mounted into the pod)
 
@@ -198,9 +231,10 @@ def _os_error(exc: OSError, what: str) -> StoreError:
 class _FileUpload:
     """Written under a temporary name and renamed when complete, like a multipart upload."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, key: str) -> None:
         self.path = path
-        self.partial = path.with_name(path.name + ".partial")
+        self.partial = path.with_name(path.name + PARTIAL_SUFFIX)
+        self.upload_id = key + PARTIAL_SUFFIX
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.fh = open(self.partial, "wb")
@@ -243,7 +277,7 @@ class DirectoryStore:
         return path
 
     def begin(self, key: str) -> Upload:
-        return _FileUpload(self._path(key))
+        return _FileUpload(self._path(key), key)
 
     def read(self, key: str) -> Iterator[bytes]:
         try:
@@ -271,7 +305,7 @@ class DirectoryStore:
         out = []
         for path in self.root.rglob("*"):
             key = path.relative_to(self.root).as_posix()
-            if path.is_file() and key.startswith(prefix) and not key.endswith(".partial"):
+            if path.is_file() and key.startswith(prefix) and not key.endswith(PARTIAL_SUFFIX):
                 out.append(key)
         return sorted(out)
 
@@ -280,6 +314,35 @@ class DirectoryStore:
             self._path(key).unlink(missing_ok=True)
         except OSError as exc:
             raise _os_error(exc, key) from exc
+
+    def incomplete(self, prefix: str) -> list[Incomplete]:
+        """The partial files under `prefix`; a file's last write stands for when it began, so a
+        live (still growing) one never looks old."""
+        if not self.root.is_dir():
+            return []
+        out = []
+        for path in self.root.rglob("*" + PARTIAL_SUFFIX):
+            name = path.relative_to(self.root).as_posix()
+            if name.startswith(prefix):
+                try:
+                    written = datetime.fromtimestamp(path.lstat().st_mtime, timezone.utc)
+                except OSError:  # completed or aborted since the listing
+                    continue
+                out.append(Incomplete(name.removesuffix(PARTIAL_SUFFIX), name, written))
+        return sorted(out, key=lambda u: u.upload_id)
+
+    def abort_incomplete(self, upload: Incomplete) -> bool:
+        """Remove the partial file; False when it was already gone."""
+        path = self.root / upload.upload_id
+        if not upload.upload_id.endswith(PARTIAL_SUFFIX) or ".." in Path(upload.upload_id).parts:
+            raise StoreError(backups.INVALID_CONFIG, f"{upload.upload_id!r} is not a partial file of the volume")
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise _os_error(exc, upload.upload_id) from exc
+        return True
 
 
 def open_store(destination: backups.Destination) -> ObjectStore:

@@ -8,6 +8,9 @@ upload or deletes the object, so "latest" never names a broken or partial snapsh
 fetch() + restore(): the manifest -> the object, sha256 checked while it streams to a file
 -> the engine's restore command into a temporary directory, renamed into place only when
 it succeeded: a member never starts from a half-restored data dir.
+
+abort_abandoned(): the incomplete uploads a killed taker left (raftset.uploads decides which)
+-> one abort each.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from raftset import backups, times
+from raftset import backups, times, uploads
 from raftset.backups import Manifest
 from raftset.engines import Engine, RestoreConfig
 from raftset.etcdclient import EtcdClientError, MemberClient
@@ -45,14 +48,19 @@ class Target:
 
 
 async def take(client: MemberClient, store: ObjectStore, target: Target, engine: str, now: datetime,
-               *, part_size: int = PART_SIZE) -> Manifest:
-    """One backup of the member `client` talks to; raises StoreError with the reason on failure."""
+               *, part_size: int = PART_SIZE, in_flight: set[str] | None = None) -> Manifest:
+    """One backup of the member `client` talks to; raises StoreError with the reason on failure.
+
+    While its upload is open, its id is in `in_flight`: a sweep given the same set leaves it alone.
+    """
     try:
         revision_hint, _ = await client.get_prefix(REVISION_PROBE)
     except EtcdClientError as exc:
         raise StoreError(backups.SNAPSHOT_FAILED, str(exc)) from exc
     key = backups.snapshot_key(target.prefix, target.namespace, target.cluster, now, revision_hint)
     upload: Upload = await asyncio.to_thread(store.begin, key)
+    in_flight = set() if in_flight is None else in_flight
+    in_flight.add(upload.upload_id)
     digest = hashlib.sha256()
     size = 0
     buffer = bytearray()
@@ -87,6 +95,8 @@ async def take(client: MemberClient, store: ObjectStore, target: Target, engine:
         else:
             await asyncio.to_thread(upload.abort)
         raise
+    finally:
+        in_flight.discard(upload.upload_id)
     manifest = Manifest(key=key, sha256=digest.hexdigest(), size=size, revision=revision,
                         taken=times.rfc3339(now), engine=engine, cluster=target.cluster,
                         namespace=target.namespace)
@@ -123,6 +133,18 @@ def prune(store: ObjectStore, target: Target, *, keep: int | None, max_age: time
         store.delete(backups.manifest_key(key))  # unpublished first: never a manifest without its object
         store.delete(key)
     return removed
+
+
+async def abort_abandoned(store: ObjectStore, target: Target, *, older_than: timedelta, now: datetime,
+                          in_flight: set[str]) -> AsyncIterator[uploads.Incomplete]:
+    """Abort the cluster's abandoned incomplete uploads, yielding each one as it is aborted (so a
+    caller counts what was done even when a later abort raises StoreError). One already gone
+    (its taker completed or aborted it meanwhile) is skipped."""
+    prefix = backups.cluster_prefix(target.prefix, target.namespace, target.cluster)
+    listed = await asyncio.to_thread(store.incomplete, prefix)
+    for upload in uploads.abandoned(listed, now=now, older_than=older_than, in_flight=in_flight, prefix=prefix):
+        if await asyncio.to_thread(store.abort_incomplete, upload):
+            yield upload
 
 
 def manifest_for(store: ObjectStore, source: str, target: Target) -> Manifest:

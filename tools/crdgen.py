@@ -269,6 +269,17 @@ def _backup() -> Schema:
                     "keep": _int("Keep at most this many backups.", minimum=1, maximum=10000),
                     "maxAge": _str("Remove backups older than this, e.g. 7d, 12h, 1d12h.",
                                    pattern=fields.AGE_PATTERN, minLength=2, maxLength=32),
+                    "abortIncompleteUploadsAfter": _str(
+                        "Abort incomplete multipart uploads (and partial files on a volume) of this cluster "
+                        "older than this, e.g. 24h, 2d: what a backup killed mid-upload leaves, which the store "
+                        "would otherwise keep (and bill) forever. Swept by the leader's sidecar after each "
+                        "backup; an upload a backup is writing is never aborted. At least 1h.",
+                        pattern=fields.AGE_PATTERN, minLength=2, maxLength=32,
+                        **SPEC_FIELDS["backup.retention.abortIncompleteUploadsAfter"].bounds(),
+                        **{"x-kubernetes-validations": [_rule(
+                            f"self.matches('{fields.AT_LEAST_AN_HOUR}')",
+                            "abortIncompleteUploadsAfter must be at least 1h: a younger incomplete upload "
+                            "may still be a running backup's")]}),
                 },
             ),
             **_destination("that receives the backups"),
@@ -556,6 +567,10 @@ def _status() -> Schema:
                         "reason": _str("One CamelCase word, as in the BackupReady condition."),
                         "message": _str("What went wrong."),
                     }),
+                    "abortedUploads": _int(
+                        "Abandoned incomplete uploads (older than spec.backup.retention."
+                        "abortIncompleteUploadsAfter) the leader's sidecars have aborted; absent while none.",
+                        format="int64", minimum=0),
                 },
             ),
             "kopf": _opaque("Bookkeeping of the kopf framework the operator runs on."),

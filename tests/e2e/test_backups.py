@@ -1,7 +1,8 @@
-"""Backups through the whole stack: the operator mounts the credentials Secret into the pods,
-the leader's real sidecar backs the real etcd up to the real S3 server (versitygw) when a user
-annotates the cluster, and the operator shows the result in status.backup and BackupReady;
-a new cluster with spec.bootstrap.fromBackup then starts from that backup.
+"""Backups through the whole stack, on both workload backends (StatefulSet and Advanced
+StatefulSet): the operator mounts the credentials Secret into the pods, the leader's real
+sidecar backs the real etcd up to the real S3 server (versitygw) when a user annotates the
+cluster, and the operator shows the result in status.backup and BackupReady; a new cluster
+with spec.bootstrap.fromBackup then starts from that backup.
 """
 
 from __future__ import annotations
@@ -31,15 +32,16 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == kind), {})
 
 
+@pytest.mark.parametrize("backend", ["StatefulSet", "AdvancedStatefulSet"])
 def test_backup_now_lands_in_s3_and_status_and_a_new_cluster_restores_it(
         control_plane: Any, operator: Operator, namespace: str, runner: PodRunner, s3_server: S3Server,
-        etcd: EngineUnderTest) -> None:
+        etcd: EngineUnderTest, backend: str) -> None:
     kubeconfig = control_plane.kubeconfig
     bucket = fresh_bucket(s3_server)
     kubectl(kubeconfig, "create", "secret", "generic", "s3-credentials", "-n", namespace,
             f"--from-literal={contract.ACCESS_KEY_FILE}={s3_server.access_key}",
             f"--from-literal={contract.SECRET_KEY_FILE}={s3_server.secret_key}")
-    kv = ClusterView(kubeconfig, contract.KIND_ETCD, "kv", namespace,
+    kv = ClusterView(kubeconfig, contract.KIND_ETCD, "kv", namespace, backend,
                      member_url=lambda o: f"http://{pod_ip(runner.addresses.prefix(namespace, 'kv'), o)}:2379")
     kv.create(3, backup={"s3": {"endpoint": s3_server.endpoint, "bucket": bucket, "prefix": "e2e",
                                 "credentialsSecret": "s3-credentials"}}, version=etcd.version, **FAST)
@@ -65,7 +67,7 @@ def test_backup_now_lands_in_s3_and_status_and_a_new_cluster_restores_it(
     assert latest.key == success["key"]
 
     # A new cluster from that backup: its first member restores it, the others join as learners.
-    restored = ClusterView(kubeconfig, contract.KIND_ETCD, "kv2", namespace,
+    restored = ClusterView(kubeconfig, contract.KIND_ETCD, "kv2", namespace, backend,
                            member_url=lambda o: f"http://{pod_ip(runner.addresses.prefix(namespace, 'kv2'), o)}:2379")
     restored.create(3, bootstrap={"fromBackup": {"backup": "latest", "cluster": "kv", "s3": {
         "endpoint": s3_server.endpoint, "bucket": bucket, "prefix": "e2e", "credentialsSecret": "s3-credentials"}}},

@@ -127,6 +127,8 @@ BAD_SPECS: list[tuple[str, dict[str, Any], str]] = [
     ("unknown field", {"replica": 3}, "replica"),
     ("too many replicas", {"replicas": 100}, "spec.replicas"),
     ("podTemplate labels not a map", {"podTemplate": {"labels": ["a"]}}, "spec.podTemplate.labels"),
+    ("uploads aborted under an hour old", {"backup": {"retention": {"abortIncompleteUploadsAfter": "59m"},
+                                                      "pvc": {"claimName": "backups"}}}, "at least 1h"),
 ]
 
 

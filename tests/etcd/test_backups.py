@@ -10,8 +10,11 @@ sidecar's RAFTSET_BACKUP_MOUNT_ROOT).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import os
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -22,7 +25,7 @@ from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 from kubernetes import config as k8s_config
 
-from raftset import backups, contract, objectstore, snapshots, times
+from raftset import backups, contract, objectstore, snapshots, times, uploads
 from raftset.etcdclient import MemberClient
 from raftset.objectstore import S3Settings, S3Store, StoreError
 from tests.harness.checker import Writer, check
@@ -352,3 +355,164 @@ async def test_a_corrupt_or_missing_backup_starts_nothing_and_says_why(
         assert not pod.startup_ok(), f"{name}: the store was allowed to start"
         assert not pod.data_dir.exists(), f"{name}: a half-restored data dir was left"
         assert not list(pod.data_dir.parent.glob("*.restoring")), name
+
+
+async def test_an_abandoned_upload_is_aborted_while_the_one_in_flight_completes_and_restores(
+        backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str) -> None:
+    """A taker killed mid-upload left an incomplete multipart upload on the real server. The sweep,
+    with abortIncompleteUploadsAfter at its floor (1h) and a clock past it, aborts exactly that one
+    (AbortMultipartUpload; the listing no longer shows it), while the upload of a backup being taken
+    at that moment survives, completes, and restores into a new cluster with every acknowledged
+    write and the same HashKV. Another cluster's leftover below our prefix is not touched."""
+    source = backup_lab(replicas=1)
+    await grow(source, 1)
+    writer = Writer([source.pod(0).client_url], source.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 100, 30, "the writer running")
+    writer.stop()
+    store = store_of(s3_server, bucket)
+    raw = s3_server.client()
+    target = snapshots.Target(PREFIX, source.namespace, source.cluster)
+    prefix = backups.cluster_prefix(PREFIX, source.namespace, source.cluster)
+    older_than = backups.abort_uploads_after({"retention": {"abortIncompleteUploadsAfter": "1h"}})
+    assert older_than == backups.ABORT_UPLOADS_FLOOR
+    part = 5 * 1024 * 1024
+
+    async with MemberClient(source.pod(0).client_url) as client:
+        for i in range(40):  # a snapshot of a few MiB: more than one part, so one can be in flight
+            await client.put(f"/big/{i:03d}", "x" * 200_000)
+        revision, _ = await client.get_prefix("/writer/")
+        source_hash = await client.hash_kv(revision)
+        # What a taker killed after its first part leaves, and the same below a deeper prefix
+        # (another cluster's, e.g. prefix "backups/<ns>/<cluster>/x" namespace "y"): never ours.
+        started = datetime.now(timezone.utc)
+        killed_key = backups.snapshot_key(PREFIX, source.namespace, source.cluster, started, 1)
+        killed = store.begin(killed_key)
+        killed.part(b"k" * part)
+        theirs = store.begin(f"{prefix}x/y/{source.cluster}/snapshot-20261123T000000Z-r1.db")
+        theirs.part(b"t" * part)
+
+        first_part, go_on = threading.Event(), threading.Event()
+
+        class PausesAfterFirstPart:
+            """The taker's store: it stops after its first part until the sweep is done."""
+
+            def __init__(self, inner: S3Store) -> None:
+                self.inner = inner
+
+            def begin(self, key: str) -> Any:
+                upload = self.inner.begin(key)
+                real_part = upload.part
+
+                def part_then_wait(data: bytes) -> None:
+                    real_part(data)
+                    first_part.set()
+                    assert go_on.wait(60), "the sweep never finished"
+                upload.part = part_then_wait  # type: ignore[method-assign]
+                return upload
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.inner, name)
+
+        in_flight: set[str] = set()
+        taking = asyncio.create_task(snapshots.take(client, PausesAfterFirstPart(store), target, "etcd",
+                                                    datetime.now(timezone.utc), part_size=part,
+                                                    in_flight=in_flight))
+        try:
+            assert await asyncio.to_thread(first_part.wait, 60), "the backup's first part"
+            [live] = in_flight
+            listed = store.incomplete(prefix)
+            assert {u.upload_id for u in listed} == {killed.upload_id, live, theirs.upload_id}
+            later = max(u.initiated for u in listed) + older_than + timedelta(minutes=1)
+            assert {u.upload_id for u in uploads.abandoned(listed, now=later, older_than=older_than,
+                                                           in_flight=set(), prefix=prefix)} \
+                == {killed.upload_id, live}, "by age alone the live upload would go too"
+
+            aborted = [u async for u in snapshots.abort_abandoned(store, target, older_than=older_than, now=later,
+                                                                  in_flight=in_flight)]
+            assert [u.upload_id for u in aborted] == [killed.upload_id]
+            left = raw.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+            assert {u["UploadId"] for u in left} == {live, theirs.upload_id}, "the server no longer lists it"
+            with pytest.raises(Exception, match="NoSuchUpload"):
+                raw.list_parts(Bucket=bucket, Key=killed_key, UploadId=killed.upload_id)
+            again = [u async for u in snapshots.abort_abandoned(store, target, older_than=older_than, now=later,
+                                                                in_flight=in_flight)]
+            assert again == [], "nothing left to abort"
+        finally:
+            go_on.set()
+        published = await taking
+    assert in_flight == set(), "the finished upload left the in-flight set"
+    assert [u.upload_id for u in store.incomplete(prefix)] == [theirs.upload_id]
+    assert latest(store, source) == published
+    body = b"".join(store.read(published.key))
+    assert (len(body), sha256(body)) == (published.size, published.sha256), "the stored object is the snapshot"
+    theirs.abort()
+
+    restored = backup_lab(replicas=1)
+    create_cluster_object(restored, {"bootstrap": {"fromBackup": {
+        "backup": published.key, "cluster": source.cluster, "namespace": source.namespace,
+        "s3": s3_spec(s3_server, bucket)}}})
+    await grow(restored, 1)
+    assert f"restored {published.key}" in restored.pod(0).log_text()
+    verdict = await check([restored.pod(0).client_url], writer.acked)
+    assert verdict.acknowledged == len(writer.acked) > 100
+    async with MemberClient(restored.pod(0).client_url) as client:
+        assert (await client.hash_kv(revision)).hash == source_hash.hash, "HashKV at the writer's revision"
+
+
+def backdate_upload(server: S3Server, bucket: str, upload_id: str, age: timedelta) -> None:
+    """Make versitygw list an upload as started `age` ago. Its posix backend keeps each upload as a
+    directory named by the upload id and lists the directory's mtime as `Initiated`: the one way to
+    have an upload older than the 1h floor without waiting an hour (like the corrupt-snapshot test,
+    this reaches into the server's files)."""
+    found = [p for p in (server.root / bucket).rglob(upload_id) if p.is_dir()]
+    assert len(found) == 1, f"upload {upload_id} not found as one directory: {found}"
+    then = (datetime.now(timezone.utc) - age).timestamp()
+    os.utime(found[0], (then, then))
+
+
+async def test_the_leaders_sidecar_aborts_a_killed_takers_upload_after_its_backup(
+        backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str) -> None:
+    """Through the real sidecar: after an on-demand backup it aborts the incomplete upload a killed
+    taker left two hours ago (abortIncompleteUploadsAfter 1h), leaves a younger one alone, counts
+    the abort on the record (status.backup.abortedUploads), in its metric and in an Event, and the
+    backup it took reads back whole with every acknowledged write."""
+    lab = backup_lab(replicas=1)
+    await grow(lab, 1)
+    writer = Writer([lab.pod(0).client_url], lab.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 100, 30, "the writer running")
+    store = store_of(s3_server, bucket)
+    raw = s3_server.client()
+    prefix = backups.cluster_prefix(PREFIX, lab.namespace, lab.cluster)
+    taken_at = datetime.now(timezone.utc) - timedelta(hours=2)
+    killed_key = backups.snapshot_key(PREFIX, lab.namespace, lab.cluster, taken_at, 7)
+    killed = store.begin(killed_key)
+    killed.part(b"k" * 1024)
+    young = store.begin(backups.snapshot_key(PREFIX, lab.namespace, lab.cluster, datetime.now(timezone.utc), 8))
+    young.part(b"y" * 1024)
+    backdate_upload(s3_server, bucket, killed.upload_id, timedelta(hours=2))
+    listed = {u.upload_id: u.initiated for u in store.incomplete(prefix)}
+    assert datetime.now(timezone.utc) - listed[killed.upload_id] > timedelta(hours=1, minutes=59)
+
+    create_cluster_object(lab, {"backup": {"retention": {"abortIncompleteUploadsAfter": "1h"},
+                                           "s3": s3_spec(s3_server, bucket)}})
+    request_backup(lab)
+    taken = wait_for(success_after(lab, None), 60, "the backup")
+    writer.stop()
+    assert record(lab).aborted_uploads == 1
+    assert backups.status_of(record(lab))["abortedUploads"] == 1
+    left = raw.list_multipart_uploads(Bucket=bucket, Prefix=prefix).get("Uploads", [])
+    assert [u["UploadId"] for u in left] == [young.upload_id], "the old one is gone, the young one stays"
+    text = http_get(f"{lab.pod(0).sidecar_url}/metrics")[1]
+    aborted = [s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == "raftset_sidecar_backup_uploads_aborted_total"]
+    assert aborted == [1.0]
+    assert f"aborted the incomplete upload of {killed_key}" in lab.pod(0).log_text()
+    narrated = [e.message for e in lab.core.list_namespaced_event(lab.namespace).items
+                if e.source and e.source.component == "raftset-sidecar" and e.reason == "BackupUploadAborted"]
+    assert len(narrated) == 1 and killed.upload_id in narrated[0], narrated
+    body = b"".join(store.read(taken.key))
+    assert (len(body), sha256(body)) == (taken.size, taken.sha256), "the backup itself reads back whole"
+    young.abort()
+    await check([lab.pod(0).client_url], writer.acked, lab.client_tls())

@@ -133,11 +133,21 @@ def test_backup_status_and_ready() -> None:
     ready = conditions(failed)["BackupReady"]
     assert (ready["status"], ready["reason"], ready["message"]) == ("False", backups.ENDPOINT_UNREACHABLE, "down")
     assert conditions(failed)["Degraded"]["status"] == "False", "a failed backup does not degrade the cluster"
+    swept = full_status(c, lease_annotations(Record(last_success=manifest(), aborted_uploads=2)))
+    assert swept["backup"]["abortedUploads"] == 2 and "abortedUploads" not in ok["backup"]
+    assert conditions(swept)["BackupReady"]["status"] == "True", "an aborted leftover is no failure"
 
 
 def test_a_schedule_the_crd_let_through_is_invalid_config() -> None:
     st = full_status(cluster(backup={"s3": S3, "schedule": "61 * * * *"}), None)
     assert conditions(st)["BackupReady"]["reason"] == backups.INVALID_CONFIG
+
+
+def test_an_abort_age_below_the_floor_is_invalid_config() -> None:
+    """What the CRD's CEL rule refuses, on a cluster stored before the rule existed."""
+    st = full_status(cluster(backup={"s3": S3, "retention": {"abortIncompleteUploadsAfter": "10m"}}), None)
+    ready = conditions(st)["BackupReady"]
+    assert (ready["reason"], "at least 1h" in ready["message"]) == (backups.INVALID_CONFIG, True)
 
 
 def test_one_event_per_new_failure() -> None:

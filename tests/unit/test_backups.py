@@ -344,3 +344,57 @@ def test_an_unreadable_anchor_restarts_the_schedule() -> None:
 def test_an_unreadable_schedule_restarts_the_anchor_and_takes_nothing() -> None:
     d = backups.decide("61 * * * *", None, Record(since="2026-11-23T07:01:00Z"), at(3))
     assert not d.take and d.record.since == "2026-11-23T07:03:00Z"
+
+
+# ---- abandoned uploads: the setting, the count
+
+
+@pytest.mark.parametrize(("written", "after"), [
+    (None, timedelta(hours=24)),  # the default
+    ("1h", timedelta(hours=1)),  # the floor itself
+    ("60m", timedelta(hours=1)),
+    ("0d1h", timedelta(hours=1)),
+    ("90m", timedelta(minutes=90)),
+    ("2d", timedelta(days=2)),
+    ("1d12h", timedelta(hours=36)),
+])
+def test_abort_uploads_after(written: str | None, after: timedelta) -> None:
+    retention = {} if written is None else {"abortIncompleteUploadsAfter": written}
+    assert backups.abort_uploads_after({"retention": retention}) == after
+    assert backups.abort_uploads_after({}) == timedelta(hours=24)
+
+
+@pytest.mark.parametrize(("written", "why"), [
+    ("59m", "at least 1h"), ("30m", "at least 1h"), ("0h59m", "at least 1h"), ("0d0h1m", "at least 1h"),
+    ("0m", "positive"), ("1w", "must look like"), ("24", "must look like"), ("h", "must look like"),
+])
+def test_abort_uploads_after_below_the_floor_or_unreadable_is_refused(written: str, why: str) -> None:
+    spec = {"pvc": {"claimName": "c"}, "retention": {"abortIncompleteUploadsAfter": written}}
+    with pytest.raises(backups.ConfigError, match=why):
+        backups.abort_uploads_after(spec)
+    assert why in (backups.settings_error(spec) or ""), "the operator's BackupReady and the sidecar say the same"
+
+
+def test_aborted_uploads_add_up_survive_the_record_and_show_in_status() -> None:
+    r = backups.aborted(backups.aborted(Record(last_success=manifest()), 2), 1)
+    assert r.aborted_uploads == 3
+    assert Record.from_json(r.to_json()) == r
+    assert backups.status_of(r)["abortedUploads"] == 3
+    assert "abortedUploads" not in backups.status_of(Record(last_success=manifest())), "absent while none"
+    assert Record.from_json('{"aborted_uploads": -4}').aborted_uploads == 0, "a hand-edited record"
+    assert Record.from_json('{"since": "x"}').aborted_uploads == 0, "a record written before the count"
+
+
+def test_every_record_transition_keeps_the_count() -> None:
+    r = Record(since="2026-11-23T07:01:00Z", aborted_uploads=5)
+    assert backups.succeeded(r, manifest()).aborted_uploads == 5
+    assert backups.failed(r, T0, backups.UPLOAD_FAILED, "m").aborted_uploads == 5
+    for schedule, request in ((None, None), ("*/5 * * * *", None), ("*/5 * * * *", "r1"), (None, "r1")):
+        assert backups.decide(schedule, request, r, at(10)).record.aborted_uploads == 5, (schedule, request)
+
+
+def test_snapshot_names() -> None:
+    assert backups.is_snapshot_name("snapshot-20261123T070000Z-r7.db")
+    for name in ("x/snapshot-20261123T070000Z-r7.db", "snapshot-20261123T070000Z-r7.db.json", "latest.json",
+                 "xsnapshot-20261123T070000Z-r7.db", "snapshot-20261123T070000Z-r.db"):
+        assert not backups.is_snapshot_name(name), name

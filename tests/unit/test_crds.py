@@ -9,6 +9,7 @@ apiserver's verdict on the same rules is the e2e tier's job.
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 import yaml
 from celpy import celtypes
 
-from raftset import contract, engines, fields, workloads
+from raftset import backups, contract, engines, fields, workloads
 from tools import crdgen
 
 pytestmark = pytest.mark.unit
@@ -173,7 +174,9 @@ def full_spec() -> dict[str, Any]:
         "sidecar": {"image": "ghcr.io/raftset/raftset:0.1.0", "heartbeatIntervalSeconds": 5,
                     "cleanIntervalSeconds": 15, "cleanGracePeriodSeconds": 0, "resources": resources},
         "recovery": {"quorumLoss": "Automatic", "quorumLossGracePeriodSeconds": 120},
-        "backup": {"schedule": "0 */6 * * *", "retention": {"keep": 7, "maxAge": "3d"}, "s3": S3_FULL},
+        "backup": {"schedule": "0 */6 * * *", "retention": {"keep": 7, "maxAge": "3d",
+                                                                             "abortIncompleteUploadsAfter": "12h"},
+                   "s3": S3_FULL},
         "bootstrap": {"fromBackup": {"backup": "latest", "cluster": "old", "namespace": "shop",
                                      "pvc": PVC_FULL}},
         "repair": {"policy": "Automatic", "crashLoopRestarts": 3},
@@ -476,6 +479,9 @@ CEL_BAD: list[tuple[str, dict[str, Any], str, str]] = [
      ".spec.backup", "exactly one destination"),
     ("restore from nowhere", {"kind": "EtcdCluster", "spec": {"bootstrap": {"fromBackup": {"backup": "latest"}}}},
      ".spec", "needs s3 or pvc, or spec.backup"),
+    ("uploads aborted too young", {"kind": "EtcdCluster", "spec": {"backup": {
+        "retention": {"abortIncompleteUploadsAfter": "59m"}, "pvc": PVC_FULL}}},
+     ".spec.backup.retention.abortIncompleteUploadsAfter", "must be at least 1h"),
     ("name too long", {"kind": "EtcdCluster", "name": "a" * 53}, "<root>", "at most 52 characters"),
     ("name with capitals", {"kind": "XlineCluster", "name": "Demo"}, "<root>", "DNS label"),
     ("name starting with a digit", {"kind": "EtcdCluster", "name": "1demo"}, "<root>", "DNS label"),
@@ -655,3 +661,28 @@ def test_the_crd_moves_the_version_one_minor_forward_at_a_time(old: str, new: st
     schema = crdgen.schema_of(engines.ETCD)["properties"]["spec"]["properties"]["version"]
     broken = cel_violations(schema, new, old)
     assert (not broken) is accepted, broken
+
+
+def _ages() -> Iterator[str]:
+    """Every spelling the age pattern lets through, from a grid with leading zeros and the edges."""
+    days, hours = (None, "0", "00", "1", "10"), (None, "0", "00", "01", "1", "23", "100")
+    minutes = (None, "0", "1", "59", "059", "60", "060", "61", "99", "100", "0100", "600")
+    for d, h, m in itertools.product(days, hours, minutes):
+        text = "".join(f"{n}{unit}" for n, unit in ((d, "d"), (h, "h"), (m, "m")) if n is not None)
+        if text:
+            yield text
+
+
+def test_the_cel_floor_of_abort_incomplete_uploads_after_agrees_with_the_parser() -> None:
+    """The apiserver refuses exactly what raftset.backups refuses: below 1h (or zero)."""
+    schema = crdgen.schema_of(engines.ETCD)["properties"]["spec"]["properties"]["backup"]["properties"]
+    node = schema["retention"]["properties"]["abortIncompleteUploadsAfter"]
+    checked = 0
+    for text in _ages():
+        try:
+            usable = backups.abort_uploads_after({"retention": {"abortIncompleteUploadsAfter": text}}) is not None
+        except backups.ConfigError:
+            usable = False
+        assert (cel_violations(node, text) == []) is usable, text
+        checked += 1
+    assert checked > 400

@@ -49,7 +49,10 @@ def test_sidecar_counters_and_state_are_exposed_under_their_names() -> None:
     m.outcome(sidecar_metrics.STEP_JOIN, "add_learner")
     m.outcome(sidecar_metrics.STEP_LEAVE, "kept")
     m.outcome(sidecar_metrics.STEP_CLEAN, "removed")
+    m.upload_aborted()
+    m.upload_aborted()
     got = parsed(m.render())
+    assert got["raftset_sidecar_backup_uploads_aborted_total"] == [({}, 2.0)]
     assert got["raftset_sidecar_membership_changes_total"] == [
         ({"operation": "add", "result": "ok"}, 1.0), ({"operation": "promote", "result": "error"}, 1.0)]
     assert got["raftset_sidecar_lease_writes_total"] == [({"result": "ok"}, 1.0)]

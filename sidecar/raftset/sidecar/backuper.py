@@ -8,9 +8,10 @@ in the backup Lease, not in memory, so the new leader neither repeats nor skips 
 
 Each round: read the cluster object (spec.backup) and the backup Lease (the record, and the
 on-demand request id the operator moved there from the cluster's backup-now annotation), ask
-raftset.backups.decide, take at most one backup, publish the record (with the served request
-id). The sidecar never writes the cluster object: its Role may only `get` it. Every failure is
-recorded with its reason; none ends the loop.
+raftset.backups.decide, take at most one backup, then abort the incomplete uploads a killed
+taker left behind (raftset.uploads decides which), publish the record (with the served request
+id and the count of aborted uploads). The sidecar never writes the cluster object: its Role may
+only `get` it. Every failure is recorded with its reason; none ends the loop.
 """
 
 from __future__ import annotations
@@ -18,14 +19,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from raftset import backups, contract, objectstore, snapshots
 from raftset.objectstore import StoreError
 from raftset.sidecar import heartbeat, leases
 from raftset.sidecar.config import Settings
 from raftset.sidecar.metrics import STEP_BACKUP
-from raftset.sidecar.plumbing import Shell
+from raftset.sidecar.plumbing import API_ERRORS, Shell
+from raftset.times import rfc3339
+
+if TYPE_CHECKING:
+    from raftset.sidecar.agent import Agent
 
 log = logging.getLogger("raftset.sidecar")
 
@@ -60,6 +65,11 @@ def backup_lease(settings: Settings, annotations: dict[str, str], now: datetime,
 
 
 class Backuper(Shell):
+    def __init__(self, agent: Agent) -> None:
+        super().__init__(agent)
+        # Upload ids this sidecar's taker has open: a sweep never aborts them, whatever their age.
+        self.in_flight: set[str] = set()
+
     async def once(self) -> None:
         agent, settings = self.agent, self.settings
         if agent.phase != "started" or agent.status is None or not agent.status.is_leader:
@@ -81,6 +91,8 @@ class Backuper(Shell):
         if decision.take:
             log.info("backup: taking a %s backup", decision.trigger)
             updated = await self.attempt(spec, updated, now, invalid)
+            if not invalid:
+                updated = await self.sweep(spec, updated, now)
         if updated != record:
             await self.publish(updated, now)
 
@@ -100,7 +112,8 @@ class Backuper(Shell):
             dest = destination(settings.backup_mount_root, spec)
             store = await asyncio.to_thread(objectstore.open_store, dest)
             target = snapshots.Target(dest.prefix, settings.namespace, settings.cluster)
-            manifest = await snapshots.take(agent.local, store, target, settings.engine.name, now)
+            manifest = await snapshots.take(agent.local, store, target, settings.engine.name, now,
+                                            in_flight=self.in_flight)
         except StoreError as exc:
             log.error("backup failed: %s", exc)
             return backups.failed(record, now, exc.reason, exc.message), exc.reason
@@ -117,6 +130,40 @@ class Backuper(Shell):
                 if removed:
                     log.info("backup retention removed %d backup(s): %s", len(removed), ", ".join(removed))
         return backups.succeeded(record, manifest), "taken"
+
+    async def sweep(self, spec: dict[str, Any], record: backups.Record, now: datetime) -> backups.Record:
+        """Abort the incomplete uploads older than retention.abortIncompleteUploadsAfter (a killed
+        taker's, which S3 would keep and bill forever); a failure is logged and retried after the
+        next backup, the aborts done before it are counted."""
+        settings, agent = self.settings, self.agent
+        count = 0
+        try:
+            older_than = backups.abort_uploads_after(spec)
+            dest = destination(settings.backup_mount_root, spec)
+            store = await asyncio.to_thread(objectstore.open_store, dest)
+            target = snapshots.Target(dest.prefix, settings.namespace, settings.cluster)
+            async for upload in snapshots.abort_abandoned(store, target, older_than=older_than, now=now,
+                                                          in_flight=self.in_flight):
+                count += 1
+                agent.metrics.upload_aborted()
+                await self._narrate(f"aborted the incomplete upload of {upload.key} (upload id {upload.upload_id}), "
+                                    f"started {rfc3339(upload.initiated)}: older than "
+                                    "retention.abortIncompleteUploadsAfter")
+        except (StoreError, backups.ConfigError) as exc:
+            agent.error("backup upload sweep", exc)
+        return backups.aborted(record, count) if count else record
+
+    async def _narrate(self, message: str) -> None:
+        """A log line and a Normal Event about the cluster per abort; a failed post is only logged."""
+        agent = self.agent
+        log.warning("backup: %s", message)
+        try:
+            subject = heartbeat.event_subject(await agent.workload(), self.settings.namespace)
+            if subject is not None:
+                await agent.kube.post_event(subject, warning=False, reason="BackupUploadAborted", message=message,
+                                            component=self.settings.pod_name)
+        except API_ERRORS as exc:
+            agent.error("backup event", exc)
 
     async def publish(self, record: backups.Record, now: datetime) -> None:
         agent = self.agent

@@ -146,6 +146,9 @@ class Metrics:
         self._outcomes = Counter(
             "raftset_sidecar_outcomes", "How each join, leave, clean, maintenance and backup round ended.",
             ["step", "outcome"], registry=self.registry)
+        self._aborted_uploads = Counter(
+            "raftset_sidecar_backup_uploads_aborted",
+            "Abandoned incomplete backup uploads (a killed taker's) this sidecar aborted.", registry=self.registry)
 
     def watch(self, read: Callable[[], State]) -> None:
         """Register the scrape-time state of the member (the agent calls this once)."""
@@ -164,6 +167,9 @@ class Metrics:
     def outcome(self, step: str, outcome: str) -> None:
         """What one round of `step` (STEP_*) ended with: the decision's action, or `error`."""
         self._outcomes.labels(step, outcome).inc()
+
+    def upload_aborted(self) -> None:
+        self._aborted_uploads.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
