@@ -79,6 +79,7 @@ class Refusal(Enum):
     NO_LEADER = "no leader"
     MEMBER_REMOVED = "member has been permanently removed"
     COMPACTED = "required revision has been compacted"
+    FUTURE_REVISION = "required revision is a future revision"  # the member has not applied it yet
     CORRUPT = "corrupt cluster"  # a CORRUPT alarm stands: every write is refused
     OTHER = ""
 

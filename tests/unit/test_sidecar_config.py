@@ -30,6 +30,12 @@ def test_environment_with_defaults() -> None:
     assert s.marker_path == "/var/lib/raftset/data.member.json"
     assert s.startup_path == "/var/run/raftset/etcd.conf.yaml"
     assert (s.repair_automatic, s.crash_loop_restarts) == (False, 5)  # a person decides unless told otherwise
+    assert s.hash_check_interval == 300.0
+
+
+def test_the_hash_check_interval_is_a_setting_and_zero_turns_it_off() -> None:
+    assert config.parse(["--hash-check-interval", "1.5"], ENV).hash_check_interval == 1.5
+    assert config.parse([], {**ENV, "RAFTSET_HASH_CHECK_INTERVAL": "0"}).hash_check_interval == 0.0
 
 
 def test_flags_override_the_environment() -> None:
@@ -54,6 +60,7 @@ def test_tls_switches_every_url_to_https() -> None:
     ({"RAFTSET_OPTIONS": '{"data-dir": "/x"}'}, "data-dir"),
     ({"RAFTSET_HEARTBEAT_INTERVAL": "0"}, "positive"),
     ({"RAFTSET_CLEAN_GRACE": "soon"}, "seconds"),
+    ({"RAFTSET_HASH_CHECK_INTERVAL": "-1"}, "RAFTSET_HASH_CHECK_INTERVAL"),
     ({"RAFTSET_HTTP_ADDRESS": "8080"}, "host:port"),
     ({"RAFTSET_REPAIR_POLICY": "automatic"}, "RAFTSET_REPAIR_POLICY"),
     ({"RAFTSET_CRASH_LOOP_RESTARTS": "0"}, "RAFTSET_CRASH_LOOP_RESTARTS"),

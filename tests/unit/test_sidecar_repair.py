@@ -196,6 +196,23 @@ def test_a_doubtful_diagnosis_is_reported_even_under_automatic_policy() -> None:
     assert "a person decides" in d.reason and contract.ANNOTATION_REPLACE in d.reason
 
 
+def test_a_doubtful_hash_check_names_no_alarm_to_disarm() -> None:
+    # The periodic hash check found the difference, no alarm stands: there is nothing to disarm.
+    d = decide(view(requested=False, diagnosis="the hash check finds the data of member demo-1 different, but ...",
+                    automatic=True, doubtful=True))
+    assert (d.act, d.phase) == (Act.RECORD, P.NEEDED)
+    assert "a person decides" in d.reason and "disarm" not in d.reason and "hashkv" in d.reason
+    alarmed = decide(view(requested=False, diagnosis="the CORRUPT alarm names member demo-1, but ...",
+                          automatic=True, doubtful=True, alarms=[Alarm(mid(1), AlarmKind.CORRUPT)]))
+    assert "alarm disarm" in alarmed.reason
+
+
+def test_a_certain_hash_check_verdict_replaces_under_the_lock_with_writes_flowing() -> None:
+    # No CORRUPT alarm: nothing refuses the membership lock, so the replacement is the ordinary one.
+    d = decide(view(requested=False, diagnosis="the hash check (no alarm) finds ...", automatic=True))
+    assert (d.act, d.phase) == (Act.REMOVE, P.REMOVING) and d.reason.startswith("the hash check")
+
+
 def test_a_person_may_replace_a_doubtful_member() -> None:
     d = decide(view(requested=True, diagnosis="the CORRUPT alarm names member demo-1, but ...", doubtful=True))
     assert (d.act, d.phase) == (Act.REMOVE, P.REMOVING)

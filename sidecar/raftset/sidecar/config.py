@@ -55,6 +55,8 @@ _VARS: tuple[tuple[str, str, str, str | None], ...] = (
     (SidecarEnv.OPTIONS, "--options", "JSON map of extra engine flags", "{}"),
     (SidecarEnv.MAINTENANCE_INTERVAL, "--maintenance-interval",
      "seconds between the leader's alarm and defragmentation rounds", "10"),
+    (SidecarEnv.HASH_CHECK_INTERVAL, "--hash-check-interval",
+     "seconds between the leader's comparisons of every voter's HashKV at one revision; 0 = off", "300"),
     (SidecarEnv.DEFRAG_SCHEDULE, "--defrag-schedule", "cron schedule of a defragmentation of every member", ""),
     (SidecarEnv.DEFRAG_THRESHOLD_PERCENT, "--defrag-threshold-percent",
      "defragment a member whose free pages reach this share of its backend file; 0 = off", "0"),
@@ -165,6 +167,7 @@ class Settings:
     options: Mapping[str, str] = field(default_factory=dict)
     listen_metrics_url: str = ""
     maintenance_interval: float = 10.0
+    hash_check_interval: float = 300.0  # 0: no periodic hash check
     defrag: maintenance.Policy = field(default_factory=maintenance.Policy)
     repair_automatic: bool = False  # spec.repair.policy Automatic
     crash_loop_restarts: int = 5
@@ -301,6 +304,7 @@ def from_values(raw: Mapping[str, str]) -> Settings:
         backup_mount_root=raw[SidecarEnv.BACKUP_MOUNT_ROOT].rstrip("/"),
         listen_metrics_url=raw[SidecarEnv.LISTEN_METRICS_URL].format(**fields),
         maintenance_interval=_seconds(raw, SidecarEnv.MAINTENANCE_INTERVAL),
+        hash_check_interval=_seconds(raw, SidecarEnv.HASH_CHECK_INTERVAL, allow_zero=True),
         defrag=_defrag_policy(raw, engine),
         repair_automatic=_repair_policy(raw[SidecarEnv.REPAIR_POLICY]) == "Automatic",
         crash_loop_restarts=_count(raw, SidecarEnv.CRASH_LOOP_RESTARTS, minimum=1),

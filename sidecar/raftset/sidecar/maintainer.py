@@ -8,6 +8,10 @@ lives here, in memory: a sidecar that stops leading forgets it.
 A CORRUPT alarm is judged first (raftset.sidecar.corruption, over every voter's HashKV at one
 revision): the verdict goes on the accused member's pod, whose own sidecar replaces it or
 reports it (raftset.sidecar.repairer); the alarm of a member that has left Raft is disarmed.
+
+Without a CORRUPT alarm, every RAFTSET_HASH_CHECK_INTERVAL the leader compares the same hashes
+(corruption.check) and hands a member whose data differs over the same way; it never raises an
+alarm itself (that would refuse every write in the cluster).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("raftset.sidecar")
 
 HASH_TIMEOUT_S = 60.0  # HashKV reads the member's whole key space
+FUTURE_TRIES, FUTURE_PAUSE_S = 10, 0.2  # a follower that has not yet applied the leader's revision
 
 
 class Maintainer(Shell):
@@ -40,19 +46,25 @@ class Maintainer(Shell):
         self.next_scheduled: datetime | None = None  # computed afresh when this sidecar starts leading
         self.hashed: dict[int, KVHash] = {}  # HashKV answers at `hashed_at`, while a CORRUPT alarm is judged
         self.hashed_at = 0
+        self.checked_at: float | None = None  # monotonic time of this leader's last hash check
 
     async def once(self) -> None:
         agent, settings = self.agent, self.settings
         local, status = agent.local, agent.status
         if agent.phase != "started" or status is None or status.is_learner:  # a learner refuses Alarm
             agent.alarms, agent.cluster_alarms, self.run, self.next_scheduled = (), (), maintenance.Run(), None
+            self.checked_at = None
             return
         alarms = await local.alarms()
         agent.alarms = tuple(sorted(a.kind.name for a in alarms if a.member_id == agent.member_id))
         agent.cluster_alarms = tuple(alarms)
         if not status.is_leader:
-            self.run, self.next_scheduled = maintenance.Run(), None
+            self.run, self.next_scheduled, self.checked_at = maintenance.Run(), None, None
             return
+        since = None if self.checked_at is None else time.monotonic() - self.checked_at
+        if corruption.check_due(settings.hash_check_interval, settings.engine.capabilities.hash_kv_revision,
+                                alarms, since):
+            await self.check_hashes()
         now = datetime.now(timezone.utc)
         policy = settings.defrag
         if self.next_scheduled is None:
@@ -102,6 +114,33 @@ class Maintainer(Shell):
         for verdict in judgement.verdicts:
             await self.hand_over(verdict, by_id[verdict.member_id])
 
+    async def check_hashes(self) -> None:
+        """No CORRUPT alarm: compare every voter's hash at one revision (corruption.check), hand a member
+        whose data differs over like an alarm's verdict, and clear the verdicts a later check no longer makes."""
+        agent = self.agent
+        self.checked_at = time.monotonic()  # a failed check waits for the next interval too
+        members = await agent.local.member_list()
+        revision = await agent.local.revision()
+        result = corruption.check(members, await self.hashes(members, revision), revision)
+        log.log(logging.WARNING if result.verdicts else logging.INFO, "hash check: %s", result.reason)
+        by_id = {m.id: m for m in members}
+        for verdict in result.verdicts:
+            await self.hand_over(verdict, by_id[verdict.member_id])
+        if not result.compared:
+            return
+        for member in members:
+            ordinal = self.settings.naming.ordinal_of_member(member.name, member.peer_urls)
+            if ordinal is None:
+                continue
+            pod_name = self.settings.naming.pod(ordinal)
+            try:
+                if corruption.outdated(repair.corruption_verdict(await agent.kube.pod(pod_name)), member.id, result):
+                    await agent.kube.annotate_pod(pod_name, {contract.ANNOTATION_CORRUPTION: None})
+                    log.warning("hash check: member %s agrees again: its verdict is cleared",
+                                member.name or member.hex_id)
+            except API_ERRORS as exc:
+                agent.error("hash check: clearing a verdict", exc)
+
     async def hashes(self, members: Sequence[Member], revision: int) -> dict[int, KVHash | None]:
         """Every voter's HashKV at `revision` (None: no answer as itself); kept while the revision stands,
         as it does while the alarm refuses writes: HashKV reads a member's whole key space."""
@@ -113,12 +152,17 @@ class Maintainer(Shell):
             if member.id in self.hashed or not member.client_urls:
                 return self.hashed.get(member.id)
             client = agent.local if member.id == agent.member_id else agent.etcd().member(member.client_urls[0])
-            try:
-                found = await client.hash_kv(revision, timeout=HASH_TIMEOUT_S)
-            except EtcdClientError as exc:
-                log.info("maintenance: no hash from %s at revision %d: %s", member.name or member.hex_id,
-                         revision, exc)
-                return None
+            for attempt in range(FUTURE_TRIES):
+                try:
+                    found = await client.hash_kv(revision, timeout=HASH_TIMEOUT_S)
+                    break
+                except EtcdClientError as exc:
+                    if exc.refusal is Refusal.FUTURE_REVISION and attempt + 1 < FUTURE_TRIES:
+                        await asyncio.sleep(FUTURE_PAUSE_S)  # writes flow: a follower applies it in a moment
+                        continue
+                    log.info("maintenance: no hash from %s at revision %d: %s", member.name or member.hex_id,
+                             revision, exc)
+                    return None
             if found.member_id != member.id:
                 return None
             self.hashed[member.id] = found

@@ -16,7 +16,7 @@ from typing import Any
 
 from raftset import contract, replacement
 from raftset.replacement import Progress
-from raftset.etcdclient import Alarm, Member, Status
+from raftset.etcdclient import Alarm, AlarmKind, Member, Status
 from raftset.sidecar import corruption
 from raftset.sidecar.quorum import may_remove
 
@@ -102,7 +102,7 @@ class ReplaceView:
     leading: bool
     hand_off: bool  # Capabilities.hand_off
     target: int | None  # leave.transfer_target, if we lead
-    diagnosis: str | None = None  # why our member needs replacing without being asked (diagnose, or a CORRUPT verdict)
+    diagnosis: str | None = None  # why our member needs replacing without being asked (diagnose, or the leader's verdict)
     automatic: bool = False  # spec.repair.policy Automatic
     doubtful: bool = False  # the diagnosis is a suspicion: only a person's request replaces the member
     alarms: Sequence[Alarm] = ()  # the cluster's active alarms (a CORRUPT one refuses the lock)
@@ -124,8 +124,11 @@ def decide(view: ReplaceView) -> ReplaceDecision:
     automatic = not view.requested and view.diagnosis is not None and view.automatic and not view.doubtful
     if not view.requested and not automatic:
         if view.diagnosis is not None:
-            who = ("a person decides: disarm an alarm raised in error (etcdctl alarm disarm), or"
-                   if view.doubtful else "spec.repair.policy is Manual:")
+            alarmed = view.own_id is not None and any(
+                a.kind is AlarmKind.CORRUPT and a.member_id == view.own_id for a in view.alarms)
+            who = ("spec.repair.policy is Manual:" if not view.doubtful else
+                   "a person decides: disarm an alarm raised in error (etcdctl alarm disarm), or" if alarmed else
+                   "a person decides: compare the members' data (etcdctl endpoint hashkv), and if this copy is bad")
             return ReplaceDecision(Act.RECORD, P.NEEDED, f"{view.diagnosis}; {who} annotate the pod "
                                                          f"{contract.ANNOTATION_REPLACE}=true to replace its member")
         if view.progress is not None:
