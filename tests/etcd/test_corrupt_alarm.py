@@ -1,20 +1,15 @@
 """A CORRUPT alarm with real etcd and real sidecars: rotten data is handed to member replacement and
 the alarm disarmed once the member has left Raft; an alarm the data does not confirm replaces nothing.
 
-The corruption is real: a value's bytes are changed in a stopped follower's bbolt file (bbolt keeps no
-checksum of its data pages, so the store starts and serves the wrong value) and etcd's own periodic
-corruption check (`corrupt-check-time`) raises the alarm. Both tests end with the acknowledged-write
+The corruption is real (tests.harness.rot: a value's bytes changed in a stopped follower's bbolt file)
+and etcd's own periodic corruption check (`corrupt-check-time`) raises the alarm. Both tests end with the acknowledged-write
 checker (every acknowledged write reads back, HashKV agrees on every member).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import grpc.aio
 import pytest
@@ -24,16 +19,14 @@ from raftset import contract
 from raftset.contract import ReplacePhase, SidecarEnv
 from raftset.etcdclient import Alarm, AlarmKind, MemberClient, grpc_target
 from raftset.replacement import parse_progress
-from tests.harness.checker import Writer
 from tests.harness.engines import EngineUnderTest
-from tests.harness.lab import Lab, Pod
+from tests.harness.lab import Lab
+from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, holds, ids_by_name,
+                               kubelet_restarts, rot, writing)
 from tests.harness.scenarios import check_members, grow
 from tests.harness.waiting import await_for, wait_for
 
 pytestmark = pytest.mark.etcd
-
-GOOD = "raftset-rot-AAAAAAAAAAAAAAAA"
-ROTTEN = "raftset-rot-BBBBBBBBBBBBBBBB"  # the same length: only the value's bytes change
 
 
 def corrupt_env(under_test: EngineUnderTest, check: bool = True) -> dict[str, str]:
@@ -42,70 +35,6 @@ def corrupt_env(under_test: EngineUnderTest, check: bool = True) -> dict[str, st
     options = {**json.loads(under_test.options_json), **({"corrupt-check-time": str(1_000_000_000)} if check else {})}
     return {SidecarEnv.OPTIONS: json.dumps(options), SidecarEnv.MAINTENANCE_INTERVAL: "0.5",
             SidecarEnv.REPAIR_POLICY: "Automatic"}
-
-
-@contextlib.asynccontextmanager
-async def kubelet_restarts(*pods: Pod) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    tasks = [asyncio.create_task(p.restart_always(stop)) for p in pods]
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.gather(*tasks)
-
-
-def events(lab: Lab) -> list[Any]:
-    items = lab.core.list_namespaced_event(lab.namespace).items
-    return sorted((e for e in items if e.source and e.source.component == "raftset-sidecar"),
-                  key=lambda e: int(e.metadata.resource_version))
-
-
-def annotations(lab: Lab, ordinal: int) -> dict[str, str]:
-    return lab.pod_object(ordinal).metadata.annotations or {}
-
-
-async def alarms(lab: Lab, ordinal: int = 0) -> list[Alarm]:
-    async with MemberClient(lab.pod(ordinal).client_url, lab.client_tls()) as client:
-        return await client.alarms()
-
-
-def holds(lab: Lab, ordinal: int, value: str) -> Callable[[], Awaitable[bool]]:
-    async def check() -> bool:
-        return await lab.get("/rot", ordinal) == value.encode()
-    return check
-
-
-def cleared(lab: Lab, ordinal: int) -> Callable[[], Awaitable[bool]]:
-    """The replace record and the leader's verdict gone from the pod."""
-    async def check() -> bool:
-        found = await asyncio.to_thread(annotations, lab, ordinal)
-        return not {contract.ANNOTATION_REPLACE_PROGRESS, contract.ANNOTATION_CORRUPTION} & set(found)
-    return check
-
-
-async def ids_by_name(lab: Lab) -> dict[str, int]:
-    return {m.name: m.id for m in await lab.members(0, 1, 2)}
-
-
-async def writing(lab: Lab, *ordinals: int) -> Writer:
-    writer = Writer([lab.pod(o).client_url for o in ordinals], lab.client_tls())
-    writer.start()
-    wait_for(lambda: writer.ok > 20, 10, "the writer running")
-    return writer
-
-
-def rot(pod: Pod) -> None:
-    """Stop the store, change the value's bytes in its bbolt file, start it again."""
-    store = pod.store
-    assert store is not None
-    store.send_signal(signal.SIGTERM)
-    store.wait(30)
-    db = pod.data_dir / "member" / "snap" / "db"
-    data = db.read_bytes()
-    assert data.count(GOOD.encode()) >= 1, "the value is in the follower's bbolt file"
-    db.write_bytes(data.replace(GOOD.encode(), ROTTEN.encode()))
-    pod.start_store()
 
 
 async def test_rotten_data_on_a_follower_is_replaced_and_its_alarm_disarmed(make_lab, engine_under_test) -> None:

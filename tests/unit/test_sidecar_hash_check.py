@@ -8,7 +8,7 @@ import pytest
 
 from raftset.etcdclient import Alarm, AlarmKind, KVHash
 from raftset.sidecar.corruption import (Check, Record, check, check_due, judge, outdated, parse_record, record,
-                                        suspicion)
+                                        report_key, suspicion)
 from tests.unit.sidecar_data import member, mid
 
 pytestmark = pytest.mark.unit
@@ -144,3 +144,15 @@ def test_a_later_check_that_compared_everything_clears_a_verdict_it_no_longer_ma
     assert not outdated(None, mid(1), agreeing)
     # The verdict on another member does not keep this one.
     assert outdated(ours, mid(1), check(members(), hashes(GOOD, GOOD, BAD), REV))
+
+
+def test_a_hash_check_verdict_is_narrated_once_per_outcome_an_alarms_once_per_reason() -> None:
+    # Writes flow without an alarm: every check names a new revision, which must not make a new Event.
+    first = check(members(), hashes(GOOD, GOOD, BAD), REV).verdicts[0]
+    later = check(members(), hashes(OTHER, OTHER, BAD, revision=REV + 9), REV + 9).verdicts[0]
+    assert first.reason != later.reason and report_key(first) == report_key(later)
+    doubt = check(members(4), hashes(GOOD, GOOD, BAD, BAD), REV).verdicts[2]
+    assert doubt.member_id == first.member_id and not doubt.replace
+    assert report_key(doubt) != report_key(first), "a doubt turning certain is news"
+    alarmed = judge([Alarm(mid(2), AlarmKind.CORRUPT)], members(), hashes(GOOD, GOOD, BAD), REV).verdicts[0]
+    assert report_key(alarmed) == (mid(2), alarmed.reason)

@@ -206,6 +206,14 @@ def check_due(interval: float, hash_kv_revision: bool, alarms: Sequence[Alarm], 
     return since is None or since >= interval
 
 
+def report_key(verdict: Verdict) -> tuple[int, str]:
+    """What makes a verdict's Event new: an alarm's reason (it stands still, writes are refused), a hash
+    check's outcome only (its reason names a revision that moves with every write)."""
+    if verdict.alarm:
+        return verdict.member_id, verdict.reason
+    return verdict.member_id, f"hash check: {'replace' if verdict.replace else 'doubt'}"
+
+
 def outdated(found: Record | None, member_id: int, result: Check) -> bool:
     """Whether `found`, the record on `member_id`'s pod, is a hash check's verdict that a later check,
     which compared every voter, no longer makes: the member's data agrees now (or it was never judged)."""

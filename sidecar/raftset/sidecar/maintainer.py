@@ -183,7 +183,7 @@ class Maintainer(Shell):
                     await agent.kube.annotate_pod(pod_name, {contract.ANNOTATION_CORRUPTION: found.to_json()})
             except API_ERRORS as exc:
                 agent.error("maintenance: corruption verdict", exc)
-        key = (verdict.member_id, verdict.reason)
+        key = corruption.report_key(verdict)
         if key in self.run.reported:
             return
         where = f"pod {pod_name}" if pod_name else "no pod (its member names none)"

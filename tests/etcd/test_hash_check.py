@@ -1,0 +1,120 @@
+"""The leader's periodic hash check with real etcd and real sidecars, no alarm anywhere: a follower
+whose data differs from the majority's is replaced by a new member while writes keep flowing
+(spec.repair.policy Automatic), or reported Needed until a person asks for the replacement (Manual).
+
+etcd's own corruption checks stay off (no `corrupt-check-time`, no initial check), so no CORRUPT alarm
+refuses writes: the sidecar finds the difference by comparing every voter's HashKV at one revision
+(RAFTSET_HASH_CHECK_INTERVAL, one second here) and the member is replaced under the membership lock.
+Ends with the acknowledged-write checker (every acknowledged write reads back, HashKV agrees).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from raftset import contract
+from raftset.contract import ReplacePhase, SidecarEnv
+from raftset.replacement import parse_progress
+from tests.harness.engines import EngineUnderTest
+from tests.harness.lab import Lab, Pod
+from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, holds, ids_by_name,
+                               kubelet_restarts, rot, writing)
+from tests.harness.scenarios import check_members, grow
+from tests.harness.waiting import await_for, wait_for
+
+pytestmark = pytest.mark.etcd
+
+
+def hash_check_env(under_test: EngineUnderTest, policy: str = "Automatic") -> dict[str, str]:
+    options = json.loads(under_test.options_json)
+    assert not any("corrupt" in flag for flag in options), options
+    return {SidecarEnv.OPTIONS: json.dumps(options), SidecarEnv.MAINTENANCE_INTERVAL: "0.5",
+            SidecarEnv.HASH_CHECK_INTERVAL: "1", SidecarEnv.REPAIR_POLICY: policy}
+
+
+def replaced(lab: Lab, pod: Pod, old: int) -> Callable[[], Awaitable[int | None]]:
+    """The pod's new member id once it votes beside the other two."""
+    async def probe() -> int | None:
+        members = await lab.members(0, 1)
+        mine = [m for m in members if m.name == pod.name]
+        voting = [m for m in members if m.started and not m.is_learner]
+        return mine[0].id if len(voting) == 3 and mine and mine[0].id != old else None
+    return probe
+
+
+async def test_a_follower_whose_hash_differs_is_replaced_with_writes_flowing(make_lab, engine_under_test) -> None:
+    lab = make_lab(replicas=3, env_extra=hash_check_env(engine_under_test))
+    await grow(lab, 3)
+    await lab.move_leader_to(0)
+    old = (await ids_by_name(lab))["demo-2"]
+    await lab.put("/rot", GOOD, 0)
+    await await_for(holds(lab, 2, GOOD), 10, "the value on demo-2")
+    writer = await writing(lab, 0, 1)
+    pod = lab.pod(2)
+    async with kubelet_restarts(pod):
+        rot(pod)  # the hash check may replace it before a read sees the rotten value: its Event says it did
+        new = await await_for(replaced(lab, pod, old), 120, "demo-2 voting as a new member")
+        await await_for(cleared(lab, 2), 30, "the replacement record and the verdict cleared")
+        await await_for(lambda: asyncio.to_thread(pod.ready), 40, "demo-2 ready")
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 20, 20, "writes flowing after the replacement")
+    writer.stop()
+    print(f"writer ok={writer.ok} failed={writer.failed}; longest stall {writer.longest_stall:.2f}s")
+    assert writer.failed == 0, "no alarm refused a write, the replacement lost none"
+    assert new != old
+    assert not await alarms(lab), "the sidecar raises no alarm"
+    assert await lab.get("/rot", 2) == GOOD.encode(), "the new member holds the good copy"
+    reasons = [(e.reason, e.message) for e in events(lab)]
+    corrupt = [m for r, m in reasons if r == "MemberCorrupt"]
+    assert corrupt and all("hash check (no alarm)" in m and "demo-2" in m for m in corrupt), reasons
+    assert "disagrees with the majority" in corrupt[0] and "spec.repair.policy Automatic" in corrupt[0], reasons
+    assert not any(r == "AlarmDisarmed" for r, _ in reasons), reasons
+    # A check while demo-2's store was restarting finds its hash unreadable: no finding, never a doubt.
+    assert not any(r == "CorruptUnconfirmed" for r, _ in reasons), reasons
+    log = pod.log_text()
+    assert "moved aside" in log and "removing it without the lock" not in log
+    assert "hash check: the hash check (no alarm) finds that the data of member demo-2" in lab.pod(0).log_text()
+    await check_members(lab, writer, 0, 1, 2)
+
+
+async def test_under_manual_policy_a_difference_is_needed_until_a_person_asks(make_lab, engine_under_test) -> None:
+    lab = make_lab(replicas=3, env_extra=hash_check_env(engine_under_test, "Manual"))
+    await grow(lab, 3)
+    await lab.move_leader_to(0)
+    before = await ids_by_name(lab)
+    await lab.put("/rot", GOOD, 0)
+    await await_for(holds(lab, 2, GOOD), 10, "the value on demo-2")
+    writer = await writing(lab, 0, 1)
+    pod = lab.pod(2)
+    async with kubelet_restarts(pod):
+        rot(pod)
+        await await_for(holds(lab, 2, ROTTEN), 20, "demo-2 serving the rotten value")
+
+        def needed() -> str | None:
+            record = parse_progress(annotations(lab, 2).get(contract.ANNOTATION_REPLACE_PROGRESS))
+            found = record is not None and record.phase == ReplacePhase.NEEDED and "hash check" in record.reason
+            return record.reason if found else None
+
+        reason = wait_for(needed, 30, "demo-2 reported as Needed")
+        assert "spec.repair.policy is Manual" in reason and contract.ANNOTATION_REPLACE in reason, reason
+        await asyncio.sleep(4)  # four more checks: nothing is removed, one Event said it
+        assert await ids_by_name(lab) == before
+        assert await lab.get("/rot", 2) == ROTTEN.encode()
+        corrupt = [e.message for e in events(lab) if e.reason == "MemberCorrupt"]
+        assert len(corrupt) == 1 and "spec.repair.policy is Manual" in corrupt[0], corrupt
+        lab.annotate_pod(2, {contract.ANNOTATION_REPLACE: "true"})  # a person looked and decides
+        new = await await_for(replaced(lab, pod, before["demo-2"]), 120, "demo-2 voting as a new member")
+        await await_for(cleared(lab, 2), 30, "the replacement record and the verdict cleared")
+        await await_for(lambda: asyncio.to_thread(pod.ready), 40, "demo-2 ready")
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 20, 20, "writes flowing after the replacement")
+    writer.stop()
+    print(f"writer ok={writer.ok} failed={writer.failed}; longest stall {writer.longest_stall:.2f}s")
+    assert writer.failed == 0 and not await alarms(lab)
+    assert new != before["demo-2"] and await lab.get("/rot", 2) == GOOD.encode()
+    assert contract.ANNOTATION_REPLACE not in annotations(lab, 2)
+    await check_members(lab, writer, 0, 1, 2)

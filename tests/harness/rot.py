@@ -1,0 +1,86 @@
+"""Rotten data for the corruption tests (a CORRUPT alarm, the periodic hash check), and what they look at.
+
+The corruption is real: a value's bytes are changed in a stopped member's bbolt file (bbolt keeps no
+checksum of its data pages, so the store starts and serves the wrong value).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from raftset import contract
+from raftset.etcdclient import Alarm, MemberClient
+from tests.harness.checker import Writer
+from tests.harness.lab import Lab, Pod
+from tests.harness.waiting import wait_for
+
+GOOD = "raftset-rot-AAAAAAAAAAAAAAAA"
+ROTTEN = "raftset-rot-BBBBBBBBBBBBBBBB"  # the same length: only the value's bytes change
+
+
+@contextlib.asynccontextmanager
+async def kubelet_restarts(*pods: Pod) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(p.restart_always(stop)) for p in pods]
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+
+
+def events(lab: Lab) -> list[Any]:
+    items = lab.core.list_namespaced_event(lab.namespace).items
+    return sorted((e for e in items if e.source and e.source.component == "raftset-sidecar"),
+                  key=lambda e: int(e.metadata.resource_version))
+
+
+def annotations(lab: Lab, ordinal: int) -> dict[str, str]:
+    return lab.pod_object(ordinal).metadata.annotations or {}
+
+
+async def alarms(lab: Lab, ordinal: int = 0) -> list[Alarm]:
+    async with MemberClient(lab.pod(ordinal).client_url, lab.client_tls()) as client:
+        return await client.alarms()
+
+
+def holds(lab: Lab, ordinal: int, value: str) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return await lab.get("/rot", ordinal) == value.encode()
+    return check
+
+
+def cleared(lab: Lab, ordinal: int) -> Callable[[], Awaitable[bool]]:
+    """The replace record and the leader's verdict gone from the pod."""
+    async def check() -> bool:
+        found = await asyncio.to_thread(annotations, lab, ordinal)
+        return not {contract.ANNOTATION_REPLACE_PROGRESS, contract.ANNOTATION_CORRUPTION} & set(found)
+    return check
+
+
+async def ids_by_name(lab: Lab) -> dict[str, int]:
+    return {m.name: m.id for m in await lab.members(0, 1, 2)}
+
+
+async def writing(lab: Lab, *ordinals: int) -> Writer:
+    writer = Writer([lab.pod(o).client_url for o in ordinals], lab.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 20, 10, "the writer running")
+    return writer
+
+
+def rot(pod: Pod) -> None:
+    """Stop the store, change the value's bytes in its bbolt file, start it again."""
+    store = pod.store
+    assert store is not None
+    store.send_signal(signal.SIGTERM)
+    store.wait(30)
+    db = pod.data_dir / "member" / "snap" / "db"
+    data = db.read_bytes()
+    assert data.count(GOOD.encode()) >= 1, "the value is in the follower's bbolt file"
+    db.write_bytes(data.replace(GOOD.encode(), ROTTEN.encode()))
+    pod.start_store()
