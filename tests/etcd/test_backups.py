@@ -5,7 +5,7 @@ kube-apiserver; no operator runs here: the sidecars read the object themselves, 
 and an on-demand backup is asked for as the operator asks it (request_backup: an id on the
 backup Lease; tests/k8s/test_backup_status.py proves the operator moves backup-now there).
 The credentials Secret's files are written where the pod would mount them (below the
-sidecar's RAFTSET_BACKUP_MOUNT_ROOT).
+sidecar's RAFTSET_BACKUP_MOUNT_ROOT), and RAFTSET_BACKUP_MOUNTS says so, as the operator renders it.
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ def backup_lab(make_lab: Callable[..., Lab], mounts: Path, crds: None) -> Callab
     def make(replicas: int = 3) -> Lab:
         lab = make_lab(replicas=replicas, env_extra={
             contract.SidecarEnv.BACKUP_MOUNT_ROOT: str(mounts),
+            # What the operator renders beside those volumes for s3_spec's Secret.
+            contract.SidecarEnv.BACKUP_MOUNTS: backups.mounts({"s3": {"credentialsSecret": "s3-credentials"}}),
             contract.SidecarEnv.BACKUP_INTERVAL: "0.5",
         })
         return lab
