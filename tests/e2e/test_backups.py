@@ -123,6 +123,7 @@ def test_backup_enabled_on_a_running_cluster_rolls_the_members_and_backup_now_su
         writer.stop()
     print(f"writer: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")
     assert writer.failed == 0 and writer.ok > 50, writer.errors[-3:]
+    assert writer.longest_stall < 10.0, f"writes stalled {writer.longest_stall:.2f}s through the roll"
     assert "lastFailure" not in done["status"]["backup"], done["status"]["backup"]
     assert condition(kv.obj(), "BackupReady")["status"] == "True"
     assert not [m for reason, m in kv.events() if reason == "BackupCredentialsRejected"], \
