@@ -153,13 +153,14 @@ def _start_backup_store(kubeconfig: str, workdir: Path) -> s3.S3Server:
     return store
 
 
-def _backup_guide(store: s3.S3Server) -> str:
-    """The printed guide's backup lines: enable spec.backup on the demo, take one now, read the result."""
+def backup_guide(endpoint: str) -> str:
+    """The printed guide's backup lines: enable spec.backup on the demo, take one now, read the result
+    (the same commands as the user guide's session, which the e2e tier runs)."""
     backup = ('{"spec":{"backup":{"s3":{"endpoint":"\'$S3_ENDPOINT\'","bucket":"' + BACKUP_BUCKET
               + '","credentialsSecret":"' + BACKUP_SECRET + '"}}}}')
     return f"""
   # backups to a real S3 store (versitygw, bucket {BACKUP_BUCKET}; the Secret {BACKUP_SECRET} holds its keys):
-  export S3_ENDPOINT={store.endpoint}
+  export S3_ENDPOINT={endpoint}
   kubectl patch etcdc {DEMO} --type merge -p '{backup}'   # the pods roll once: the Secret is mounted
   kubectl annotate etcdc {DEMO} raftset.dev/backup-now=true   # taken by the leader once its pod mounts it
   kubectl get etcdc {DEMO} -o jsonpath='{{.status.backup.lastSuccess}}'   # key, revision, size, sha256
@@ -193,7 +194,7 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
   kubectl apply -k kustomize/samples         # TLS and 2Gi volumes: an EtcdCluster and an XlineCluster
 """
     if store is not None:
-        guide += _backup_guide(store)
+        guide += backup_guide(store.endpoint)
     guide += f"""
 operator: log {operator.log}, pid in {operator.pid_file} (kill -9 it: it is restarted, as kubelet would)
 logs: {workdir}   Ctrl-C stops everything.
