@@ -378,6 +378,42 @@ def destination_of(raw: Mapping[str, Any], *, credentials_dir: str, ca_dir: str,
     raise ConfigError("no destination: set s3 or pvc")
 
 
+def mounts(raw: Mapping[str, Any] | None) -> str:
+    """What a pod must mount for a destination (spec.backup), as one canonical string: the
+    credentials Secret and CA Secret of `s3`, or the claim of `pvc`; empty for none.
+
+    The operator renders it into the sidecar's environment beside the volumes it mounts, so the
+    pod template changes, and the members roll, exactly when the volumes change: never for a new
+    schedule, bucket or endpoint, which the sidecar reads from the cluster object each round.
+    """
+    if not raw:
+        return ""
+    s3, pvc = raw.get("s3"), raw.get("pvc")
+    if s3:
+        ca = s3.get("caSecret") or {}
+        text = f"s3 credentials={s3.get('credentialsSecret') or ''}"
+        return text + (f" ca={ca['name']}/{ca.get('key') or 'ca.crt'}" if ca.get("name") else "")
+    if pvc:
+        return f"pvc claim={pvc.get('claimName') or ''}"
+    return ""
+
+
+def unmounted(raw: Mapping[str, Any], mounted: str) -> str | None:
+    """Why this pod cannot take a backup to `raw` (spec.backup as read now) yet, or None.
+
+    A pod's volumes are fixed when it is created: after spec.backup is set or its Secret or claim
+    changed, the members still running on the older template do not see the new credentials
+    until the operator's roll reaches them (the leader last). Attempting from such a pod would
+    report CredentialsRejected for credentials that are fine, and spend the request; waiting
+    keeps the request (and a due schedule) for the first leader whose pod mounts them.
+    """
+    wanted = mounts(raw)
+    if wanted == mounted:
+        return None
+    return (f"this pod mounts {mounted or 'no backup destination'}, spec.backup needs {wanted}: "
+            f"waiting for the roll onto the new pod template")
+
+
 def succeeded(record: Record, manifest: Manifest) -> Record:
     return replace(record, last_success=manifest)
 

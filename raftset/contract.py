@@ -240,3 +240,5 @@ class SidecarEnv(StrEnum):
     BACKUP_INTERVAL = "RAFTSET_BACKUP_INTERVAL"
     # Prepended to the backup/restore mount paths; empty in a pod, a directory in tests.
     BACKUP_MOUNT_ROOT = "RAFTSET_BACKUP_MOUNT_ROOT"
+    # What the pod mounts for spec.backup (raftset.backups.mounts); set only with spec.backup.
+    BACKUP_MOUNTS = "RAFTSET_BACKUP_MOUNTS"

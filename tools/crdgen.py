@@ -259,7 +259,9 @@ _ONE_DESTINATION = _rule("has(self.s3) != has(self.pvc)", "set exactly one desti
 def _backup() -> Schema:
     return _obj(
         "Scheduled and on-demand backups (Maintenance.Snapshot, sha256-verified) taken by the leader's sidecar. "
-        "`kubectl annotate <kind> <name> raftset.dev/backup-now=true` takes one at once.",
+        "`kubectl annotate <kind> <name> raftset.dev/backup-now=true` takes one at once. Setting it on a "
+        "running cluster, or naming another Secret or claim, rolls the members once (the leader last) to mount "
+        "it; a backup asked for meanwhile waits for that roll.",
         {
             "schedule": _str("Cron schedule in UTC, five fields (e.g. `0 */6 * * *`) or @hourly/@daily/...; "
                              "unset: on-demand backups only.", pattern=fields.CRON_PATTERN, maxLength=128),

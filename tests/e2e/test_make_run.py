@@ -5,7 +5,8 @@ a minute): the guide's commands are read from docs/user-guide.md (tests/harness/
 and each must succeed and show the lines the guide shows, within a bound (a reader waits
 for a scale step too). On the way the operator is SIGKILLed mid-scale and must come back by
 itself and finish; `kubectl apply -k kustomize/samples` must give an Available EtcdCluster
-and XlineCluster with TLS on claimed volumes. Then a double SIGTERM (make forwards a
+and XlineCluster with TLS on claimed volumes; spec.backup to make run's versitygw, enabled on
+the running demo, must roll it and give BackupReady=True for a backup-now. Then a double SIGTERM (make forwards a
 second one) must leave no process, no temporary directory and no volume behind.
 """
 
@@ -75,7 +76,7 @@ def test_make_run_serves_the_user_guide_and_stops_leaving_nothing_behind(
         started = time.monotonic() - t0
         exports = dict(re.findall(r"^\s*export (\w+)=(\S+)", cli.output, re.M))
         env = {**os.environ, "KUBECONFIG": exports["KUBECONFIG"], "ETCDCTL_ENDPOINTS": exports["ETCDCTL_ENDPOINTS"],
-               "PATH": f"{build.ETCD.out_dir}{os.pathsep}{os.environ['PATH']}"}
+               "S3_ENDPOINT": exports["S3_ENDPOINT"], "PATH": f"{build.ETCD.out_dir}{os.pathsep}{os.environ['PATH']}"}
         assert exports["PATH"].startswith(str(build.ETCD.out_dir)), "the guide puts the built etcdctl first"
         steps = guide.session()
         shown_ids = guide.member_ids_shown(steps)

@@ -5,7 +5,7 @@ kube-apiserver; no operator runs here: the sidecars read the object themselves, 
 and an on-demand backup is asked for as the operator asks it (request_backup: an id on the
 backup Lease; tests/k8s/test_backup_status.py proves the operator moves backup-now there).
 The credentials Secret's files are written where the pod would mount them (below the
-sidecar's RAFTSET_BACKUP_MOUNT_ROOT).
+sidecar's RAFTSET_BACKUP_MOUNT_ROOT), and RAFTSET_BACKUP_MOUNTS says so, as the operator renders it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from tests.harness.checker import Writer, check
 from tests.harness.lab import Lab, http_get
 from tests.harness.operator import install_crds
 from tests.harness.s3 import fresh_bucket
-from tests.harness.scenarios import grow
+from tests.harness.scenarios import grow, restart_in_place
 from tests.harness.waiting import wait_for
 from tools.devcluster.s3 import S3Server
 
@@ -68,6 +68,8 @@ def backup_lab(make_lab: Callable[..., Lab], mounts: Path, crds: None) -> Callab
     def make(replicas: int = 3) -> Lab:
         lab = make_lab(replicas=replicas, env_extra={
             contract.SidecarEnv.BACKUP_MOUNT_ROOT: str(mounts),
+            # What the operator renders beside those volumes for s3_spec's Secret.
+            contract.SidecarEnv.BACKUP_MOUNTS: backups.mounts({"s3": {"credentialsSecret": "s3-credentials"}}),
             contract.SidecarEnv.BACKUP_INTERVAL: "0.5",
         })
         return lab
@@ -194,6 +196,30 @@ async def test_scheduled_and_on_demand_backups_under_writes_are_verified_publish
     assert store.get(first.key) is None and store.get(backups.manifest_key(first.key)) is None
     assert record(lab).last_failure is None
     await check([lab.pod(o).client_url for o in range(3)], writer.acked, lab.client_tls())
+
+
+async def test_the_leader_keeps_a_request_until_its_pod_mounts_the_destination(
+        backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str) -> None:
+    """spec.backup names a Secret this pod was not started with (its RAFTSET_BACKUP_MOUNTS names
+    another, as before the operator's roll reaches it): no attempt, no record, the request stays on
+    the Lease; restarted with the mount, as the roll restarts it, the member serves that request."""
+    lab = backup_lab(replicas=1)
+    await grow(lab, 1)
+    spec = {"s3": {**s3_spec(s3_server, bucket), "credentialsSecret": "renamed"}}
+    create_cluster_object(lab, {"backup": spec})
+    request = request_backup(lab)
+    pod = lab.pod(0)
+    wait_for(lambda: "waiting for the roll onto the new pod template" in pod.log_text(), 30,
+             "the sidecar saying why it takes no backup")
+    assert record(lab) == backups.Record(), "nothing attempted, nothing recorded"
+    assert backup_annotations(lab)[contract.ANNOTATION_BACKUP_REQUEST] == request, "the request stays"
+
+    pod.env_extra[contract.SidecarEnv.BACKUP_MOUNTS] = backups.mounts(spec)
+    await restart_in_place(lab, 0, voters=1)
+    taken = wait_for(success_after(lab, None), 60, "the pending request served from the new pod")
+    assert record(lab).request == request and record(lab).last_failure is None
+    body = b"".join(store_of(s3_server, bucket).read(taken.key))
+    assert (len(body), sha256(body)) == (taken.size, taken.sha256)
 
 
 async def test_faults_leave_latest_alone_and_say_why(

@@ -179,3 +179,28 @@ def test_an_unreadable_restore_report_still_degrades() -> None:
     c = cluster(bootstrap={"fromBackup": {"backup": "latest", "s3": S3}})
     assert backup_status.restore_problem(c, {contract.ANNOTATION_RESTORE_FAILURE: "garbage"})[0] == \
         backups.RESTORE_FAILED
+
+
+def sidecar_env(c: spec.Cluster) -> dict[str, str]:
+    (side,) = template(c)["spec"]["initContainers"]
+    return {e["name"]: e.get("value", "") for e in side["env"]}
+
+
+def test_the_template_changes_exactly_when_the_destinations_volumes_do() -> None:
+    """The members roll onto a new template (raftset.operator.rolls) for a new Secret or claim, as a
+    pod's volumes are fixed at its creation; never for what the sidecar reads each round."""
+    base = template(cluster(backup={"s3": S3}))
+    assert base != template(cluster()), "enabling spec.backup rolls the members"
+    for unchanged in ({"bucket": "other"}, {"endpoint": "https://elsewhere"}, {"prefix": "p"}):
+        assert template(cluster(backup={"s3": {**S3, **unchanged}, "schedule": "@daily",
+                                        "retention": {"keep": 3}})) == base, unchanged
+    for changed in ({"credentialsSecret": "other"}, {"caSecret": {"name": "ca"}}):
+        assert template(cluster(backup={"s3": {**S3, **changed}})) != base, changed
+    assert template(cluster(backup={"pvc": {"claimName": "a"}})) != template(cluster(backup={"pvc": {"claimName": "b"}}))
+
+
+def test_the_sidecar_is_told_what_its_pod_mounts() -> None:
+    backup = {"s3": {**S3, "caSecret": {"name": "s3-ca"}}}
+    assert sidecar_env(cluster(backup=backup))[contract.SidecarEnv.BACKUP_MOUNTS] == backups.mounts(backup)
+    assert contract.SidecarEnv.BACKUP_MOUNTS not in sidecar_env(cluster()), \
+        "a cluster without spec.backup keeps its template (no roll on an operator upgrade)"

@@ -398,3 +398,30 @@ def test_snapshot_names() -> None:
     for name in ("x/snapshot-20261123T070000Z-r7.db", "snapshot-20261123T070000Z-r7.db.json", "latest.json",
                  "xsnapshot-20261123T070000Z-r7.db", "snapshot-20261123T070000Z-r.db"):
         assert not backups.is_snapshot_name(name), name
+
+
+# ---- what a pod mounts for spec.backup, and a pod that does not mount it yet
+
+S3 = {"endpoint": "https://s3.example.com", "bucket": "b", "credentialsSecret": "s3-credentials"}
+
+
+def test_mounts_name_only_the_secrets_or_the_claim() -> None:
+    assert backups.mounts(None) == backups.mounts({}) == ""
+    assert backups.mounts({"s3": S3}) == "s3 credentials=s3-credentials"
+    assert backups.mounts({"s3": {**S3, "caSecret": {"name": "ca"}}}) == "s3 credentials=s3-credentials ca=ca/ca.crt"
+    assert backups.mounts({"s3": {**S3, "caSecret": {"name": "ca", "key": "b.pem"}}}).endswith("ca=ca/b.pem")
+    assert backups.mounts({"pvc": {"claimName": "c", "prefix": "p"}}) == "pvc claim=c"
+    same = {backups.mounts({"s3": {**S3, **change}, "schedule": "@daily", "retention": {"keep": 2}})
+            for change in ({}, {"bucket": "other"}, {"endpoint": "http://x"}, {"prefix": "p"}, {"region": "eu"})}
+    assert same == {backups.mounts({"s3": S3})}, "what the sidecar reads each round rolls nothing"
+
+
+def test_a_pod_that_mounts_another_destination_waits_for_the_roll() -> None:
+    spec = {"s3": S3}
+    assert backups.unmounted(spec, backups.mounts(spec)) is None
+    assert backups.unmounted({**spec, "schedule": "@hourly"}, backups.mounts(spec)) is None
+    not_yet = backups.unmounted(spec, "")
+    assert not_yet is not None and "no backup destination" in not_yet and "s3-credentials" in not_yet
+    renamed = backups.unmounted({"s3": {**S3, "credentialsSecret": "new"}}, backups.mounts(spec))
+    assert renamed is not None and "credentials=new" in renamed
+    assert backups.unmounted({"pvc": {"claimName": "c"}}, backups.mounts(spec)) is not None

@@ -52,3 +52,16 @@ def test_columns_may_sit_between_the_shown_words() -> None:
     assert guide.matches(["data-kv-0   Bound    pvc-7c738911-cb55-40a5-bab3-8eec0b080503   2Gi"],
                          "data-kv-0   Bound    pvc-170947ca-e5bb-4c2c-8d03-c6b99c3f54b4   2Gi   RWO")
     assert guide.matches(["Normal ScalingIn removing demo-3"], "5m   Normal   ScalingIn   etcdcluster/demo   removing demo-3")
+
+
+def test_make_runs_printed_backup_commands_are_the_sessions() -> None:
+    """`make run` prints the backup steps the user guide's session runs: they cannot drift apart."""
+    from tools.devcluster.__main__ import backup_guide
+
+    printed = backup_guide("http://127.1.2.3:9000")
+    assert "export S3_ENDPOINT=http://127.1.2.3:9000" in printed
+    commands = [line.split("  #", 1)[0].strip() for line in printed.splitlines() if line.strip().startswith("kubectl")]
+    session = [s.command for s in guide.session()]
+    patch, annotate = commands[0], commands[1]
+    assert patch.startswith("kubectl patch etcdc demo") and "$S3_ENDPOINT" in patch and patch in session
+    assert annotate == "kubectl annotate etcdc demo raftset.dev/backup-now=true" and annotate in session

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from raftset import contract
-from tools.devcluster import build, certmanager, operatorpod, plane, shutdown, xline
+from tools.devcluster import build, certmanager, operatorpod, plane, s3, shutdown, xline
 from tools.devcluster.podrunner import PodRunner, pod_ip
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,6 +117,9 @@ def _operator(kubeconfig: str, deployment: dict, host: str, workdir: Path) -> op
 
 
 DEMO = "demo"
+# make run's S3 store (versitygw) for spec.backup: its bucket, and the Secret with its keys.
+BACKUP_BUCKET = "backups"
+BACKUP_SECRET = "s3-credentials"
 DEMO_XLINE = "demo-xline"
 
 
@@ -135,8 +138,37 @@ def _demo_cluster(kind: str = contract.KIND_ETCD, name: str = DEMO) -> dict:
     }
 
 
+def _start_backup_store(kubeconfig: str, workdir: Path) -> s3.S3Server:
+    """versitygw on loopback with the demo's bucket, and its keys as the Secret spec.backup names
+    (applied from stdin: the secret key never shows in a process list)."""
+    store = s3.start(workdir / "s3")
+    try:
+        store.create_bucket(BACKUP_BUCKET)
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_SECRET, "namespace": "default"},
+                  "stringData": {contract.ACCESS_KEY_FILE: store.access_key, contract.SECRET_KEY_FILE: store.secret_key}}
+        _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(secret))
+    except BaseException:
+        store.stop()
+        raise
+    return store
+
+
+def backup_guide(endpoint: str) -> str:
+    """The printed guide's backup lines: enable spec.backup on the demo, take one now, read the result
+    (the same commands as the user guide's session, which the e2e tier runs)."""
+    backup = ('{"spec":{"backup":{"s3":{"endpoint":"\'$S3_ENDPOINT\'","bucket":"' + BACKUP_BUCKET
+              + '","credentialsSecret":"' + BACKUP_SECRET + '"}}}}')
+    return f"""
+  # backups to a real S3 store (versitygw, bucket {BACKUP_BUCKET}; the Secret {BACKUP_SECRET} holds its keys):
+  export S3_ENDPOINT={endpoint}
+  kubectl patch etcdc {DEMO} --type merge -p '{backup}'   # the pods roll once: the Secret is mounted
+  kubectl annotate etcdc {DEMO} raftset.dev/backup-now=true   # taken by the leader once its pod mounts it
+  kubectl get etcdc {DEMO} -o jsonpath='{{.status.backup.lastSuccess}}'   # key, revision, size, sha256
+"""
+
+
 def _print_guide(kubeconfig: str, overlay: str, endpoints: str | None, workdir: Path,
-                 operator: operatorpod.OperatorPod) -> None:
+                 operator: operatorpod.OperatorPod, store: s3.S3Server | None = None) -> None:
     kept = ("the leader pod stays: the operator reserves the followers' ordinals (RESERVED)"
             if overlay == "kruise" else "demo-3 and demo-4 go; a leader among them hands leadership off first")
     guide = f"""
@@ -160,7 +192,10 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
   kubectl get etcdc,pods -L raftset.dev/role
 
   kubectl apply -k kustomize/samples         # TLS and 2Gi volumes: an EtcdCluster and an XlineCluster
-
+"""
+    if store is not None:
+        guide += backup_guide(store.endpoint)
+    guide += f"""
 operator: log {operator.log}, pid in {operator.pid_file} (kill -9 it: it is restarted, as kubelet would)
 logs: {workdir}   Ctrl-C stops everything.
 """
@@ -174,6 +209,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     p: plane.Plane | None = None
     operator: operatorpod.OperatorPod | None = None
     runner: PodRunner | None = None
+    store: s3.S3Server | None = None
     workdir: Path | None = None
     try:
         kubeconfig = os.environ.get("KUBECONFIG")
@@ -190,10 +226,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             runner.__enter__()
             prefix = runner.addresses.prefix("default", DEMO)
             endpoints = ",".join(f"http://{pod_ip(prefix, o)}:{contract.CLIENT_PORT}" for o in range(5))
-        # Here the backups work will start an S3 store (versitygw) for spec.backup, before the demo.
+            # A real S3 store for spec.backup, on loopback as the members are (a cluster of our
+            # own KUBECONFIG runs its pods elsewhere: they could not reach it).
+            store = _start_backup_store(kubeconfig, workdir)
         demos = [_demo_cluster(), _demo_cluster(contract.KIND_XLINE, DEMO_XLINE)]
         _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(demos))
-        _print_guide(kubeconfig, args.overlay, endpoints, workdir, operator)
+        _print_guide(kubeconfig, args.overlay, endpoints, workdir, operator, store)
         while p is None or not p.dead():
             time.sleep(1)
         # Unexpected: `run` lasts until a stop signal.
@@ -206,6 +244,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         shutdown.shield()
         if runner is not None:
             runner.close()
+        if store is not None:
+            store.stop()
         if operator is not None:
             operator.close()
         if p is not None:

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from raftset import contract
+from raftset import backups, contract
 from raftset.contract import SidecarEnv, quorum
 from raftset.membership import ScaleStep
 from raftset.operator import certificates, space
@@ -84,6 +84,10 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
         SidecarEnv.REPAIR_POLICY: cluster.repair.policy,
         SidecarEnv.CRASH_LOOP_RESTARTS: str(cluster.repair.crash_loop_restarts),
     }
+    if cluster.backup:
+        # Beside the volumes backup_volumes() mounts: the sidecar takes no backup until its pod
+        # mounts what spec.backup names now (raftset.backups.unmounted; docs/backups.md).
+        plain[SidecarEnv.BACKUP_MOUNTS] = backups.mounts(cluster.backup)
     return [
         {"name": SidecarEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         *({"name": k, "value": v} for k, v in plain.items()),

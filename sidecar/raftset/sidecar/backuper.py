@@ -65,6 +65,8 @@ def backup_lease(settings: Settings, annotations: dict[str, str], now: datetime,
 
 
 class Backuper(Shell):
+    waiting: str | None = None  # why the last round did not take a due backup, said once
+
     def __init__(self, agent: Agent) -> None:
         super().__init__(agent)
         # Upload ids this sidecar's taker has open: a sweep never aborts them, whatever their age.
@@ -88,6 +90,15 @@ class Backuper(Shell):
         invalid = backups.settings_error(spec)
         decision = backups.decide(None if invalid else spec.get("schedule"), request, record, now)
         updated = decision.record
+        waiting = None if invalid or not decision.take else backups.unmounted(spec, settings.backup_mounts)
+        if waiting is not None:
+            # Neither attempted nor recorded: the request (or the due run) stays for the first
+            # leader whose pod mounts the destination; the operator's roll brings it.
+            if waiting != self.waiting:
+                log.info("backup: %s", waiting)
+            self.waiting = waiting
+            return
+        self.waiting = None
         if decision.take:
             log.info("backup: taking a %s backup", decision.trigger)
             updated = await self.attempt(spec, updated, now, invalid)

@@ -67,6 +67,8 @@ _VARS: tuple[tuple[str, str, str, str | None], ...] = (
      "seconds between the leader's checks for a due or requested backup", "10"),
     (SidecarEnv.BACKUP_MOUNT_ROOT, "--backup-mount-root",
      "directory prepended to the backup and restore mount paths (tests); empty in a pod", ""),
+    (SidecarEnv.BACKUP_MOUNTS, "--backup-mounts",
+     "the backup destination's Secrets or claim this pod mounts (the operator renders it); empty: none", ""),
 )
 
 _TEMPLATE_FIELDS = ("pod", "ordinal", "cluster", "namespace")
@@ -174,6 +176,7 @@ class Settings:
     log_level: str = "INFO"
     backup_interval: float = 10.0
     backup_mount_root: str = ""
+    backup_mounts: str = ""  # raftset.backups.mounts of the destination this pod mounts
 
     @property
     def namespace(self) -> str:
@@ -302,6 +305,7 @@ def from_values(raw: Mapping[str, str]) -> Settings:
         log_level=raw[SidecarEnv.LOG_LEVEL].upper(),
         backup_interval=_seconds(raw, SidecarEnv.BACKUP_INTERVAL),
         backup_mount_root=raw[SidecarEnv.BACKUP_MOUNT_ROOT].rstrip("/"),
+        backup_mounts=raw[SidecarEnv.BACKUP_MOUNTS],
         listen_metrics_url=raw[SidecarEnv.LISTEN_METRICS_URL].format(**fields),
         maintenance_interval=_seconds(raw, SidecarEnv.MAINTENANCE_INTERVAL),
         hash_check_interval=_seconds(raw, SidecarEnv.HASH_CHECK_INTERVAL, allow_zero=True),
