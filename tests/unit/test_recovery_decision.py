@@ -11,7 +11,9 @@ import pytest
 from raftset import contract
 from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.heartbeats import HeartbeatRecord
-from raftset.operator.recovery import QuorumView, announcements, decide, lost_since, restart, survivors
+from raftset.operator.recovery import (QuorumView, announcements, decide, lost_since, narrated, previous_condition,
+                                       restart, survivors)
+from raftset.operator.status import Condition
 from raftset.quorumloss import RecoveryRecord
 
 pytestmark = pytest.mark.unit
@@ -20,11 +22,14 @@ NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 
 
 def beat(ordinal: int, *, role: str = contract.ROLE_UNKNOWN, healthy: bool = False, term: int = 4,
-         committed: int = 100, applied: int | None = None, age: float = 1.0) -> HeartbeatRecord:
+         committed: int = 100, applied: int | None = None, age: float = 1.0, confirmed: bool = True,
+         member_id: str | None = None) -> HeartbeatRecord:
     renewed = NOW - timedelta(seconds=age)
-    return HeartbeatRecord(pod=f"demo-{ordinal}", ordinal=ordinal, member_id=f"{ordinal + 10:x}", role=role,
+    return HeartbeatRecord(pod=f"demo-{ordinal}", ordinal=ordinal,
+                           member_id=f"{ordinal + 10:x}" if member_id is None else member_id, role=role,
                            healthy=healthy, renewed=renewed, expires=renewed + timedelta(seconds=30),
-                           raft_term=term, raft_index=committed, applied_index=committed if applied is None else applied)
+                           confirmed=confirmed, raft_term=term, raft_index=committed,
+                           applied_index=committed if applied is None else applied)
 
 
 def raft(*ordinals: int, learners: tuple[int, ...] = ()) -> RaftMembership:
@@ -73,8 +78,9 @@ def test_auto_chooses_the_most_up_to_date_survivor_of_five() -> None:
     beats = [beat(3, committed=130, term=4), beat(4, committed=130, term=3)]
     d = decide(view(beats, replicas=5, kept=range(5), raft=raft(*range(5)), request="auto"))
     assert d.start is not None and d.start.survivor == "demo-3" and d.start.member_id == "d"
-    assert d.drop_request and d.events[0][1] == "QuorumRecoveryStarted"
-    assert d.condition.reason == "Recovering"
+    assert d.drop_request and not d.events and d.announce is not None
+    assert d.announce[1] == "QuorumRecoveryStarted" and "r1" in d.announce[2] and "demo-3" in d.announce[2]
+    assert d.condition.reason == "Recovering" and narrated(d.condition, d.start)
 
 
 def test_a_named_survivor_is_taken_and_a_pod_that_is_no_survivor_is_refused() -> None:
@@ -178,3 +184,108 @@ def test_the_loss_counts_from_when_quorum_lost_turned_true() -> None:
 ])
 def test_no_loss_time_unless_quorum_lost_is_true_and_readable(previous: dict) -> None:
     assert lost_since(previous) is None
+
+
+# --- an operator restarted mid-way (issue 12): what the API says, nothing remembered
+
+REJOINING = Condition("QuorumLost", False, "Rejoining", "recovery r1: demo-1 leads and accepts writes; 1 of 3 ...")
+LOST_SHOWN = Condition("QuorumLost", True, "QuorumLost", "1 of 3 voting members answer, 2 needed. Survivors: ...")
+
+
+def test_heartbeats_not_yet_seen_renewed_neither_lead_nor_survive_and_the_verdict_waits() -> None:
+    """After a restart every Lease is first seen once: the dead leader's last words looked like a
+    leader (a request was refused: 'the cluster has quorum'), a dead member's like a survivor."""
+    dead_leader = beat(0, role=contract.ROLE_LEADER, healthy=True, confirmed=False)
+    dead_ahead = beat(2, committed=500, confirmed=False)  # its last heartbeat says it was further ahead
+    beats = [dead_leader, beat(1, committed=120), dead_ahead]
+    assert [s.pod for s in survivors(view(beats))] == ["demo-1"]
+    d = decide(view(beats, request="auto", previous=LOST_SHOWN))
+    assert d.condition == LOST_SHOWN and d.start is None and not d.drop_request and not d.events
+    assert announcements({"conditions": [{"type": "QuorumLost", "status": "True", "reason": "QuorumLost"}]},
+                         d.condition) == []
+    # Auto-policy past its grace waits the same; once the dead records expire, the one survivor is chosen.
+    auto = dict(policy="Automatic", lost_since=NOW - timedelta(hours=1))
+    assert decide(view(beats, previous=LOST_SHOWN, **auto)).start is None
+    later = decide(view([beat(1, committed=120)], request="auto", previous=LOST_SHOWN))
+    assert later.start is not None and later.start.survivor == "demo-1"
+    # A healthy cluster seen first after a restart: no verdict flips, no refusal yet.
+    first_sight = [dataclasses.replace(b, confirmed=False) for b in HEALTHY]
+    healthy_shown = Condition("QuorumLost", False, "QuorumHealthy", "leader demo-0")
+    d = decide(view(first_sight, request="auto", previous=healthy_shown))
+    assert d.condition == healthy_shown and not d.drop_request and not d.events
+
+
+def test_a_voter_whose_store_does_not_answer_makes_auto_wait_and_says_so() -> None:
+    """It holds data that cannot be ranked: choosing among the others could drop what only it has."""
+    quiet = beat(2, term=0, committed=0)
+    beats = [beat(1, committed=120), quiet]
+    five = dict(replicas=5, kept=range(5), raft=raft(*range(5)))
+    d = decide(view(beats, request="auto", **five))
+    assert d.condition.status and d.condition.reason == "SurvivorsNotAnswering"
+    assert "demo-2 (member c)" in d.condition.message and "=<pod>" in d.condition.message
+    assert d.start is None and not d.drop_request and not d.events
+    assert decide(view(beats, policy="Automatic", lost_since=NOW - timedelta(hours=1), **five)).start is None
+    named = decide(view(beats, request="demo-1", **five))  # a person may go ahead without it
+    assert named.start is not None and named.start.survivor == "demo-1"
+    waits = decide(view(beats, request="demo-2", **five))  # named, but it cannot start yet: kept
+    assert waits.start is None and not waits.drop_request and waits.condition.reason == "SurvivorsNotAnswering"
+    # The only voter with data does not answer: not "NoSurvivor" (restore a backup), it may answer soon.
+    assert decide(view([quiet])).condition.reason == "SurvivorsNotAnswering"
+    # A pod on an empty volume (no member id) holds nothing: it is neither survivor nor silent.
+    empty = beat(2, term=0, member_id="")
+    assert decide(view([empty])).condition.reason == "NoSurvivor"
+    assert [e[1] for e in announcements({}, d.condition)] == ["SurvivorsNotAnswering"]
+
+
+def test_the_running_recoverys_own_request_left_behind_by_a_killed_operator_is_dropped_quietly() -> None:
+    for record, request in ((RECORD, "auto"), (RECORD, "demo-1"),
+                            (dataclasses.replace(RECORD, requested="Automatic"), "auto"),
+                            (dataclasses.replace(RECORD, requested="demo-1"), "demo-1")):
+        d = decide(view([beat(1)], record=record, request=request, announced=True))
+        assert d.drop_request and not d.events and d.start is None, (record, request)
+    other = decide(view([beat(1)], record=RECORD, request="demo-2", announced=True))
+    assert other.drop_request and [e[1] for e in other.events] == ["RecoveryRefused"]
+    assert "still running" in other.events[0][2]
+
+
+def test_a_recovery_whose_start_was_never_told_is_told_once_by_the_next_operator() -> None:
+    d = decide(view([beat(1)], record=RECORD, previous=LOST_SHOWN, announced=False))
+    assert d.announce is not None and d.announce[1] == "QuorumRecoveryStarted"
+    assert "recovery r1 (auto): demo-1 (member b)" in d.announce[2]
+    assert d.condition.reason == "Recovering" and narrated(d.condition, RECORD)
+    assert decide(view([beat(1)], record=RECORD, previous=d.condition, announced=True)).announce is None
+    assert not narrated(LOST_SHOWN, RECORD) and narrated(REJOINING, RECORD)
+    assert not narrated(dataclasses.replace(REJOINING, message="recovery r2: ..."), RECORD)
+
+
+def test_a_restarted_operator_keeps_the_recoverys_step_until_it_sees_heartbeats_renewed() -> None:
+    """Else Rejoining -> Recovering -> Rejoining after a restart: a second QuorumRestored Event."""
+    first_sight = [beat(1, role=contract.ROLE_LEADER, healthy=True, confirmed=False)]
+    d = decide(view(first_sight, record=RECORD, raft=raft(1), previous=REJOINING, announced=True))
+    assert d.condition == REJOINING and not d.finish and d.announce is None
+    # Stale records of three healthy voters and the old three-voter membership never end it.
+    stale = [dataclasses.replace(b, confirmed=False) for b in HEALTHY]
+    d = decide(view(stale, record=RECORD, previous=REJOINING, announced=True))
+    assert not d.finish and d.condition == REJOINING
+    # Seen renewed: the same step again, then done.
+    d = decide(view([dataclasses.replace(b, confirmed=True) for b in first_sight], record=RECORD, raft=raft(1),
+                    previous=REJOINING, announced=True))
+    assert d.condition.reason == "Rejoining" and not d.finish
+    assert decide(view(HEALTHY, record=RECORD, previous=REJOINING, announced=True)).finish
+
+
+def test_the_shown_condition_is_read_back_from_the_status() -> None:
+    assert previous_condition({}) is None
+    assert previous_condition({"conditions": [{"type": "Available", "status": "True"}]}) is None
+    old = {"conditions": [{"type": "QuorumLost", "status": "False", "reason": "Rejoining", "message": "m"}]}
+    assert previous_condition(old) == Condition("QuorumLost", False, "Rejoining", "m")
+    assert lost_since(_previous("True", "SurvivorsNotAnswering")) == datetime(2026, 1, 1, 11, 0, tzinfo=timezone.utc)
+
+
+def test_a_cluster_that_never_published_a_membership_is_forming_not_lost() -> None:
+    """A new cluster's first reconciles posted a NoSurvivor Warning: 'restore a backup'."""
+    d = decide(view([], raft=None))
+    assert d.condition.status is False and d.condition.reason == "Forming" and not d.events
+    assert announcements({}, d.condition) == []
+    refused = decide(view([], raft=None, request="auto"))
+    assert refused.drop_request and refused.events[0][1] == "RecoveryRefused" and refused.start is None

@@ -2,11 +2,19 @@
 
 Inputs are what the API says now: the Raft membership the last leader published (who votes),
 the heartbeat Leases (who still answers, with its committed and applied index: a member serves
-Maintenance.Status without quorum), the user's request annotation, spec.recovery, and the
-recovery record on the workload. Nothing is kept in memory, so an operator restarted midway
-decides the same step again. The record names the survivor; the sidecars do the rest
-(raftset.sidecar.recovery), and this module only reports, starts, restarts the pods that
-started before the record, and ends the recovery once every member votes again.
+Maintenance.Status without quorum), the user's request annotation, spec.recovery, the
+recovery record on the workload and the QuorumLost condition the status shows. Nothing is kept
+in memory, so an operator restarted midway decides the same step again. The record names the
+survivor; the sidecars do the rest (raftset.sidecar.recovery), and this module only reports,
+starts, restarts the pods that started before the record, and ends the recovery once every
+member votes again.
+
+What a restarted operator must not trust: a heartbeat it has only seen once (it cannot tell a
+live member from the last words of a dead one until it sees the Lease renewed:
+raftset.operator.freshness). Such a record neither leads, nor survives, nor votes here; while
+one is pending the verdict waits (the condition the status shows stands). A voter that holds
+data but does not answer Status cannot be ranked either: `auto` waits for it
+(SurvivorsNotAnswering) rather than choose a survivor that may hold less.
 """
 
 from __future__ import annotations
@@ -43,6 +51,8 @@ class QuorumView:
     force_supported: bool
     now: datetime
     new_id: str = ""  # the id a recovery started now gets (the shell makes it up)
+    previous: Condition | None = None  # the QuorumLost condition the status shows (previous_condition)
+    announced: bool = False  # the start of `record` was narrated already (narrated, or its Event exists)
 
 
 @dataclass(frozen=True)
@@ -50,26 +60,50 @@ class QuorumDecision:
     condition: Condition
     start: RecoveryRecord | None = None  # write this record on the workload, then restart the pods
     finish: bool = False  # every member votes again: remove the record
-    drop_request: bool = False  # the request was taken or refused: remove the annotation
+    drop_request: bool = False  # the request was taken, refused or is the running recovery's own: remove it
     events: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)  # (type, reason, message)
+    # The recovery's start Event, posted before the status names the recovery (so a restart that
+    # finds the recovery in the status knows it was told), under a name of its own (so it is
+    # never told twice): (type, reason, message).
+    announce: tuple[str, str, str] | None = None
+
+
+def _voter_ids(view: QuorumView) -> set[str] | None:
+    return {m.id for m in view.raft.members if m.voter} if view.raft is not None else None
+
+
+def _candidate(view: QuorumView, beat: HeartbeatRecord, voters: set[str] | None) -> bool:
+    """A fresh record of a pod whose data holds a voting member (learners and empty pods never survive)."""
+    if not beat.fresh(view.now) or not beat.member_id or beat.role == contract.ROLE_LEARNER:
+        return False
+    return voters is None or beat.member_id in voters
 
 
 def survivors(view: QuorumView) -> list[Survivor]:
-    """Voting members that still answer Status: a fresh heartbeat that carries a raft term."""
-    voters = {m.id for m in view.raft.members if m.voter} if view.raft is not None else None
-    out = []
-    for beat in view.beats:
-        if not beat.fresh(view.now) or beat.raft_term == 0 or not beat.member_id:
-            continue
-        if beat.role == contract.ROLE_LEARNER or (voters is not None and beat.member_id not in voters):
-            continue
-        out.append(Survivor(pod=beat.pod, ordinal=beat.ordinal, member_id=beat.member_id,
-                            committed=beat.raft_index, term=beat.raft_term, applied=beat.applied_index))
-    return out
+    """Voting members that answer Status (a raft term), on a heartbeat seen renewed."""
+    voters = _voter_ids(view)
+    return [Survivor(pod=b.pod, ordinal=b.ordinal, member_id=b.member_id, committed=b.raft_index, term=b.raft_term,
+                     applied=b.applied_index)
+            for b in view.beats if _candidate(view, b, voters) and b.confirmed and b.raft_term > 0]
+
+
+def silent(view: QuorumView) -> list[HeartbeatRecord]:
+    """Voters whose sidecar runs (a heartbeat seen renewed) while their store does not answer Status:
+    they hold data that cannot be ranked, so `auto` cannot know the most up-to-date survivor."""
+    voters = _voter_ids(view)
+    return [b for b in view.beats if _candidate(view, b, voters) and b.confirmed and b.raft_term == 0]
+
+
+def unseen(view: QuorumView) -> list[HeartbeatRecord]:
+    """Records of voters not yet seen renewed (an operator that just started, a pod that just came):
+    alive or the last words of a dead member, it cannot tell yet, so it decides nothing on them."""
+    voters = _voter_ids(view)
+    return [b for b in view.beats if _candidate(view, b, voters) and not b.confirmed]
 
 
 def _leader(view: QuorumView) -> HeartbeatRecord | None:
-    return next((b for b in view.beats if b.fresh(view.now) and b.role == contract.ROLE_LEADER and b.healthy), None)
+    return next((b for b in view.beats if b.fresh(view.now) and b.confirmed and b.role == contract.ROLE_LEADER
+                 and b.healthy), None)
 
 
 def _voter_count(view: QuorumView) -> int:
@@ -79,16 +113,25 @@ def _voter_count(view: QuorumView) -> int:
 
 
 def _healthy_voters(view: QuorumView) -> int:
-    return sum(1 for b in view.beats if b.fresh(view.now) and b.healthy and b.voting)
+    return sum(1 for b in view.beats if b.fresh(view.now) and b.confirmed and b.healthy and b.voting)
 
 
 def _listing(found: Sequence[Survivor]) -> str:
     return "; ".join(s.describe() for s in sorted(found, key=lambda s: s.ordinal))
 
 
+def _silent_listing(beats: Sequence[HeartbeatRecord]) -> str:
+    return "; ".join(f"{b.pod} (member {b.member_id})" for b in sorted(beats, key=lambda b: b.ordinal))
+
+
 def decide(view: QuorumView) -> QuorumDecision:
     if view.record is not None:
         return _recovering(view, view.record)
+    if view.raft is None:
+        # No leader ever published a membership: a cluster still forming has lost nothing (it
+        # used to be told 'no member answers ... restore a backup' while its pods were created).
+        return _refuse_request(view, Condition(CONDITION, False, "Forming",
+            "no Raft membership published yet: the cluster is forming"))
     leader = _leader(view)
     voters = _voter_count(view)
     found = survivors(view)
@@ -100,44 +143,63 @@ def decide(view: QuorumView) -> QuorumDecision:
                 f"recover-quorum={view.request} refused: the cluster has quorum ({healthy.message}); "
                 "nothing was changed"),))
         return QuorumDecision(healthy)
+    if unseen(view):
+        # No verdict on records not seen renewed: the status says what it said, a request waits.
+        return QuorumDecision(view.previous or Condition(CONDITION, False, "QuorumHealthy",
+                                                         "waiting to see the members' heartbeats renewed"))
 
     lost = f"{len(found)} of {voters} voting members answer, {quorum(voters)} needed"
-    if not found:
+    quiet = silent(view)
+    if not found and not quiet:
         return _refuse_request(view, Condition(CONDITION, True, "NoSurvivor",
             f"{lost}: no member answers. Members that come back with their data rejoin by themselves "
             "(lights-out); if every volume is gone for good, restore a backup into a new cluster"))
+    listing = _listing(found) if found else "none answers Status"
     if not view.force_supported:
         return _refuse_request(view, Condition(CONDITION, True, "RecoveryUnsupported",
-            f"{lost}. Survivors: {_listing(found)}. This engine cannot restart one member alone from its "
+            f"{lost}. Survivors: {listing}. This engine cannot restart one member alone from its "
             "data: restore a backup"))
-    waiting = Condition(CONDITION, True, "QuorumLost", f"{lost}. Survivors: {_listing(found)}. " + (
-        f"Recover with: kubectl annotate {view.kind_short} {view.cluster} "
-        f"{contract.ANNOTATION_RECOVER_QUORUM}=auto (or =<pod>)" if view.policy != "Automatic" else
-        f"Recovery starts automatically {view.grace_seconds} s after the loss was seen"))
+    command = (f"kubectl annotate {view.kind_short} {view.cluster} {contract.ANNOTATION_RECOVER_QUORUM}")
+    if quiet:
+        waiting = Condition(CONDITION, True, "SurvivorsNotAnswering",
+            f"{lost}. Survivors: {listing}. Not answering Status (their sidecars run, their stores do not): "
+            f"{_silent_listing(quiet)}. The most up-to-date survivor cannot be told until they answer, so "
+            f"auto{' and the Automatic policy' if view.policy == 'Automatic' else ''} wait for them; to recover "
+            f"without them, name a survivor: {command}=<pod>")
+    else:
+        waiting = Condition(CONDITION, True, "QuorumLost", f"{lost}. Survivors: {listing}. " + (
+            f"Recover with: {command}=auto (or =<pod>)" if view.policy != "Automatic" else
+            f"Recovery starts automatically {view.grace_seconds} s after the loss was seen"))
 
     chosen: Survivor | None = None
     requested = view.request
     if requested == contract.RECOVER_QUORUM_AUTO:
-        chosen = choose(found)
+        chosen = None if quiet else choose(found)
     elif requested:
         chosen = next((s for s in found if s.pod == requested), None)
-        if chosen is None:
+        if chosen is None and not any(b.pod == requested for b in quiet):
             return QuorumDecision(waiting, drop_request=True, events=(("Warning", "RecoveryRefused",
-                f"recover-quorum={requested} refused: not a reachable survivor. Survivors: {_listing(found)}"),))
-    elif view.policy == "Automatic" and view.lost_since is not None \
+                f"recover-quorum={requested} refused: not a reachable survivor. Survivors: {listing}"),))
+    elif view.policy == "Automatic" and not quiet and view.lost_since is not None \
             and view.now - view.lost_since >= timedelta(seconds=view.grace_seconds):
         chosen, requested = choose(found), "Automatic"
     if chosen is None:
-        return QuorumDecision(waiting)
+        return QuorumDecision(waiting)  # a request that waits for a silent survivor stays
     record = RecoveryRecord(id=view.new_id, survivor=chosen.pod, member_id=chosen.member_id,
                             started=rfc3339(view.now), requested=requested or "")
     reason = (f"the most up-to-date survivor of: {_listing(found)}" if requested in (contract.RECOVER_QUORUM_AUTO,
               "Automatic") else "the survivor asked for")
     return QuorumDecision(
         Condition(CONDITION, True, "Recovering", f"recovery {record.id}: {chosen.pod} restarts alone from its data"),
-        start=record, drop_request=bool(view.request), events=(("Warning", "QuorumRecoveryStarted",
-            f"recovery {record.id} ({requested}): {chosen.pod} restarts as a one-member cluster, {reason}; "
-            "the other members' data is moved aside, kept, and they rejoin as learners one at a time"),))
+        start=record, drop_request=bool(view.request), announce=started_event(record, reason))
+
+
+def started_event(record: RecoveryRecord, reason: str) -> tuple[str, str, str]:
+    """The one Event that says a recovery started (posted by whichever operator gets to it first)."""
+    return ("Warning", "QuorumRecoveryStarted",
+            f"recovery {record.id} ({record.requested}): {record.survivor} (member {record.member_id}) restarts as "
+            f"a one-member cluster, {reason}; the other members' data is moved aside, kept, and they rejoin as "
+            "learners one at a time")
 
 
 def _refuse_request(view: QuorumView, condition: Condition) -> QuorumDecision:
@@ -147,28 +209,54 @@ def _refuse_request(view: QuorumView, condition: Condition) -> QuorumDecision:
         f"recover-quorum={view.request} refused: {condition.message}"),))
 
 
+def taken_by(request: str, record: RecoveryRecord) -> bool:
+    """The request asks for what the running recovery does: typically its own request, still on the
+    object because the operator that took it stopped before removing it. Removed without a word."""
+    if request == contract.RECOVER_QUORUM_AUTO:
+        return record.requested in (contract.RECOVER_QUORUM_AUTO, "Automatic")
+    return request == record.survivor
+
+
 def _recovering(view: QuorumView, record: RecoveryRecord) -> QuorumDecision:
     """A recovery is under way: report its step, end it once every member votes again."""
     drop = bool(view.request)
     events: tuple[tuple[str, str, str], ...] = ()
-    if drop:
+    if view.request and not taken_by(view.request, record):
         events = (("Warning", "RecoveryRefused", f"recover-quorum={view.request} refused: recovery {record.id} "
-                                                 "is still running; one recovery at a time"),)
+                                                 f"from {record.survivor} is still running; one recovery at a time"),)
+    announce = None if view.announced else started_event(record, "as recorded on the workload")
     leader = _leader(view)
     if leader is None:
+        held = view.previous if view.previous is not None and narrated(view.previous, record) else None
+        if held is not None and unseen(view):
+            return QuorumDecision(held, drop_request=drop, events=events, announce=announce)
         return QuorumDecision(Condition(CONDITION, True, "Recovering",
-            f"recovery {record.id}: {record.survivor} restarts alone from its data"), drop_request=drop, events=events)
+            f"recovery {record.id}: {record.survivor} restarts alone from its data"), drop_request=drop,
+            events=events, announce=announce)
     healthy = _healthy_voters(view)
     voters = _voter_count(view)
     if healthy >= view.replicas and voters >= view.replicas:
         return QuorumDecision(Condition(CONDITION, False, "Recovered",
             f"recovery {record.id} from {record.survivor} done: {healthy} members voting"),
-            finish=True, drop_request=drop, events=events + (("Normal", "QuorumRecovered",
+            finish=True, drop_request=drop, announce=announce, events=events + (("Normal", "QuorumRecovered",
                 f"recovery {record.id}: every member votes again ({healthy} of {view.replicas})"
                 + _since(record, view.now)),))
     return QuorumDecision(Condition(CONDITION, False, "Rejoining",
         f"recovery {record.id}: {leader.pod} leads and accepts writes; {healthy} of {view.replicas} members voting, "
-        "the others rejoin as learners one at a time"), drop_request=drop, events=events)
+        "the others rejoin as learners one at a time"), drop_request=drop, events=events, announce=announce)
+
+
+def narrated(condition: Condition, record: RecoveryRecord) -> bool:
+    """The status already reports this recovery, so its start Event was posted (it is posted first)."""
+    return condition.reason in ("Recovering", "Rejoining", "Recovered") and f"recovery {record.id}" in condition.message
+
+
+def previous_condition(old: Mapping[str, Any]) -> Condition | None:
+    """The QuorumLost condition a status shows, or None."""
+    cond = next((c for c in old.get("conditions") or [] if c.get("type") == CONDITION), None)
+    if not cond or cond.get("status") not in ("True", "False"):
+        return None
+    return Condition(CONDITION, cond["status"] == "True", str(cond.get("reason") or ""), str(cond.get("message") or ""))
 
 
 def _since(record: RecoveryRecord, now: datetime) -> str:
@@ -177,10 +265,11 @@ def _since(record: RecoveryRecord, now: datetime) -> str:
 
 
 def lost_since(previous: Mapping[str, Any]) -> datetime | None:
-    """When the previous status's QuorumLost condition turned True with reason QuorumLost (the
-    grace of an Automatic recovery counts from there); None while it is not so, or unreadable."""
+    """When the previous status's QuorumLost condition turned True, while its reason is QuorumLost or
+    SurvivorsNotAnswering (the grace of an Automatic recovery counts from there); None while it is
+    not so, or unreadable."""
     cond = next((c for c in previous.get("conditions") or [] if c.get("type") == CONDITION), {})
-    if cond.get("status") != "True" or cond.get("reason") != "QuorumLost":
+    if cond.get("status") != "True" or cond.get("reason") not in ("QuorumLost", "SurvivorsNotAnswering"):
         return None
     return parse_rfc3339(cond.get("lastTransitionTime"))
 
@@ -190,7 +279,7 @@ def announcements(old: Mapping[str, Any], new: Condition) -> list[tuple[str, str
     before = next((c for c in old.get("conditions") or [] if c.get("type") == CONDITION), {})
     if (before.get("status") == "True") == new.status and before.get("reason") == new.reason:
         return []
-    if new.status and new.reason in ("QuorumLost", "NoSurvivor", "RecoveryUnsupported"):
+    if new.status and new.reason in ("QuorumLost", "SurvivorsNotAnswering", "NoSurvivor", "RecoveryUnsupported"):
         return [("Warning", new.reason, new.message)]
     if new.reason == "Rejoining" and before.get("status") == "True":
         return [("Normal", "QuorumRestored", new.message)]

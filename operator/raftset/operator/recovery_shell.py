@@ -1,8 +1,14 @@
 """The quorum-loss shell of one reconcile: gather the view, ask recovery.decide, carry out its step.
 
-Writes at most: the record on the workload (start) or its removal (finish), the removal of
-the user's request annotation, and pod deletions for pods that started before the record
-(their sidecars read it when they start again). Membership itself is never touched here.
+Writes at most: the record on the workload (start) or its removal (finish), the recovery's
+start Event, the removal of the user's request annotation, and pod deletions for pods that
+started before the record (their sidecars read it when they start again). Membership itself is
+never touched here.
+
+The start Event is the one write whose loss a restart could not see from the status alone, so
+it is posted (and awaited) before the status that names the recovery is patched, under a name
+derived from the recovery id: an operator killed anywhere in between posts it again as the
+same object, never as a second Event.
 """
 
 from __future__ import annotations
@@ -21,7 +27,8 @@ from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.operator.kube import Kube
 from raftset.operator.spec import Cluster
 from raftset.operator.status import Condition
-from raftset.quorumloss import parse_record
+from raftset.quorumloss import RecoveryRecord, parse_record
+from raftset.times import rfc3339
 
 
 def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -33,12 +40,14 @@ async def reconcile(kube: Kube, body: kopf.Body, patch: kopf.Patch, cluster: Clu
                     workload: Mapping[str, Any], previous: Mapping[str, Any], now: datetime) -> Condition:
     """One step of quorum-loss handling; returns the QuorumLost condition for the status."""
     record = parse_record(_annotations(workload).get(contract.ANNOTATION_QUORUM_RECOVERY))
+    shown = recovery.previous_condition(previous)
     view = recovery.QuorumView(
         cluster=cluster.name, kind_short=cluster.engine.short_name, replicas=cluster.replicas, kept=kept,
         raft=raft, beats=beats, request=_annotations(body).get(contract.ANNOTATION_RECOVER_QUORUM) or None,
         policy=cluster.recovery.quorum_loss, grace_seconds=cluster.recovery.grace_seconds,
         lost_since=recovery.lost_since(previous), record=record,
         force_supported=cluster.engine.capabilities.force_new_cluster, now=now, new_id=uuid.uuid4().hex[:8],
+        previous=shown, announced=record is not None and shown is not None and recovery.narrated(shown, record),
     )
     decision = recovery.decide(view)
     backend = cluster.backend
@@ -47,6 +56,8 @@ async def reconcile(kube: Kube, body: kopf.Body, patch: kopf.Patch, cluster: Clu
                                {"metadata": {"annotations": {
                                    contract.ANNOTATION_QUORUM_RECOVERY: decision.start.to_json()}}})
         record = decision.start
+    if decision.announce is not None and record is not None:
+        await kube.apply(started_event(body, record, decision.announce, now))
     if decision.finish:
         await kube.merge_patch(backend.api_version, backend.kind, cluster.namespace, cluster.name,
                                {"metadata": {"annotations": {contract.ANNOTATION_QUORUM_RECOVERY: None}}})
@@ -62,3 +73,19 @@ async def reconcile(kube: Kube, body: kopf.Body, patch: kopf.Patch, cluster: Clu
             kopf.event(body, type="Normal", reason="QuorumRecoveryRestart",
                        message=f"recovery {record.id}: {name} restarts so that its sidecar reads the recovery")
     return decision.condition
+
+
+def started_event(body: kopf.Body, record: RecoveryRecord, event: tuple[str, str, str],
+                  now: datetime) -> dict[str, Any]:
+    """The recovery's start Event as kopf would post it, named after the recovery: applied twice, still one."""
+    kind, reason, message = event
+    stamp = rfc3339(now)
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{body.metadata.name}.quorum-recovery-{record.id}", "namespace": body.metadata.namespace},
+        "type": kind, "reason": reason, "message": message,
+        "involvedObject": {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
+                           "name": body.metadata.name, "namespace": body.metadata.namespace,
+                           "uid": body.metadata.uid},
+        "source": {"component": "kopf"}, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+    }

@@ -1,0 +1,212 @@
+"""Issue 12: a quorum-loss recovery survives the operator SIGKILLed midway.
+
+The operator keeps nothing in memory, so a new process must resume the recovery from what the
+API records (the recovery record on the workload, the request annotation, the status) and
+finish it: the same recovery (same id, same survivor), no second one, no refused request of
+its own, each Event once, every acknowledged write kept.
+
+Real parts throughout: kube-apiserver, controller-manager, kwok, the operator as a process,
+the sidecars and etcd members run by the pod runner, and a real Toxiproxy between the first
+operator and the apiserver. That proxy makes the first kill point deterministic: with 2 s on
+each direction of the operator's API link, the operator learns that its record was written
+2 s after the apiserver stored it, while the test (on a direct link) sees it at once and
+SIGKILLs the operator in between, before it posted the start Event, removed the request or
+restarted a pod. The second kill point is while the other members rejoin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from raftset import contract
+from raftset.quorumloss import parse_record
+from tests.harness.checker import Writer, check
+from tests.harness.engines import EngineUnderTest
+from tests.harness.operator import Operator, install_crds, kubectl, wait_for
+from tests.harness.toxiproxy import Toxiproxy
+from tests.harness.view import ClusterView
+from tools.devcluster.net import free_port
+from tools.devcluster.podrunner import PodRunner, pod_ip
+
+pytestmark = pytest.mark.e2e
+
+FAST = {
+    "sidecar": {"heartbeatIntervalSeconds": 2, "cleanIntervalSeconds": 2, "cleanGracePeriodSeconds": 120},
+    "options": {"heartbeat-interval": "50", "election-timeout": "500"},
+}
+API_DELAY_MS = 2000  # each way on the first operator's API link: the kill lands well inside it
+
+
+def proxied_kubeconfig(kubeconfig: str, server: str, path: Path) -> str:
+    """The admin kubeconfig with its server replaced by the proxy in front of the apiserver
+    (the serving certificate names the plane's IP, whatever the port)."""
+    doc = yaml.safe_load(Path(kubeconfig).read_text())
+    for entry in doc["clusters"]:
+        entry["cluster"]["server"] = server
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+class Watch:
+    """Polls the API on a direct link: every recovery id recorded on the workload, every
+    QuorumLost reason in the status, in the order seen."""
+
+    def __init__(self, kv: ClusterView) -> None:
+        self.kv = kv
+        self.ids: list[str] = []
+        self.reasons: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            try:
+                workload = self.kv.workload()
+                record = parse_record((workload["metadata"].get("annotations") or {})
+                                      .get(contract.ANNOTATION_QUORUM_RECOVERY))
+                reason = self.kv.condition("QuorumLost").get("reason")
+            except Exception:  # noqa: BLE001 - an API hiccup: the next poll sees it
+                continue
+            if record is not None and (not self.ids or self.ids[-1] != record.id):
+                self.ids.append(record.id)
+            if reason and (not self.reasons or self.reasons[-1] != reason):
+                self.reasons.append(reason)
+
+
+def narration(kv: ClusterView) -> list[tuple[str, str, str]]:
+    """The cluster's Events in the order they were first posted: (time, reason, message)."""
+    found = kv.core.list_namespaced_event(
+        kv.namespace, field_selector=f"involvedObject.name={kv.name},involvedObject.kind={kv.kind}").items
+    rows = [(str(e.first_timestamp or e.event_time or ""), e.reason, e.message) for e in found]
+    return sorted(rows, key=lambda row: row[0])
+
+
+@pytest.fixture
+def operators(control_plane: Any) -> Iterator[list[Operator]]:
+    """The operator processes a test starts (none is running at first), stopped at the end."""
+    install_crds(control_plane.kubeconfig)
+    started: list[Operator] = []
+    yield started
+    for op in started:
+        op.stop()
+
+
+@pytest.mark.parametrize("kill_at", ["record-written", "rejoining"])
+def test_the_operator_killed_mid_recovery_resumes_it_from_the_api(
+        control_plane: Any, operators: list[Operator], namespace: str, runner: PodRunner, tmp_path: Path,
+        kill_at: str, etcd: EngineUnderTest) -> None:
+    kubeconfig = control_plane.kubeconfig
+    toxiproxy = Toxiproxy(tmp_path / "toxiproxy", host=control_plane.host)
+    try:
+        upstream = control_plane.url.removeprefix("https://")
+        listen = f"{control_plane.host}:{free_port(control_plane.host)}"
+        toxiproxy.proxy("apiserver", listen, upstream)
+        first = Operator(proxied_kubeconfig(kubeconfig, f"https://{listen}", tmp_path / "proxied.kubeconfig"),
+                         tmp_path / "operator-1.log")
+        operators.append(first)
+        first.start()
+        _run(kubeconfig, namespace, runner, toxiproxy, operators, tmp_path, kill_at, etcd)
+    finally:
+        toxiproxy.close()
+
+
+def _run(kubeconfig: str, namespace: str, runner: PodRunner, toxiproxy: Toxiproxy, operators: list[Operator],
+         tmp_path: Path, kill_at: str, etcd: EngineUnderTest) -> None:
+    kv = ClusterView(kubeconfig, contract.KIND_ETCD, "kv", namespace, member_url=lambda ordinal:
+                     f"http://{pod_ip(runner.addresses.prefix(namespace, 'kv'), ordinal)}:2379")
+    kv.create(3, workloadKind="StatefulSet", version=etcd.version, storage={"size": "1Gi"}, **FAST)
+    kv.wait_healthy(0, 1, 2)
+    survivor_id = next(m.id for m in kv.members(0, 1, 2) if m.name == "kv-0")
+    # Only the survivor acknowledges: a put it answered is applied in its own log, so no
+    # acknowledged write can be lost however the loss falls (tests/etcd/test_quorum_loss.py).
+    writer = Writer([kv.url(0)])
+    writer.start()
+    try:
+        wait_for(lambda: writer.ok > 100, 60, "the writer running")
+        core = client.CoreV1Api(kv.api)
+        with Watch(kv) as watch:
+            lost_at = time.monotonic()
+            for name in ("kv-1", "kv-2"):  # both at once: their nodes and disks are gone
+                core.delete_namespaced_pod(name, namespace)
+                runner.lose(namespace, name)
+            wait_for(lambda: [m for r, m in kv.events() if r == "QuorumLost"], 90, "the QuorumLost Event")
+            reported = time.monotonic() - lost_at
+            acked_at_loss = writer.ok
+
+            if kill_at == "record-written":
+                toxiproxy.latency("apiserver", API_DELAY_MS)
+            kubectl(kubeconfig, "annotate", f"etcdclusters/{kv.name}", "-n", namespace,
+                    f"{contract.ANNOTATION_RECOVER_QUORUM}=auto")
+            requested_at = time.monotonic()
+            if kill_at == "record-written":
+                wait_for(lambda: watch.ids, 60, "the recovery record on the workload", interval=0.02)
+            else:
+                wait_for(lambda: "Rejoining" in watch.reasons, 180, "the survivor leading alone (Rejoining)")
+            recorded_at = time.monotonic()
+            operators[0].kill()
+            killed = dict(ids=list(watch.ids), reasons=list(watch.reasons),
+                          started_events=sum(r == "QuorumRecoveryStarted" for r, _ in kv.events()),
+                          request=kv.obj()["metadata"].get("annotations", {}).get(
+                              contract.ANNOTATION_RECOVER_QUORUM),
+                          record=contract.ANNOTATION_QUORUM_RECOVERY in kv.workload()["metadata"]["annotations"])
+            print(f"operator SIGKILLed at {kill_at}: {killed}")
+            assert killed["record"], "killed while the recovery runs"
+            if kill_at == "record-written":
+                # The window the proxy holds open: nothing after the record was done.
+                assert killed["started_events"] == 0 and killed["request"] == "auto", killed
+            second = Operator(kubeconfig, tmp_path / "operator-2.log")
+            operators.append(second)
+            second.start()
+            restarted_at = time.monotonic()
+
+            wait_for(lambda: writer.ok > acked_at_loss, 240, "writes accepted again")
+            writable = time.monotonic() - lost_at
+            wait_for(lambda: kv.condition("QuorumLost").get("reason") == "Recovered", 300, "every member votes again")
+            kv.wait_healthy(0, 1, 2)
+            full = time.monotonic() - lost_at
+        written = writer.ok
+        wait_for(lambda: writer.ok > written + 50, 60, "the writer writing on the grown cluster")
+    finally:
+        writer.stop()
+
+    assert len(watch.ids) == 1, f"one recovery, never a second: {watch.ids}"
+    record_id = watch.ids[0]
+    events = narration(kv)
+    reasons = Counter(r for _, r, _ in events)
+    messages = [m for _, r, m in events if r == "QuorumRecoveryStarted"]
+    print("events:\n" + "\n".join(f"  {t} {r}: {m}" for t, r, m in events))
+    print(f"QuorumLost reasons seen: {watch.reasons}")
+    assert reasons["QuorumRecoveryStarted"] == 1 and record_id in messages[0] and "kv-0" in messages[0], messages
+    assert reasons["QuorumRecovered"] == 1 and reasons["QuorumRestored"] == 1, reasons
+    assert reasons["RecoveryRefused"] == 0 and reasons["NoSurvivor"] == 0, reasons
+    assert contract.ANNOTATION_RECOVER_QUORUM not in (kv.obj()["metadata"].get("annotations") or {})
+    assert contract.ANNOTATION_QUORUM_RECOVERY not in (kv.workload()["metadata"].get("annotations") or {})
+    members = {m.name: m.id for m in kv.members(0, 1, 2) if m.started and not m.is_learner}
+    assert members.get("kv-0") == survivor_id and len(members) == 3, members
+    verdict = asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))
+    assert verdict.acknowledged == len(writer.acked) > 100
+    print(f"RTO, quorum loss with the operator SIGKILLed at {kill_at} and restarted: loss -> QuorumLost reported "
+          f"{reported:.1f} s; loss -> request {requested_at - lost_at:.1f} s; request -> killed "
+          f"{recorded_at - requested_at:.1f} s; new operator started -> writable "
+          f"{writable - (restarted_at - lost_at):.1f} s; loss -> writable {writable:.1f} s, -> 3 voters {full:.1f} s "
+          f"(request -> writable {writable - (requested_at - lost_at):.1f} s, -> 3 voters "
+          f"{full - (requested_at - lost_at):.1f} s); {verdict.acknowledged} acknowledged writes read back, "
+          f"{writer.failed} puts failed during the outage")
