@@ -33,8 +33,8 @@ TABLES: dict[str, tuple[str, ...]] = {
 }
 SUMMARY_COLUMNS = ("one_way_ms", "strategy", "from_members", "to_members", "repetitions", "steady_writes_per_s",
                    "steady_write_p99_ms", "steady_write_p999_ms", "failed_writes_total", "failed_writes_max",
-                   "longest_stall_median_s", "longest_stall_max_s", "write_p50_ms", "write_p99_ms",
-                   "write_p999_ms", "failed_reads_total", "leader_changes_total", "scale_in_median_s",
+                   "failed_write_requests_total", "failed_write_requests_max", "longest_stall_median_s", "longest_stall_max_s", "write_p50_ms", "write_p99_ms",
+                   "write_p999_ms", "failed_reads_total", "leader_changes_total", "leader_changes_max", "scale_in_median_s",
                    "load_1m_median")
 LABELS = {
     "a-builtin-no-handoff": "(a) builtin, no hand-off",
@@ -103,6 +103,9 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "steady_write_p999_ms": _median(rs, "steady_write_p999_ms"),
                 "failed_writes_total": sum(r["failed_writes"] for r in rs),
                 "failed_writes_max": max(r["failed_writes"] for r in rs),
+                # Rows of runs before writes were retried lack the column: each request was a write then.
+                "failed_write_requests_total": sum(r.get("failed_write_requests", r["failed_writes"]) for r in rs),
+                "failed_write_requests_max": max(r.get("failed_write_requests", r["failed_writes"]) for r in rs),
                 "longest_stall_median_s": round(statistics.median(stalls), 3),
                 "longest_stall_max_s": round(max(stalls), 3),
                 "write_p50_ms": round(statistics.median(r["write_p50_ms"] for r in rs), 2),
@@ -110,6 +113,7 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "write_p999_ms": _median(rs, "write_p999_ms"),
                 "failed_reads_total": sum(r["failed_reads"] for r in rs),
                 "leader_changes_total": sum(r["leader_changes"] for r in rs),
+                "leader_changes_max": max(r["leader_changes"] for r in rs),
                 "scale_in_median_s": round(statistics.median(r["scale_in_s"] for r in rs), 3),
                 "load_1m_median": _median(rs, "load_1m"),
             })
@@ -218,9 +222,12 @@ def plot_timelines(runs: Sequence[Run], path: Path) -> None:
             samples = scalein.timeline(run)
             ok = [s for s in samples if s.ok]
             bad = [s for s in samples if not s.ok]
+            refused = scalein.timeline(run, samples=run.observed.failed_write_requests)
             axis.axvspan(0, run.row["scale_in_s"], color="#ffe9a8", label="scale-in in progress")
             axis.scatter([s.start for s in ok], [max(0.1, (s.end - s.start) * 1000) for s in ok],
                          s=3, color=COLORS[strategy], label="write ok")
+            axis.scatter([s.start for s in refused], [max(0.1, (s.end - s.start) * 1000) for s in refused],
+                         s=18, marker="+", color="orange", label="request failed (write retried)")
             axis.scatter([s.start for s in bad], [max(0.1, (s.end - s.start) * 1000) for s in bad],
                          s=30, marker="x", color="red", label="write failed")
             xs, tail = p999_over_time(samples)
@@ -228,7 +235,8 @@ def plot_timelines(runs: Sequence[Run], path: Path) -> None:
             axis.set_yscale("log")
             axis.set_ylim(0.3, 3000)
             axis.set_title(f"{LABELS[strategy]}, {start}\u2192{run.row['to_members']}, {latency} ms\n"
-                           f"stall {run.row['longest_stall_s']:.2f}s, failed {run.row['failed_writes']}, "
+                           f"stall {run.row['longest_stall_s']:.2f}s, failed {run.row['failed_writes']} "
+                           f"({run.row.get('failed_write_requests', '?')} req), "
                            f"p99.9 {run.row['write_p999_ms']:.0f} ms", fontsize=9)
             axis.grid(alpha=0.3)
             if i == len(sizes) - 1:
@@ -475,8 +483,9 @@ def _headline_size(summary: Sequence[Mapping[str, Any]], size: tuple[int, int]) 
         cells = [LABELS[strategy]]
         for ms in latencies:
             r = next((x for x in rows if x["strategy"] == strategy and x["one_way_ms"] == ms), None)
-            cells.append(f"{r['failed_writes_total']} / {r['longest_stall_max_s']:.3f} s / "
-                         f"{r['write_p99_ms']:.0f} ms ({r['steady_write_p99_ms']:.0f}) / {r['leader_changes_total']}"
+            cells.append(f"{r['failed_writes_total']} ({r['failed_write_requests_total']}) / "
+                         f"{r['longest_stall_max_s']:.3f} s / {r['write_p99_ms']:.0f} ms ({r['steady_write_p99_ms']:.0f}) / "
+                         f"{r['write_p999_ms']:.0f} ms / {r['leader_changes_max']}"
                          if r else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -20,18 +20,23 @@ def _row(one_way_ms: int, strategy: str, start: int, **values: Any) -> dict[str,
 
 def test_the_summary_is_keyed_by_latency_size_and_strategy() -> None:
     rows = [_row(0, "b-builtin-sidecar-handoff", 3, failed_writes=0, longest_stall_s=0.02),
-            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=2, longest_stall_s=0.4, repetition=0),
-            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=1, longest_stall_s=0.9, repetition=1),
+            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=2, failed_write_requests=7, longest_stall_s=0.4,
+                 leader_changes=1, repetition=0),
+            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=1, failed_write_requests=5, longest_stall_s=0.9,
+                 leader_changes=1, repetition=1),
             _row(20, "a-builtin-no-handoff", 3, failed_writes=5, longest_stall_s=1.0)]
     summary = report.summarise(rows)
     assert [(r["one_way_ms"], r["strategy"]) for r in summary] == [
         (0, "b-builtin-sidecar-handoff"), (20, "a-builtin-no-handoff"), (20, "b-builtin-sidecar-handoff")]
     far_b = summary[2]
     assert far_b["repetitions"] == 2 and far_b["failed_writes_total"] == 3 and far_b["longest_stall_max_s"] == 0.9
+    assert far_b["failed_write_requests_total"] == 12 and far_b["failed_write_requests_max"] == 7
+    # Leader changes per run, not summed over the repetitions: one hand-off each is 1, not 2.
+    assert far_b["leader_changes_total"] == 2 and far_b["leader_changes_max"] == 1
     assert all(set(report.SUMMARY_COLUMNS) <= set(r) for r in summary)
     table = report._headline(summary)
     assert "| 3\u21922 members | 0 ms one-way | 20 ms one-way |" in table
-    assert "| (b) builtin + sidecar | 0 / 0.020 s" in table and "| 3 / 0.900 s" in table
+    assert "| (b) builtin + sidecar | 0 (0) / 0.020 s" in table and "| 3 (12) / 0.900 s / 0 ms (0) / 0 ms / 1 |" in table
 
 
 def test_sections_not_measured_again_keep_their_rows_and_their_stamp() -> None:
