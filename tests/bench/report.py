@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import psutil  # noqa: E402
 
 from tools.devcluster import versions  # noqa: E402
-from tests.bench import footprint, load, operator_cost, scalein, scaleout  # noqa: E402
+from tests.bench import footprint, load, operator_cost, recovery, scalein, scaleout  # noqa: E402
 from tests.bench.scalein import STRATEGIES, Run  # noqa: E402
 from tests.bench.stats import Sample, percentile  # noqa: E402
 
@@ -30,6 +30,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "scale_out": scaleout.COLUMNS,
     "operator": operator_cost.COLUMNS,
     "footprint": footprint.COLUMNS,
+    "recovery": recovery.COLUMNS,
 }
 SUMMARY_COLUMNS = ("one_way_ms", "strategy", "from_members", "to_members", "repetitions", "steady_writes_per_s",
                    "steady_write_p99_ms", "steady_write_p999_ms", "failed_writes_total", "failed_writes_max",
@@ -128,7 +129,7 @@ def keep_earlier(results: Mapping[str, Any], earlier: Mapping[str, Any], kept: S
                  "etcd": earlier["machine"].get("etcd", ""),
                  "smoke": earlier["smoke"], "load_average_at_start": earlier["machine"]["load_average_at_start"]}
     for section in kept:
-        merged[section] = earlier[section]
+        merged[section] = earlier.get(section, [])  # a section newer than the earlier run: no rows
         measured[section] = earlier.get("measured", {}).get(section, old_stamp)
     merged["measured"] = measured
     return merged
@@ -310,6 +311,7 @@ def plots(out: Path, results: Mapping[str, Any], runs: Sequence[Run]) -> None:
     """Each plot whose benchmark produced rows (a failed one leaves its plot out)."""
     if results["scale_in"]:
         plot_stalls(results["scale_in"], out / PLOTS[0])
+    if runs:  # the timelines need this run's samples: a run that kept the scale-in keeps its plot
         plot_timelines(runs, out / PLOTS[1])
     if results["scale_out"]:
         plot_scale_out(results["scale_out"], out / PLOTS[2])
@@ -358,6 +360,10 @@ over {p['repetitions']} repetition(s); the stall is the worst repetition's, the 
 medians, the leader changes the most in any one repetition.
 {_stamp(results, "scale_in")}
 {_headline(summary) if summary else "(the scale-in benchmark produced no rows)"}
+
+Recovery time of the bad days, 3 members, a writer running (see [Recovery time](#recovery-time-rto)):
+{_stamp(results, "recovery")}
+{_recovery_headline(results.get("recovery") or [])}
 
 ## Machine
 
@@ -512,6 +518,29 @@ observed status. The local control plane serves ClusterIP Services from a /21
 
 {_table(results['operator'], operator_cost.COLUMNS)}
 
+## Recovery time (RTO)
+{_stamp(results, "recovery")}
+Real etcd {m['etcd']} members and their real sidecars with the operator's default sidecar settings
+and etcd's default raft timings, on loopback without added latency, a writer putting keys
+throughout (`tests/harness/checker.py`), and every run ends with the checker: every
+acknowledged write reads back and HashKV agrees (`acked_read_back`). The steps are those of
+the etcd tier's tests (`tests/etcd/test_lights_out.py`, `tests/etcd/test_quorum_loss.py`),
+{p.get('recovery_repetitions', 1)} repetition(s) each.
+
+- **lights-out**: every store and sidecar of a 3-member cluster SIGKILLed at once, data
+  kept; then every pod starts at once (Parallel pod management). Timed from the power
+  coming back: `rto_writable_s` until the writer's first acknowledged put, `rto_full_s`
+  until all three vote. `same_member_ids`: the members came back as themselves.
+- **quorum-loss**: 2 of 3 members lost with their volumes; the bench plays the operator's
+  part (reads the survivor's heartbeat Lease, records the recovery on the workload,
+  restarts the survivor's pod; then the two lost pods join on empty volumes, one learner
+  at a time). Timed from the recovery's start (the operator recording it, by policy or on
+  a user's request; docs/operations.md has the end-to-end times through the operator).
+  `acked_lost`: acknowledged writes above the survivor's committed index, which a forced
+  one-member restart cannot keep.
+
+{_table(results.get('recovery') or [], recovery.COLUMNS)}
+
 ## Sidecar footprint
 {_stamp(results, "footprint")}
 A settled, idle three-member cluster with the operator's default sidecar settings
@@ -542,6 +571,24 @@ def _headline_size(summary: Sequence[Mapping[str, Any]], size: tuple[int, int]) 
                          f"{r['write_p999_ms']:.0f} ms / {r['leader_changes_max']}"
                          if r else "-")
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _recovery_headline(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line per scenario: the median times to writable and to full size, the writes lost."""
+    if not rows:
+        return "(the recovery benchmark produced no rows)"
+    lines = ["| scenario | to writable (median, max) | to full size (median, max) | acknowledged writes lost |",
+             "|---|---|---|---|"]
+    for scenario in recovery.SCENARIOS:
+        rs = [r for r in rows if r["scenario"] == scenario]
+        if not rs:
+            continue
+        writable = [r["rto_writable_s"] for r in rs]
+        full = [r["rto_full_s"] for r in rs]
+        lines.append(f"| {scenario} | {statistics.median(writable):.1f} s, {max(writable):.1f} s | "
+                     f"{statistics.median(full):.1f} s, {max(full):.1f} s | "
+                     f"{sum(r['acked_lost'] for r in rs)} of {sum(r['acked_before'] for r in rs)} |")
     return "\n".join(lines)
 
 
