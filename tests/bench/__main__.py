@@ -59,8 +59,8 @@ FULL = Params()
 # The smoke leaves out the SIGKILL reference: its driver differs from (a) by the signal only.
 # One latency, the far zone, so the Toxiproxy path is exercised.
 SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.STRATEGIES[:3], repetitions=1,
-               recovery_repetitions=1, baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,), spec_changes=2,
-               rest_s=2.0, idle_s=2.0)
+               recovery_repetitions=1, baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
+               spec_changes=2, rest_s=2.0, idle_s=2.0)
 SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery")
 ONLY = {"scale-in": "scale_in", "recovery": "recovery"}  # --only: the section it measures
 

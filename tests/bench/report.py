@@ -34,9 +34,9 @@ TABLES: dict[str, tuple[str, ...]] = {
 }
 SUMMARY_COLUMNS = ("one_way_ms", "strategy", "from_members", "to_members", "repetitions", "steady_writes_per_s",
                    "steady_write_p99_ms", "steady_write_p999_ms", "failed_writes_total", "failed_writes_max",
-                   "failed_write_requests_total", "failed_write_requests_max", "longest_stall_median_s", "longest_stall_max_s", "write_p50_ms", "write_p99_ms",
-                   "write_p999_ms", "failed_reads_total", "leader_changes_total", "leader_changes_max", "scale_in_median_s",
-                   "load_1m_median")
+                   "failed_write_requests_total", "failed_write_requests_max", "longest_stall_median_s",
+                   "longest_stall_max_s", "write_p50_ms", "write_p99_ms", "write_p999_ms", "failed_reads_total",
+                   "leader_changes_total", "leader_changes_max", "scale_in_median_s", "load_1m_median")
 LABELS = {
     "a-builtin-no-handoff": "(a) builtin, no hand-off",
     "b-builtin-sidecar-handoff": "(b) builtin + sidecar",
@@ -575,7 +575,8 @@ def _headline_size(summary: Sequence[Mapping[str, Any]], size: tuple[int, int]) 
         for ms in latencies:
             r = next((x for x in rows if x["strategy"] == strategy and x["one_way_ms"] == ms), None)
             cells.append(f"{r['failed_writes_total']} ({r['failed_write_requests_total']}) / "
-                         f"{r['longest_stall_max_s']:.3f} s / {r['write_p99_ms']:.0f} ms ({r['steady_write_p99_ms']:.0f}) / "
+                         f"{r['longest_stall_max_s']:.3f} s / "
+                         f"{r['write_p99_ms']:.0f} ms ({r['steady_write_p99_ms']:.0f}) / "
                          f"{r['write_p999_ms']:.0f} ms / {r['leader_changes_max']}"
                          if r else "-")
         lines.append("| " + " | ".join(cells) + " |")
