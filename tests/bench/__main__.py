@@ -1,15 +1,15 @@
 """`make bench`: every benchmark, its results files, plots and docs/benchmarks.md.
 
     python -m tests.bench [--smoke] [--out DIR] [--doc FILE] [--page-only]
-                          [--only scale-in] [--repetitions N] [--latencies MS,MS,...]
+                          [--only scale-in|recovery] [--repetitions N] [--latencies MS,MS,...]
 
 The etcd benchmarks run against a bare kube-apiserver of their own (with OpenKruise's
 StatefulSet CRD, so the sidecars can read an Advanced StatefulSet); the operator's cost
 is measured on a full local control plane started afterwards. Both planes, and every
 process the benchmarks start, are gone when this exits.
 
-`--only scale-in` measures the scale-in benchmark alone and keeps the other sections of
-OUT/results.json as they were, each with the date, commit and load it was measured at.
+`--only scale-in` (or `recovery`) measures that benchmark alone and keeps the other sections
+of OUT/results.json as they were, each with the date, commit and load it was measured at.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from tools.devcluster import build, start
 from tools.devcluster.plane import kruise_source
-from tests.bench import footprint, operator_cost, report, scalein, scaleout
+from tests.bench import footprint, operator_cost, recovery, report, scalein, scaleout
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
 from tests.harness.lab import Lab
 
@@ -45,6 +45,7 @@ class Params:
     latencies_ms: tuple[int, ...] = (0, 2, 20)  # one-way, between every two members (Toxiproxy)
     strategies: tuple[str, ...] = scalein.STRATEGIES
     repetitions: int = 3
+    recovery_repetitions: int = 2
     baseline_s: float = 2.0  # load before the scale-in starts
     data_mib: tuple[int, ...] = (0, 64, 256)
     join_settle_s: float = scaleout.SETTLE_S
@@ -58,9 +59,10 @@ FULL = Params()
 # The smoke leaves out the SIGKILL reference: its driver differs from (a) by the signal only.
 # One latency, the far zone, so the Toxiproxy path is exercised.
 SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.STRATEGIES[:3], repetitions=1,
-               baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,), spec_changes=2,
-               rest_s=2.0, idle_s=2.0)
-SECTIONS = ("scale_in", "scale_out", "operator", "footprint")
+               recovery_repetitions=1, baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
+               spec_changes=2, rest_s=2.0, idle_s=2.0)
+SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery")
+ONLY = {"scale-in": "scale_in", "recovery": "recovery"}  # --only: the section it measures
 
 
 def log(message: str) -> None:
@@ -83,13 +85,20 @@ class Sections:
 
 
 async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sections,
-                           only_scale_in: bool = False) -> dict[str, Any]:
-    log("scale-in availability")
-    runs = await sections.run("scale-in", lambda: scalein.bench(
-        kubeconfig, work / "scale-in", p.scale_in_sizes, p.repetitions, p.baseline_s, p.strategies, log,
-        p.latencies_ms), [])
-    if only_scale_in:
-        return {"runs": runs, "footprint": [], "scale_out": []}
+                           only: str | None = None) -> dict[str, Any]:
+    runs: list[scalein.Run] = []
+    if only in (None, "scale-in"):
+        log("scale-in availability")
+        runs = await sections.run("scale-in", lambda: scalein.bench(
+            kubeconfig, work / "scale-in", p.scale_in_sizes, p.repetitions, p.baseline_s, p.strategies, log,
+            p.latencies_ms), [])
+    rto: list[dict[str, Any]] = []
+    if only in (None, "recovery"):
+        log("recovery time (lights-out, quorum loss)")
+        rto = await sections.run("recovery", lambda: recovery.bench(
+            kubeconfig, work / "recovery", p.recovery_repetitions, log=log), [])
+    if only:
+        return {"runs": runs, "footprint": [], "scale_out": [], "recovery": rto}
     log("sidecar footprint and scale-out")
     lab = Lab(kubeconfig, work / "scale-out", replicas=3, env_extra=PRODUCT_DEFAULTS)
     try:
@@ -99,7 +108,7 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
     finally:
         lab.close()
         shutil.rmtree(work / "scale-out", ignore_errors=True)
-    return {"runs": runs, "footprint": idle, "scale_out": joins}
+    return {"runs": runs, "footprint": idle, "scale_out": joins, "recovery": rto}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -110,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
                                                  "when --out is given)")
     parser.add_argument("--page-only", action="store_true",
                         help="measure nothing: write the page again from OUT/results.json")
-    parser.add_argument("--only", choices=("scale-in",), help="measure this benchmark alone; the other "
+    parser.add_argument("--only", choices=tuple(ONLY), help="measure this benchmark alone; the other "
                         "sections of OUT/results.json are kept, labelled with when they were measured")
     parser.add_argument("--repetitions", type=int, help="scale-in repetitions (default: 3, smoke 1)")
     parser.add_argument("--latencies", help="one-way peer latencies in ms, comma-separated (default 0,2,20)")
@@ -138,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         with start(workdir=work / "apiserver", full=False) as plane:
             scalein.install_kruise_crd(plane.kubeconfig,
                                        kruise_source() / "config" / "crd" / "bases" / "apps.kruise.io_statefulsets.yaml")
-            etcd = asyncio.run(_etcd_benchmarks(plane.kubeconfig, work, params, sections, bool(args.only)))
+            etcd = asyncio.run(_etcd_benchmarks(plane.kubeconfig, work, params, sections, args.only))
         operator: list[dict[str, Any]] = []
         if not args.only:
             log("operator cost (full control plane)")
@@ -164,11 +173,13 @@ def main(argv: list[str] | None = None) -> None:
         "scale_out": etcd["scale_out"],
         "operator": operator,
         "footprint": etcd["footprint"],
+        "recovery": etcd["recovery"],
         "errors": sections.errors,
         "measured": {section: stamp for section in SECTIONS},
     }
     if earlier is not None:
-        results = report.keep_earlier(results, earlier, kept=SECTIONS[1:])
+        results = report.keep_earlier(results, earlier, kept=[s for s in SECTIONS if s != ONLY[args.only]])
+        results["scale_in_summary"] = report.summarise(results["scale_in"])
     report.write_results(out, results)
     report.plots(out, results, etcd["runs"])
     report.write_doc(doc, out, results)

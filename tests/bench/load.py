@@ -3,12 +3,17 @@
 All run on one event loop in a background thread and record what they saw with
 `time.monotonic()` timestamps; the statistics over it are pure (`stats.py`).
 
-Each writer behaves like a simple etcd client with several endpoints: one put of a 1 KiB
-value at a time, each with a short timeout; it sticks to the endpoint that last worked and
-moves to the next one after a failure. Several writers and linearizable readers run at
+Each writer behaves like an application on an etcd client with several endpoints: one put
+of a 1 KiB value at a time, each request with a short timeout; it sticks to the endpoint
+that last worked, and when a request fails it asks the next endpoint for the same put at
+once, each endpoint at most once (the etcd tier's `tests.harness.checker.Writer` does the
+same). A write fails only when no endpoint took it. etcd's own clientv3 does not do this
+for a Put that reached a member (its retry interceptor retries a mutation only while no
+connection is up), so every failed request is kept as well: that is what an application
+without a retry of its own would see. Several writers and linearizable readers run at
 once, back to back with only a tiny pause, so the rate is what the machine sustains (the
-bench records it). Every request is one `Sample`, so a put refused by a member that is
-going away counts as a failed write even if the next one succeeds elsewhere.
+bench records it). A write's `Sample` spans all its requests, so a retried write's
+latency includes the request that failed.
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ MAX_SECONDS = 600  # a load never outlives its benchmark by much, even if stop()
 
 @dataclass
 class Observed:
-    writes: list[Sample] = field(default_factory=list)
+    writes: list[Sample] = field(default_factory=list)  # one per write, over all its requests
     reads: list[Sample] = field(default_factory=list)
+    failed_write_requests: list[Sample] = field(default_factory=list)  # each request that failed
+    failed_read_requests: list[Sample] = field(default_factory=list)
     leaders: list[tuple[float, str]] = field(default_factory=list)  # (time, leader id hex or "")
     errors: list[str] = field(default_factory=list)
 
@@ -64,10 +71,10 @@ class Load(threading.Thread):
         clients = {u: MemberClient(u, self.tls, timeout=self.timeout) for u in {*self.endpoints, *self.watch}}
         try:
             await asyncio.gather(
-                *(self._requests(clients, self.observed.writes, WRITE_PAUSE_S, deadline, n, write=True)
-                  for n in range(self.writers)),
-                *(self._requests(clients, self.observed.reads, READ_PAUSE_S, deadline, n, write=False)
-                  for n in range(self.readers)),
+                *(self._requests(clients, self.observed.writes, self.observed.failed_write_requests,
+                                 WRITE_PAUSE_S, deadline, n, write=True) for n in range(self.writers)),
+                *(self._requests(clients, self.observed.reads, self.observed.failed_read_requests,
+                                 READ_PAUSE_S, deadline, n, write=False) for n in range(self.readers)),
                 self._leaders(clients, deadline),
             )
         finally:
@@ -77,25 +84,30 @@ class Load(threading.Thread):
     def _running(self, deadline: float) -> bool:
         return not self._done.is_set() and time.monotonic() < deadline
 
-    async def _requests(self, clients: dict[str, MemberClient], out: list[Sample], pause: float,
-                        deadline: float, n: int, *, write: bool) -> None:
+    async def _requests(self, clients: dict[str, MemberClient], out: list[Sample], failed: list[Sample],
+                        pause: float, deadline: float, n: int, *, write: bool) -> None:
         current = 0  # endpoints[0] is a member every strategy keeps: all see the same client path
         i = 0
         value = bytes(VALUE_BYTES)
         while self._running(deadline):
             i += 1
-            client = clients[self.endpoints[current]]
+            key = f"/bench/{n}/{i % 1000}"
             start = time.monotonic()
-            try:
-                if write:
-                    await client.put(f"/bench/{n}/{i % 1000}", value)
-                else:
-                    await client.get(f"/bench/{n}/{i % 1000}")  # linearizable: needs a leader
-                ok = True
-            except EtcdClientError as exc:
-                ok = False
-                self.observed.errors.append(f"{'put' if write else 'get'}: {exc}")
-                current = (current + 1) % len(self.endpoints)
+            ok = False
+            for _ in range(len(self.endpoints)):  # the same request on each endpoint at most once
+                client = clients[self.endpoints[current]]
+                attempt = time.monotonic()
+                try:
+                    if write:
+                        await client.put(key, value)
+                    else:
+                        await client.get(key)  # linearizable: needs a leader
+                    ok = True
+                    break
+                except EtcdClientError as exc:
+                    self.observed.errors.append(f"{'put' if write else 'get'}: {exc}")
+                    failed.append(Sample(attempt, time.monotonic(), False))
+                    current = (current + 1) % len(self.endpoints)
             out.append(Sample(start, time.monotonic(), ok))
             await asyncio.sleep(pause)
 

@@ -53,7 +53,7 @@ from raftset.operator.heartbeats import from_leases
 from raftset.workloads import ADVANCED_STATEFULSET
 from tests.bench.labs import ETCD_DEFAULTS, grow
 from tests.bench.load import Load, Observed
-from tests.bench.stats import Sample, leader_changes, leaders_in_window, window_stats
+from tests.bench.stats import Sample, leader_changes, leaders_in_window, started_in, window_stats
 from tests.harness.lab import Lab, wait_for
 from tests.harness.toxiproxy import Toxiproxy, route_peers
 
@@ -66,8 +66,8 @@ KRUISE = ("apps.kruise.io", "v1beta1", "statefulsets")
 COLUMNS = (
     "one_way_ms", "strategy", "from_members", "to_members", "repetition", "steady_writes_per_s",
     "steady_write_p50_ms", "steady_write_p99_ms", "steady_write_p999_ms", "writes", "failed_writes",
-    "longest_stall_s", "write_p50_ms", "write_p99_ms", "write_p999_ms", "reads", "failed_reads",
-    "longest_read_stall_s", "leader_changes",
+    "failed_write_requests", "longest_stall_s", "write_p50_ms", "write_p99_ms", "write_p999_ms", "reads",
+    "failed_reads", "failed_read_requests", "longest_read_stall_s", "leader_changes",
     "scale_in_s", "victims", "leader_before", "leader_after", "load_1m", "first_error",
     "write_errors",
 )
@@ -276,10 +276,12 @@ async def run_once(kubeconfig: str, workdir: Path, strategy: str, start: int, ta
                 "steady_write_p50_ms": round(steady.p50_ms, 2), "steady_write_p99_ms": round(steady.p99_ms, 2),
                 "steady_write_p999_ms": round(steady.p999_ms, 2),
                 "writes": stats.writes, "failed_writes": stats.failed_writes,
+                "failed_write_requests": started_in(observed.failed_write_requests, window),
                 "longest_stall_s": round(stats.longest_stall_s, 3),
                 "write_p50_ms": round(stats.p50_ms, 2), "write_p99_ms": round(stats.p99_ms, 2),
                 "write_p999_ms": round(stats.p999_ms, 2),
                 "reads": reads.writes, "failed_reads": reads.failed_writes,
+                "failed_read_requests": started_in(observed.failed_read_requests, window),
                 "longest_read_stall_s": round(reads.longest_stall_s, 3),
                 "leader_changes": leader_changes(leaders_in_window(observed.leaders, window)),
                 "scale_in_s": round(done - t0, 3),
@@ -308,10 +310,10 @@ def error_kinds(errors: Sequence[str], request: str) -> str:
     return "; ".join(f"{n}x {reason}" for reason, n in sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
-def timeline(run: Run, before_s: float = 1.0) -> list[Sample]:
-    """The run's writes relative to the start of the scale-in, from `before_s` before it."""
-    return [Sample(s.start - run.t0, s.end - run.t0, s.ok) for s in run.observed.writes
-            if s.start >= run.t0 - before_s]
+def timeline(run: Run, before_s: float = 1.0, samples: Sequence[Sample] | None = None) -> list[Sample]:
+    """The run's writes (or other `samples`) relative to the start of the scale-in, from `before_s` before it."""
+    return [Sample(s.start - run.t0, s.end - run.t0, s.ok) for s in
+            (run.observed.writes if samples is None else samples) if s.start >= run.t0 - before_s]
 
 
 async def bench(kubeconfig: str, workdir: Path, sizes: Sequence[tuple[int, int]], repetitions: int,
@@ -331,7 +333,8 @@ async def bench(kubeconfig: str, workdir: Path, sizes: Sequence[tuple[int, int]]
                     r = run.row
                     log(f"  row {json.dumps(r)}")  # a long run that fails later still leaves its rows
                     log(f"  scale-in {one_way_ms} ms {strategy} {start}->{target} #{repetition}: "
-                        f"{r['failed_writes']} failed of {r['writes']}, stall {r['longest_stall_s']:.3f}s, "
+                        f"{r['failed_writes']} failed of {r['writes']} ({r['failed_write_requests']} failed "
+                        f"requests), stall {r['longest_stall_s']:.3f}s, "
                         f"p99 {r['write_p99_ms']} ms (steady {r['steady_write_p99_ms']} ms, "
                         f"{r['steady_writes_per_s']}/s), leader changes {r['leader_changes']}, "
                         f"victims {r['victims']} ({time.monotonic() - t:.0f}s)")

@@ -33,6 +33,11 @@ def longest_stall(samples: Iterable[Sample], window: tuple[float, float]) -> flo
     return max(b - a for a, b in zip(edges, edges[1:]))
 
 
+def started_in(samples: Iterable[Sample], window: tuple[float, float]) -> int:
+    """How many of `samples` started inside `window` (e.g. the requests that failed in it)."""
+    return sum(1 for s in samples if window[0] <= s.start <= window[1])
+
+
 def leader_changes(observed: Sequence[str]) -> int:
     """How often the observed leader differs from the one observed before it."""
     seen = [leader for leader in observed if leader]

@@ -20,18 +20,24 @@ def _row(one_way_ms: int, strategy: str, start: int, **values: Any) -> dict[str,
 
 def test_the_summary_is_keyed_by_latency_size_and_strategy() -> None:
     rows = [_row(0, "b-builtin-sidecar-handoff", 3, failed_writes=0, longest_stall_s=0.02),
-            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=2, longest_stall_s=0.4, repetition=0),
-            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=1, longest_stall_s=0.9, repetition=1),
+            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=2, failed_write_requests=7, longest_stall_s=0.4,
+                 leader_changes=1, repetition=0),
+            _row(20, "b-builtin-sidecar-handoff", 3, failed_writes=1, failed_write_requests=5, longest_stall_s=0.9,
+                 leader_changes=1, repetition=1),
             _row(20, "a-builtin-no-handoff", 3, failed_writes=5, longest_stall_s=1.0)]
     summary = report.summarise(rows)
     assert [(r["one_way_ms"], r["strategy"]) for r in summary] == [
         (0, "b-builtin-sidecar-handoff"), (20, "a-builtin-no-handoff"), (20, "b-builtin-sidecar-handoff")]
     far_b = summary[2]
     assert far_b["repetitions"] == 2 and far_b["failed_writes_total"] == 3 and far_b["longest_stall_max_s"] == 0.9
+    assert far_b["failed_write_requests_total"] == 12 and far_b["failed_write_requests_max"] == 7
+    # Leader changes per run, not summed over the repetitions: one hand-off each is 1, not 2.
+    assert far_b["leader_changes_total"] == 2 and far_b["leader_changes_max"] == 1
     assert all(set(report.SUMMARY_COLUMNS) <= set(r) for r in summary)
     table = report._headline(summary)
     assert "| 3\u21922 members | 0 ms one-way | 20 ms one-way |" in table
-    assert "| (b) builtin + sidecar | 0 / 0.020 s" in table and "| 3 / 0.900 s" in table
+    assert "| (b) builtin + sidecar | 0 (0) / 0.020 s" in table
+    assert "| 3 (12) / 0.900 s / 0 ms (0) / 0 ms / 1 |" in table
 
 
 def test_sections_not_measured_again_keep_their_rows_and_their_stamp() -> None:
@@ -65,3 +71,15 @@ def test_write_errors_are_counted_by_reason_without_the_address() -> None:
               "put: Put at http://127.0.0.2:2379: deadline exceeded"]
     assert scalein.error_kinds(errors, "put") == "2x etcdserver: leader changed; 1x deadline exceeded"
     assert scalein.error_kinds(errors, "get") == "1x etcdserver: leader changed"
+
+
+def test_the_recovery_headline_gives_medians_and_the_worst_per_scenario() -> None:
+    rows = [{"scenario": "lights-out", "rto_writable_s": 4.0, "rto_full_s": 6.0, "acked_lost": 0, "acked_before": 120},
+            {"scenario": "lights-out", "rto_writable_s": 2.0, "rto_full_s": 5.0, "acked_lost": 0, "acked_before": 110},
+            {"scenario": "lights-out", "rto_writable_s": 3.0, "rto_full_s": 9.0, "acked_lost": 0, "acked_before": 100},
+            {"scenario": "quorum-loss", "rto_writable_s": 8.5, "rto_full_s": 30.0, "acked_lost": 1,
+             "acked_before": 101}]
+    table = report._recovery_headline(rows)
+    assert "| lights-out | 3.0 s, 4.0 s | 6.0 s, 9.0 s | 0 of 330 |" in table
+    assert "| quorum-loss | 8.5 s, 8.5 s | 30.0 s, 30.0 s | 1 of 101 |" in table
+    assert report._recovery_headline([]) == "(the recovery benchmark produced no rows)"

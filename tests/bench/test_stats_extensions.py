@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.bench.stats import Sample, leader_changes, leaders_in_window, window_stats
+from tests.bench.stats import Sample, leader_changes, leaders_in_window, started_in, window_stats
 
 pytestmark = pytest.mark.unit
 
@@ -31,3 +31,10 @@ def test_window_stats_give_the_tail_and_the_sustained_rate() -> None:
     assert stats.p50_ms == pytest.approx(1.0) and stats.p99_ms == pytest.approx(1.0)
     assert stats.p999_ms == pytest.approx(500.0)
     assert stats.per_s == pytest.approx(999 / 2.0)
+
+
+def test_failed_requests_are_counted_by_when_they_started() -> None:
+    # A request that started in the window and timed out after it still counts; one before it does not.
+    failed = [Sample(0.9, 1.9, False), Sample(1.1, 2.1, False), Sample(2.5, 2.6, False)]
+    assert started_in(failed, (1.0, 2.0)) == 1
+    assert started_in(failed, (0.0, 3.0)) == 3
