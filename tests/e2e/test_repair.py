@@ -174,7 +174,8 @@ def test_under_manual_policy_a_crash_looping_follower_is_reported_and_kept_until
         wait_for(lambda: writer.ok > written + 20, 30, "writes flowing after the replacement")
     finally:
         writer.stop()
-    replaced_events = [m for r, m in kv.events() if r == "Replaced" and victim in m]
-    assert replaced_events and "crash-loops" in replaced_events[0], replaced_events
+    replaced_events = wait_for(lambda: [m for r, m in kv.events() if r == "Replaced" and victim in m], 60,
+                               "the Replaced Event")
+    assert "crash-loops" in replaced_events[0], replaced_events
     assert_writes_flowed(writer, at_least=50)
     asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))

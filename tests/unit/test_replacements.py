@@ -95,3 +95,9 @@ def test_a_finished_replacement_says_why_it_began() -> None:
     assert row["cause"] == cause
     [(_, reason, message)] = replacements.announcements([row], [])
     assert reason == "Replaced" and message.endswith(f"(why: {cause})")
+
+
+def test_a_finished_replacement_whose_new_member_was_not_recorded_still_reads_right() -> None:
+    rejoining = replacements.rows([entry("demo-1", P.REJOINING)])
+    [(_, reason, message)] = replacements.announcements(rejoining, [])
+    assert reason == "Replaced" and "member a1 was replaced by a new member, which votes" in message
