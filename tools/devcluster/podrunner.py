@@ -433,7 +433,8 @@ class _Worker(threading.Thread):
                                                        datetime.now(timezone.utc), proc.tail(kubelet.MESSAGE_LINES))
                         if due[what] > now:
                             self._report_store(backoff=due[what] - now)
-                elif now >= due.pop(what):
+                elif now >= due[what]:
+                    del due[what]
                     backoff[what] = backoff[what].started(now)
                     self._start(what)
                     if what == "store":
