@@ -462,8 +462,8 @@ class _Worker(threading.Thread):
             body = {"metadata": {"uid": pod.uid}, "status": {
                 "containerStatuses": kubelet.with_container(statuses, entry), "conditions": conditions}}
             core.patch_namespaced_pod_status(pod.name, pod.namespace, body)
-        except ApiException as exc:
-            log.warning("%s: status of %s not written: %s", pod.key, name, exc.reason)
+        except Exception as exc:  # noqa: BLE001 - the API may blink: a lost report must not stop the pod
+            log.warning("%s: status of %s not written: %s", pod.key, name, exc)
 
     def _terminate(self) -> None:
         """kubelet's path: preStop GET /leave, SIGTERM the store, then the sidecar, in the grace."""
