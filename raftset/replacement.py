@@ -32,6 +32,9 @@ class Progress:
     # Every phase so far, in order: the operator reconciles on a timer and may miss a short
     # step; from this it still announces each one.
     steps: tuple[str, ...] = ()
+    # Why it began: a person's request, or the diagnosis (corrupt data, a crash loop, the
+    # leader's verdict); kept from the first record on, so the end can still say why.
+    cause: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -41,4 +44,4 @@ def parse_progress(raw: str | None) -> Progress | None:
     """The record; None when absent or unreadable (raftset.records)."""
     return records.parse(raw, lambda doc: Progress(
         str(doc["phase"]), str(doc["old_member"]), str(doc.get("new_member", "")), str(doc.get("reason", "")),
-        tuple(str(s) for s in doc.get("steps") or ())))
+        tuple(str(s) for s in doc.get("steps") or ()), str(doc.get("cause", ""))))

@@ -539,6 +539,9 @@ def _status() -> Schema:
                     "newMember": _str("Raft member ID (hexadecimal) that replaces it, once added."),
                     "steps": {"type": "array", "description": "Every phase so far, in order.",
                               "items": _str("One phase.")},
+                    "cause": _str("Why it began: a person's request (raftset.dev/replace=true), or the sidecar's "
+                                  "diagnosis (corrupt data, a crash loop, the leader's verdict on a CORRUPT alarm).",
+                                  maxLength=32768),
                 }, required=["pod", "phase"]),
                 "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["pod"],
             },

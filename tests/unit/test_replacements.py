@@ -86,3 +86,18 @@ def test_steps_taken_between_two_reconciles_are_each_announced_in_order() -> Non
     assert events[-1][2] == "demo-1: joining again"
     assert [e[1] for e in replacements.announcements([], later)] == [
         "ReplaceHandingOff", "ReplaceRemoving", "ReplaceRejoining"]
+
+
+def test_a_finished_replacement_says_why_it_began() -> None:
+    cause = "the store crash-loops: 3 restarts without serving (threshold 3)"
+    record = Progress(P.LEARNER, "a1", "b2", "catching up", (P.REMOVING, P.LEARNER), cause).to_json()
+    [row] = replacements.rows([{"pod": "demo-1", "requested": False, "progress": record}])
+    assert row["cause"] == cause
+    [(_, reason, message)] = replacements.announcements([row], [])
+    assert reason == "Replaced" and message.endswith(f"(why: {cause})")
+
+
+def test_a_finished_replacement_whose_new_member_was_not_recorded_still_reads_right() -> None:
+    rejoining = replacements.rows([entry("demo-1", P.REJOINING)])
+    [(_, reason, message)] = replacements.announcements(rejoining, [])
+    assert reason == "Replaced" and "member a1 was replaced by a new member, which votes" in message

@@ -280,3 +280,15 @@ def test_under_the_lock_a_leader_that_can_hand_off_is_not_removed() -> None:
     # remove_self decides again with the statuses read under the lock and no target.
     assert decide(view(own=mid(0), leading=True, target=None)).act is not Act.REMOVE
     assert decide(view(own=mid(0), leading=True, target=None, hand_off=False)).act is Act.REMOVE
+
+
+def test_the_record_keeps_the_first_cause_to_the_end() -> None:
+    crash = repair.cause(False, "the store crash-loops: 3 restarts without serving (threshold 3)")
+    needed = repair.next_progress(None, None, P.NEEDED, "annotate the pod", mid(1), crash)
+    # A person asks later: the record still says what was found first.
+    removing = repair.next_progress(needed, None, P.REMOVING, "removing", mid(1), repair.cause(True, None))
+    learner = repair.next_progress(removing, None, P.LEARNER, "catching up", NEW)
+    assert needed is not None and removing is not None and learner is not None
+    assert needed.cause == removing.cause == learner.cause == crash
+    assert repair.cause(True, "data corrupt") == repair.REQUESTED_CAUSE and "replace=true" in repair.REQUESTED_CAUSE
+    assert repair.cause(False, None) == ""

@@ -1,7 +1,8 @@
 """The one stand-in kubelet: a raftset member pod's two containers, run on loopback.
 
 Kubelet starts a native sidecar first, waits for its startupProbe, then starts the main
-container; on termination it runs the preStop hook, then stops the store and the sidecar
+container, restarts a container that exits with backoff and reports it in the pod's status
+(`Backoff`, `container_status`: pure, the pod runner applies them); on termination it runs the preStop hook, then stops the store and the sidecar
 in that order within the grace period. `MemberContainers` does exactly these steps and
 nothing else. Two drivers use it: `make run`'s pod runner (tools.devcluster.podrunner),
 which follows kwok pods in the API, and the etcd tier's lab (tests.harness.lab), which
@@ -15,7 +16,10 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from raftset import engines
 from tools.devcluster import procs
@@ -107,3 +111,86 @@ class MemberContainers:
         for proc in (self.store, self.sidecar):
             if proc is not None:
                 self.supervisor.kill(proc)
+
+
+# ---- restarts as kubelet does them (restartPolicy Always), and how it reports them
+
+# kubelet's CrashLoopBackOff is 10 s doubling to 300 s, forgotten after 2 x 300 s without an exit;
+# here the same rule runs 1 s doubling to 10 s, forgotten after 20 s.
+BACKOFF_S = (1.0, 10.0)
+MESSAGE_BYTES, MESSAGE_LINES = 2048, 80  # terminationMessagePolicy FallbackToLogsOnError
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """kubelet's per-container backoff entry: the current delay and when it was last updated
+    (the last start); None before the first restart."""
+
+    delay: float | None = None
+    updated: float = 0.0
+
+    def start_at(self, exited: float) -> float:
+        """When a container that exited at `exited` starts again: at once unless it is still in
+        backoff (its exit came less than `delay` after the last update)."""
+        if self.delay is None or exited - self.updated >= self.delay:
+            return exited
+        return self.updated + self.delay
+
+    def started(self, now: float) -> Backoff:
+        """The entry after a restart at `now`: the first delay, or twice the last up to the cap;
+        an entry older than twice the cap is forgotten (the first delay again)."""
+        first, cap = BACKOFF_S
+        if self.delay is None or now - self.updated > 2 * cap:
+            return Backoff(first, now)
+        return Backoff(min(self.delay * 2, cap), now)
+
+
+@dataclass(frozen=True)
+class Exit:
+    """A container's last termination, as kubelet keeps it in lastState.terminated."""
+
+    code: int  # Popen's returncode: negative for a signal
+    started: datetime
+    finished: datetime
+    log_tail: str = ""  # the end of the container's log
+
+    def terminated(self) -> dict[str, Any]:
+        code = 128 - self.code if self.code < 0 else self.code  # killed by signal N: 128 + N
+        state: dict[str, Any] = {"exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                                 "startedAt": stamp(self.started), "finishedAt": stamp(self.finished)}
+        message = termination_message(self.log_tail) if code != 0 else ""
+        if message:
+            state["message"] = message
+        return state
+
+
+def termination_message(log_tail: str) -> str:
+    """FallbackToLogsOnError: the last 80 lines of the log, at most their last 2048 bytes."""
+    lines = "\n".join(log_tail.splitlines()[-MESSAGE_LINES:]).encode()
+    return lines[-MESSAGE_BYTES:].decode(errors="replace")
+
+
+def stamp(when: datetime) -> str:
+    """An API timestamp (RFC 3339, seconds, UTC)."""
+    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def container_status(name: str, image: str, restarts: int, last: Exit | None, *,
+                     running_since: datetime | None, backoff: float | None, pod: str) -> dict[str, Any]:
+    """One entry of status.containerStatuses: running since a start, or waiting in
+    CrashLoopBackOff for `backoff` seconds; restartCount and the last termination either way."""
+    if running_since is not None:
+        state: dict[str, Any] = {"running": {"startedAt": stamp(running_since)}}
+    else:
+        state = {"waiting": {"reason": "CrashLoopBackOff",
+                             "message": f"back-off {backoff or 0:g}s restarting failed container={name} pod={pod}"}}
+    return {"name": name, "image": image, "imageID": "", "ready": running_since is not None,
+            "started": running_since is not None, "restartCount": restarts, "state": state,
+            "lastState": {"terminated": last.terminated()} if last is not None else {}}
+
+
+def with_container(statuses: list[dict[str, Any]], status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The pod's containerStatuses with one container's entry replaced (the list is replaced whole
+    by a patch: it has no merge key)."""
+    return [dict(status) if s.get("name") == status["name"] else s for s in statuses] + (
+        [] if any(s.get("name") == status["name"] for s in statuses) else [dict(status)])

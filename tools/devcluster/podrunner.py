@@ -3,7 +3,9 @@
 kwok marks pods Running without running anything in them. `PodRunner` follows raftset's
 member pods in the API and has the stand-in kubelet (`tools.devcluster.kubelet`) run them
 on loopback: for each scheduled pod the sidecar with the environment the operator
-rendered, `GET /startup`, then the store; restarts with backoff; on deletion the
+rendered, `GET /startup`, then the store; restarts with kubelet's backoff (scaled down),
+the store's restartCount, state and last termination written to the pod's status as kubelet
+writes them (the sidecar's crash-loop diagnosis reads them); on deletion the
 termination path (preStop `GET /leave`, SIGTERM the store, then the sidecar) while a
 finalizer holds the pod object, as kubelet holds a terminating pod until its containers
 have stopped.
@@ -57,7 +59,6 @@ SELECTOR = f"{contract.LABEL_MANAGED_BY}={contract.MANAGER}"
 SIDECAR_CONTAINER = "sidecar"  # raftset.operator.manifests.SIDECAR_CONTAINER
 NOT_RUN_REASON = "NotRunLocally"  # the Warning Event on a pod (and its cluster) the runner cannot run
 POLL_S = 0.5
-RESTART_BACKOFF_S = (1.0, 10.0)  # kubelet's CrashLoopBackOff, shortened
 
 
 # ---- pure helpers
@@ -350,9 +351,14 @@ class _Worker(threading.Thread):
         self.terminating = False  # deletionTimestamp seen: the termination path
         self.closing = False  # the runner stops or the pod vanished: stop the processes, nothing else
         self._wake = threading.Event()
+        self.store_started = datetime.now(timezone.utc)
+        self.store_restarts = 0  # the store container's restartCount
+        self.store_exit: kubelet.Exit | None = None  # its lastState.terminated
 
     def _start(self, what: str) -> procs.Proc:
         proc = self.containers.start_sidecar() if what == "sidecar" else self.containers.start_store()
+        if what == "store":
+            self.store_started = datetime.now(timezone.utc)
         log.info("%s: %s started (pid %d, log %s)", self.pod.key, what, proc.pid, proc.log)
         return proc
 
@@ -389,16 +395,17 @@ class _Worker(threading.Thread):
 
     def _wait_startup(self) -> bool:
         """The startupProbe: poll /startup until 200 (restarting a sidecar that exits)."""
-        backoff = RESTART_BACKOFF_S[0]
+        backoff = kubelet.Backoff()
         while not self._stopped():
             sidecar = self.containers.sidecar
             assert sidecar is not None
             if not sidecar.alive():
                 log.warning("%s: sidecar exited (%s) before startup:\n%s", self.pod.key,
                             sidecar.popen.returncode, sidecar.tail(10))
-                if self._sleep(backoff):
+                now = time.monotonic()
+                if self._sleep(backoff.start_at(now) - now):
                     break
-                backoff = min(backoff * 2, RESTART_BACKOFF_S[1])
+                backoff = backoff.started(time.monotonic())
                 self._start("sidecar")
                 continue
             if self.containers.startup_ok():
@@ -407,19 +414,56 @@ class _Worker(threading.Thread):
         return False
 
     def _supervise(self) -> None:
-        """restartPolicy Always, for both containers, until the pod terminates."""
-        backoff = {"sidecar": RESTART_BACKOFF_S[0], "store": RESTART_BACKOFF_S[0]}
+        """restartPolicy Always, for both containers, until the pod terminates, with kubelet's
+        backoff (kubelet.Backoff); the store's exits and restarts show in the pod's status."""
+        backoff = {"sidecar": kubelet.Backoff(), "store": kubelet.Backoff()}
+        due: dict[str, float] = {}  # an exited container: when it starts again
         while not self._stopped():
             for what in ("sidecar", "store"):
                 proc: procs.Proc | None = getattr(self.containers, what)
-                if proc is not None and not proc.alive():
+                now = time.monotonic()
+                if proc is None or proc.alive():
+                    continue
+                if what not in due:
+                    due[what] = backoff[what].start_at(now)
                     log.warning("%s: %s exited (%s); restarting in %.0fs:\n%s", self.pod.key, what,
-                                proc.popen.returncode, backoff[what], proc.tail(5))
-                    if self._sleep(backoff[what]):
-                        return
-                    backoff[what] = min(backoff[what] * 2, RESTART_BACKOFF_S[1])
+                                proc.popen.returncode, due[what] - now, proc.tail(5))
+                    if what == "store":
+                        self.store_exit = kubelet.Exit(proc.popen.returncode, self.store_started,
+                                                       datetime.now(timezone.utc), proc.tail(kubelet.MESSAGE_LINES))
+                        if due[what] > now:
+                            self._report_store(backoff=due[what] - now)
+                elif now >= due[what]:
+                    del due[what]
+                    backoff[what] = backoff[what].started(now)
                     self._start(what)
+                    if what == "store":
+                        self.store_restarts += 1
+                        self._report_store(backoff=None)
             self._sleep(POLL_S)
+
+    def _report_store(self, backoff: float | None) -> None:
+        """The store container's entry in the pod's status, as kubelet writes it: restartCount,
+        lastState.terminated (exit code, reason, the log's end as message), and running or
+        waiting in CrashLoopBackOff; the pod is not Ready while the store does not run."""
+        name = self.containers.engine.name
+        core, pod = self.runner.core, self.pod
+        try:
+            current = core.read_namespaced_pod_status(pod.name, pod.namespace, _preload_content=False)
+            status = json.loads(current.data).get("status") or {}
+            statuses = status.get("containerStatuses") or []
+            image = next((s.get("image", "") for s in statuses if s.get("name") == name), "")
+            running = self.store_started if backoff is None else None
+            entry = kubelet.container_status(name, image, self.store_restarts, self.store_exit,
+                                             running_since=running, backoff=backoff, pod=pod.name)
+            ready = "True" if running is not None else "False"
+            now = kubelet.stamp(datetime.now(timezone.utc))
+            conditions = [{"type": t, "status": ready, "lastTransitionTime": now} for t in ("Ready", "ContainersReady")]
+            body = {"metadata": {"uid": pod.uid}, "status": {
+                "containerStatuses": kubelet.with_container(statuses, entry), "conditions": conditions}}
+            core.patch_namespaced_pod_status(pod.name, pod.namespace, body)
+        except Exception as exc:  # noqa: BLE001 - the API may blink: a lost report must not stop the pod
+            log.warning("%s: status of %s not written: %s", pod.key, name, exc)
 
     def _terminate(self) -> None:
         """kubelet's path: preStop GET /leave, SIGTERM the store, then the sidecar, in the grace."""

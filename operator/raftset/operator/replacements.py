@@ -53,6 +53,8 @@ def row(pod: str, requested: bool, progress: str | None) -> dict[str, Any] | Non
         out["oldMember"] = record.old_member
     if record.new_member:
         out["newMember"] = record.new_member
+    if record.cause:
+        out["cause"] = record.cause
     return out
 
 
@@ -104,9 +106,10 @@ def announcements(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, A
         if r.get("phase") == ReplacePhase.NEEDED:
             out.append(("Normal", "ReplaceNotNeeded", f"{pod}: the member serves again; no replacement needed"))
         elif r.get("phase") in _LEFT:
-            new_member = f" by member {r['newMember']}" if r.get("newMember") else ""
+            new_member = f" by member {r['newMember']}" if r.get("newMember") else " by a new member"
+            why = f" (why: {r['cause']})" if r.get("cause") else ""
             out.append(("Normal", "Replaced", f"{pod}: member {r.get('oldMember', '?')} was replaced{new_member}, "
-                                              f"which votes; the old data dir was released"))
+                                              f"which votes; the old data dir was released{why}"))
         else:
             out.append(("Normal", "ReplaceWithdrawn", f"{pod}: the replace request was withdrawn before the "
                                                       f"member left Raft"))

@@ -52,6 +52,14 @@ def restart_baseline(pod: Mapping[str, Any] | None) -> int:
         return 0
 
 
+REQUESTED_CAUSE = f"asked for ({contract.ANNOTATION_REPLACE}=true)"
+
+
+def cause(requested: bool, diagnosis: str | None) -> str:
+    """Why a replacement begins, for its record (Progress.cause): a person's request, else the diagnosis."""
+    return REQUESTED_CAUSE if requested else diagnosis or ""
+
+
 def diagnose(store: Mapping[str, Any], serving: bool, corruption_texts: Sequence[str], threshold: int,
              baseline: int) -> str | None:
     """Why our member needs replacing, from kubelet's view of our store; None while it serves or may recover.
@@ -173,12 +181,12 @@ def _step(view: ReplaceView, own: Member | None) -> ReplaceDecision:
 
 
 def next_progress(read: Progress | None, recorded: Progress | None, phase: str, reason: str,
-                  own_id: int | None) -> Progress | None:
+                  own_id: int | None, cause: str = "") -> Progress | None:
     """The record to write on our pod for this step, or None when the pod shows it already.
 
     `read` is the record as the pod showed it this round, `recorded` what this sidecar wrote
     since (newer). The record keeps the old member's id (the first one seen) and every phase
-    so far, so the operator can narrate a short step it missed.
+    so far, so the operator can narrate a short step it missed, and the first `cause` given.
     """
     progress = recorded if recorded is not None else read
     old = progress.old_member if progress and progress.old_member else (f"{own_id:x}" if own_id else "")
@@ -186,7 +194,8 @@ def next_progress(read: Progress | None, recorded: Progress | None, phase: str, 
     steps = progress.steps if progress else ()
     if not steps or steps[-1] != phase:
         steps = (*steps, phase)
-    current = Progress(phase=phase, old_member=old, new_member=new, reason=reason, steps=steps)
+    cause = progress.cause if progress and progress.cause else cause
+    current = Progress(phase=phase, old_member=old, new_member=new, reason=reason, steps=steps, cause=cause)
     return None if current in (read, recorded) else current
 
 

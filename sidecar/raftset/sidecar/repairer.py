@@ -89,9 +89,10 @@ class Repairer(Shell):
         kept = await agent.kept()
         client, members, linearizable = await agent.authoritative_members(
             [settings.client_url, *agent.candidates(kept, [])])
+        why = repair.cause(wanted, diagnosis)
         if not linearizable:
             await self.record(progress, contract.ReplacePhase.WAITING, "no leader answers: waiting for an "
-                                                                       "authoritative membership", agent.member_id)
+                                                                       "authoritative membership", agent.member_id, why)
             return
         statuses = await agent.statuses(members)
         own_id = agent.member_id
@@ -119,7 +120,7 @@ class Repairer(Shell):
             return
         if decision.act is repair.Act.NONE:
             return
-        await self.record(progress, decision.phase, decision.reason, own_id)
+        await self.record(progress, decision.phase, decision.reason, own_id, why)
         if decision.act is repair.Act.HAND_OFF:
             assert decision.target is not None
             await agent.move_leader(decision.target, "replace")
@@ -181,9 +182,10 @@ class Repairer(Shell):
         _, holders = await client.get_prefix(f"{LOCK_PREFIX}/{LOCK_NAME}/")
         return bool(holders)
 
-    async def record(self, read: Progress | None, phase: str, reason: str, own_id: int | None) -> None:
+    async def record(self, read: Progress | None, phase: str, reason: str, own_id: int | None,
+                     cause: str = "") -> None:
         """Write the progress record on our pod when it changed (repair.next_progress says what it is)."""
-        current = repair.next_progress(read, self.recorded, phase, reason, own_id)
+        current = repair.next_progress(read, self.recorded, phase, reason, own_id, cause)
         if current is None:
             return
         body: dict[str, Any] = {contract.ANNOTATION_REPLACE_PROGRESS: current.to_json()}
