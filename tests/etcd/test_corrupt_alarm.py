@@ -22,7 +22,7 @@ from raftset.replacement import parse_progress
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import Lab
 from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, holds, ids_by_name,
-                               kubelet_restarts, rot, writing)
+                               kubelet_restarts, replaced, rot, writing)
 from tests.harness.scenarios import check_members, grow
 from tests.harness.waiting import await_for, wait_for
 
@@ -50,13 +50,7 @@ async def test_rotten_data_on_a_follower_is_replaced_and_its_alarm_disarmed(make
     await await_for(holds(lab, 2, ROTTEN), 20, "demo-2 serving the rotten value")
 
     async with kubelet_restarts(pod):
-        async def replaced() -> int | None:
-            members = await lab.members(0, 1)
-            mine = [m for m in members if m.name == pod.name]
-            voting = [m for m in members if m.started and not m.is_learner]
-            return mine[0].id if len(voting) == 3 and mine and mine[0].id != old else None
-
-        new = await await_for(replaced, 120, "demo-2 voting as a new member")
+        new = await await_for(replaced(lab, pod, old, 0, 1), 120, "demo-2 voting as a new member")
 
         async def disarmed() -> bool:
             return not await alarms(lab)
@@ -143,13 +137,7 @@ async def test_a_rotten_leader_hands_off_then_is_replaced(make_lab, engine_under
     async with kubelet_restarts(pod):
         await activate_corrupt(lab, old, via=1)
 
-        async def replaced() -> int | None:
-            members = await lab.members(1, 2)
-            mine = [m for m in members if m.name == pod.name]
-            voting = [m for m in members if m.started and not m.is_learner]
-            return mine[0].id if len(voting) == 3 and mine and mine[0].id != old else None
-
-        new = await await_for(replaced, 120, "demo-0 voting as a new member")
+        new = await await_for(replaced(lab, pod, old, 1, 2), 120, "demo-0 voting as a new member")
 
         async def disarmed() -> bool:
             return not await alarms(lab, 1)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -20,9 +19,8 @@ from raftset import contract
 from raftset.contract import ReplacePhase, SidecarEnv
 from raftset.replacement import parse_progress
 from tests.harness.engines import EngineUnderTest
-from tests.harness.lab import Lab, Pod
 from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, holds, ids_by_name,
-                               kubelet_restarts, rot, writing)
+                               kubelet_restarts, replaced, rot, writing)
 from tests.harness.scenarios import check_members, grow
 from tests.harness.waiting import await_for, wait_for
 
@@ -36,16 +34,6 @@ def hash_check_env(under_test: EngineUnderTest, policy: str = "Automatic") -> di
             SidecarEnv.HASH_CHECK_INTERVAL: "1", SidecarEnv.REPAIR_POLICY: policy}
 
 
-def replaced(lab: Lab, pod: Pod, old: int) -> Callable[[], Awaitable[int | None]]:
-    """The pod's new member id once it votes beside the other two."""
-    async def probe() -> int | None:
-        members = await lab.members(0, 1)
-        mine = [m for m in members if m.name == pod.name]
-        voting = [m for m in members if m.started and not m.is_learner]
-        return mine[0].id if len(voting) == 3 and mine and mine[0].id != old else None
-    return probe
-
-
 async def test_a_follower_whose_hash_differs_is_replaced_with_writes_flowing(make_lab, engine_under_test) -> None:
     lab = make_lab(replicas=3, env_extra=hash_check_env(engine_under_test))
     await grow(lab, 3)
@@ -57,7 +45,7 @@ async def test_a_follower_whose_hash_differs_is_replaced_with_writes_flowing(mak
     pod = lab.pod(2)
     async with kubelet_restarts(pod):
         rot(pod)  # the hash check may replace it before a read sees the rotten value: its Event says it did
-        new = await await_for(replaced(lab, pod, old), 120, "demo-2 voting as a new member")
+        new = await await_for(replaced(lab, pod, old, 0, 1), 120, "demo-2 voting as a new member")
         await await_for(cleared(lab, 2), 30, "the replacement record and the verdict cleared")
         await await_for(lambda: asyncio.to_thread(pod.ready), 40, "demo-2 ready")
     written = writer.ok

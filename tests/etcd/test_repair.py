@@ -6,12 +6,9 @@ The store's container restarts on exit, as kubelet restarts it (`Pod.restart_alw
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import shutil
 import signal
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -21,21 +18,11 @@ from raftset.etcdclient import MemberClient
 from raftset.sidecar import datadir
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, Pod
+from tests.harness.rot import kubelet_restarts
 from tests.harness.scenarios import check_members, grow
 from tests.harness.waiting import await_for, wait_for
 
 pytestmark = pytest.mark.etcd
-
-
-@contextlib.asynccontextmanager
-async def kubelet_restarts(*pods: Pod) -> AsyncIterator[None]:
-    stop = asyncio.Event()
-    tasks = [asyncio.create_task(p.restart_always(stop)) for p in pods]
-    try:
-        yield
-    finally:
-        stop.set()
-        await asyncio.gather(*tasks)
 
 
 async def ids_by_name(lab: Lab) -> dict[str, int]:

@@ -62,6 +62,16 @@ def cleared(lab: Lab, ordinal: int) -> Callable[[], Awaitable[bool]]:
     return check
 
 
+def replaced(lab: Lab, pod: Pod, old: int, *asked: int) -> Callable[[], Awaitable[int | None]]:
+    """The pod's new member id once it votes beside the other two (MemberList from `asked`)."""
+    async def probe() -> int | None:
+        members = await lab.members(*asked)
+        mine = [m for m in members if m.name == pod.name]
+        voting = [m for m in members if m.started and not m.is_learner]
+        return mine[0].id if len(voting) == 3 and mine and mine[0].id != old else None
+    return probe
+
+
 async def ids_by_name(lab: Lab) -> dict[str, int]:
     return {m.name: m.id for m in await lab.members(0, 1, 2)}
 
