@@ -5,7 +5,7 @@ filled to `data_mib` with large values through the normal client; then the bench
 (`load.py`) and the checker's writer run, a steady window is measured, and one backup goes
 to versitygw through the product's own code (`raftset.snapshots.take`: Maintenance.Snapshot
 -> sha256 -> multipart upload -> read back and compare -> manifest -> "latest"), driven
-directly so its seconds are the backup's alone (the sidecar adds only its poll interval).
+directly so its seconds are the backup's alone (the sidecar adds up to its check interval).
 
 The snapshot is then restored into a new 3-member cluster the product's way: the cluster
 object names it in `spec.bootstrap.fromBackup`, the first pod's sidecar fetches it and

@@ -558,7 +558,8 @@ A 3-member cluster of real etcd {m['etcd']} members with their real sidecars, fi
 S3 server (versitygw, on the same machine and disk) through the product's code,
 `raftset.snapshots.take` (snapshot stream from one member, sha256, multipart upload, the
 stored object read back and compared, then the manifest and "latest"), called directly so
-`backup_s` is the backup alone (a sidecar's backup-now adds its poll interval).
+`backup_s` is the backup alone (the leader's sidecar, asked by backup-now, starts the same call
+within its check interval, 10 s by default).
 `backup_mib_per_s` is the snapshot's size over that time, read back included.
 `backup_write_p99_ms` is the writers' p99 while it ran; `steady_write_p99_ms` the p99 of the
 {p.get('backup_steady_s', 5):.0f} s just before it, in the same run. The snapshot is then restored the product's
