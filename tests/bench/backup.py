@@ -30,12 +30,12 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from raftset import backups, contract, snapshots
-from raftset.etcdclient import EtcdClientError, MemberClient
+from raftset.etcdclient import ClientTLS, EtcdClientError, MemberClient
 from raftset.objectstore import S3Settings, S3Store
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
 from tests.bench.load import Load
 from tests.bench.stats import window_stats
-from tests.harness.checker import Writer, check
+from tests.harness.checker import Ack, Writer, check
 from tests.harness.lab import Lab
 from tests.harness.operator import install_crds
 from tools.devcluster import s3
@@ -55,7 +55,7 @@ def throughput_mib_s(size_bytes: int, seconds: float) -> float:
     return round(size_bytes / MIB / seconds, 1) if seconds > 0 else 0.0
 
 
-def acked_in_snapshot(acked: dict[str, Any], revision: int) -> dict[str, Any]:
+def acked_in_snapshot(acked: dict[str, Ack], revision: int) -> dict[str, Ack]:
     """The acknowledged writes a snapshot at `revision` holds (those at or below it)."""
     return {key: ack for key, ack in acked.items() if ack.revision <= revision}
 
@@ -93,7 +93,7 @@ def _create_cluster_object(lab: Lab, spec: dict[str, Any]) -> None:
     api.create_namespaced_custom_object(contract.GROUP, contract.VERSION, lab.namespace, contract.PLURAL_ETCD, body)
 
 
-async def _writable(url: str, tls: Any) -> bool:
+async def _writable(url: str, tls: ClientTLS | None) -> bool:
     try:
         async with MemberClient(url, tls, timeout=1) as c:
             await c.put("/bench/restore-probe", "1")
