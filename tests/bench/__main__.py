@@ -1,14 +1,14 @@
 """`make bench`: every benchmark, its results files, plots and docs/benchmarks.md.
 
     python -m tests.bench [--smoke] [--out DIR] [--doc FILE] [--page-only]
-                          [--only scale-in|recovery] [--repetitions N] [--latencies MS,MS,...]
+                          [--only scale-in|recovery|backup] [--repetitions N] [--backup-mib N] [--latencies MS,MS,...]
 
 The etcd benchmarks run against a bare kube-apiserver of their own (with OpenKruise's
 StatefulSet CRD, so the sidecars can read an Advanced StatefulSet); the operator's cost
 is measured on a full local control plane started afterwards. Both planes, and every
 process the benchmarks start, are gone when this exits.
 
-`--only scale-in` (or `recovery`) measures that benchmark alone and keeps the other sections
+`--only scale-in` (or `recovery`, `backup`) measures that benchmark alone and keeps the other sections
 of OUT/results.json as they were, each with the date, commit and load it was measured at.
 """
 
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from tools.devcluster import build, start
 from tools.devcluster.plane import kruise_source
-from tests.bench import footprint, operator_cost, recovery, report, scalein, scaleout
+from tests.bench import backup, footprint, operator_cost, recovery, report, scalein, scaleout
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
 from tests.harness.lab import Lab
 
@@ -53,6 +53,8 @@ class Params:
     spec_changes: int = 20
     rest_s: float = 30.0
     idle_s: float = 20.0
+    backup_mib: int = 256
+    backup_steady_s: float = 5.0
 
 
 FULL = Params()
@@ -60,9 +62,9 @@ FULL = Params()
 # One latency, the far zone, so the Toxiproxy path is exercised.
 SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.STRATEGIES[:3], repetitions=1,
                recovery_repetitions=1, baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
-               spec_changes=2, rest_s=2.0, idle_s=2.0)
-SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery")
-ONLY = {"scale-in": "scale_in", "recovery": "recovery"}  # --only: the section it measures
+               spec_changes=2, rest_s=2.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0)
+SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery", "backup")
+ONLY = {"scale-in": "scale_in", "recovery": "recovery", "backup": "backup"}  # --only: the section it measures
 
 
 def log(message: str) -> None:
@@ -97,8 +99,13 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
         log("recovery time (lights-out, quorum loss)")
         rto = await sections.run("recovery", lambda: recovery.bench(
             kubeconfig, work / "recovery", p.recovery_repetitions, log=log), [])
+    backed: list[dict[str, Any]] = []
+    if only in (None, "backup"):
+        log(f"backup and restore ({p.backup_mib} MiB, versitygw)")
+        backed = await sections.run("backup", lambda: _one(backup.measure(
+            kubeconfig, work / "backup", p.backup_mib, p.backup_steady_s, log)), [])
     if only:
-        return {"runs": runs, "footprint": [], "scale_out": [], "recovery": rto}
+        return {"runs": runs, "footprint": [], "scale_out": [], "recovery": rto, "backup": backed}
     log("sidecar footprint and scale-out")
     lab = Lab(kubeconfig, work / "scale-out", replicas=3, env_extra=PRODUCT_DEFAULTS)
     try:
@@ -108,7 +115,11 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
     finally:
         lab.close()
         shutil.rmtree(work / "scale-out", ignore_errors=True)
-    return {"runs": runs, "footprint": idle, "scale_out": joins, "recovery": rto}
+    return {"runs": runs, "footprint": idle, "scale_out": joins, "recovery": rto, "backup": backed}
+
+
+async def _one(row: Awaitable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [await row]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -122,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=tuple(ONLY), help="measure this benchmark alone; the other "
                         "sections of OUT/results.json are kept, labelled with when they were measured")
     parser.add_argument("--repetitions", type=int, help="scale-in repetitions (default: 3, smoke 1)")
+    parser.add_argument("--backup-mib", type=int, help="data size of the backup benchmark (default 256, smoke 2)")
     parser.add_argument("--latencies", help="one-way peer latencies in ms, comma-separated (default 0,2,20)")
     args = parser.parse_args(argv)
     # The members and `etcdctl member add` are the default etcd's build, not whatever is on PATH.
@@ -129,6 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     params = SMOKE if args.smoke else FULL
     if args.repetitions:
         params = replace(params, repetitions=args.repetitions)
+    if args.backup_mib:
+        params = replace(params, backup_mib=args.backup_mib)
     if args.latencies:
         params = replace(params, latencies_ms=tuple(int(x) for x in args.latencies.split(",")))
     out: Path = args.out.resolve()
@@ -174,6 +188,7 @@ def main(argv: list[str] | None = None) -> None:
         "operator": operator,
         "footprint": etcd["footprint"],
         "recovery": etcd["recovery"],
+        "backup": etcd["backup"],
         "errors": sections.errors,
         "measured": {section: stamp for section in SECTIONS},
     }

@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import psutil  # noqa: E402
 
 from tools.devcluster import versions  # noqa: E402
-from tests.bench import footprint, load, operator_cost, recovery, scalein, scaleout  # noqa: E402
+from tests.bench import backup, footprint, load, operator_cost, recovery, scalein, scaleout  # noqa: E402
 from tests.bench.scalein import STRATEGIES, Run  # noqa: E402
 from tests.bench.stats import Sample, percentile  # noqa: E402
 
@@ -31,6 +31,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "operator": operator_cost.COLUMNS,
     "footprint": footprint.COLUMNS,
     "recovery": recovery.COLUMNS,
+    "backup": backup.COLUMNS,
 }
 SUMMARY_COLUMNS = ("one_way_ms", "strategy", "from_members", "to_members", "repetitions", "steady_writes_per_s",
                    "steady_write_p99_ms", "steady_write_p999_ms", "failed_writes_total", "failed_writes_max",
@@ -548,6 +549,29 @@ the etcd tier's tests (`tests/etcd/test_lights_out.py`, `tests/etcd/test_quorum_
   one-member restart cannot keep.
 
 {_table(results.get('recovery') or [], recovery.COLUMNS)}
+
+## Backup and restore
+{_stamp(results, "backup")}
+A 3-member cluster of real etcd {m['etcd']} members with their real sidecars, filled to
+`data_mib` with {backup.VALUE_BYTES // 1024} KiB values, under the same load as the scale-in
+({load.WRITERS} writers, {load.READERS} readers) plus the checker's writer. One backup goes to a real
+S3 server (versitygw, on the same machine and disk) through the product's code,
+`raftset.snapshots.take` (snapshot stream from one member, sha256, multipart upload, the
+stored object read back and compared, then the manifest and "latest"), called directly so
+`backup_s` is the backup alone (the leader's sidecar, asked by backup-now, starts the same call
+within its check interval, 10 s by default).
+`backup_mib_per_s` is the snapshot's size over that time, read back included.
+`backup_write_p99_ms` is the writers' p99 while it ran; `steady_write_p99_ms` the p99 of the
+{p.get('backup_steady_s', 5):.0f} s just before it, in the same run. The snapshot is then restored the product's
+way into a new 3-member cluster (`spec.bootstrap.fromBackup`: the first pod's sidecar
+fetches it, checks its sha256 and restores it with etcdutl; the others join as learners):
+`restore_writable_s` until the first put is acknowledged, `restore_full_s` until all three
+vote, both from the first pod's start. `acked_read_back` is the checker reading back every
+acknowledged write the snapshot holds (`acked_in_snapshot`), `hash_kv_equal` every restored
+member's HashKV at the snapshot's revision equal to the source's. `load_1m` is the load
+average when the backup ended.
+
+{_table(results.get('backup') or [], backup.COLUMNS)}
 
 ## Sidecar footprint
 {_stamp(results, "footprint")}

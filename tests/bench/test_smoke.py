@@ -50,12 +50,14 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     # The smoke's one latency went through Toxiproxy, under the concurrent load, with a steady phase.
     assert {r["one_way_ms"] for r in results["scale_in"]} == {20}
     assert all(r["steady_writes_per_s"] > 0 and r["steady_write_p50_ms"] > 0 for r in results["scale_in"])
-    assert set(results["measured"]) == {"scale_in", "scale_out", "operator", "footprint", "recovery"}
+    assert set(results["measured"]) == {"scale_in", "scale_out", "operator", "footprint", "recovery", "backup"}
+    [backed] = results["backup"]
+    assert backed["acked_read_back"] == backed["acked_in_snapshot"] > 0 and backed["hash_kv_equal"] is True
     assert {r["scenario"] for r in results["recovery"]} == {"lights-out", "quorum-loss"}
     for png in report.PLOTS:
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     page = (out / "benchmarks.md").read_text()
     for heading in ("## Machine", "## Scale-in availability", "## Scale-out", "## Operator cost",
-                    "## Sidecar footprint", "## Recovery time (RTO)", "| 20 ms one-way |", "*Measured "):
+                    "## Sidecar footprint", "## Recovery time (RTO)", "## Backup and restore", "| 20 ms one-way |", "*Measured "):
         assert heading in page
     assert all(f"]({png}" in page or f"/{png})" in page for png in report.PLOTS)
