@@ -79,7 +79,7 @@ def operator(control_plane: Plane, tmp_path_factory: pytest.TempPathFactory,
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test that runs a real store names its build in its id (`[etcd-3.7.3]`): the default
-    build, or every supported etcd build for tests marked `lifecycle`."""
+    build, or every supported build (etcd and Xline) for tests marked `lifecycle`."""
     if "engine_under_test" in metafunc.fixturenames:
         chosen = engines.LIFECYCLE if metafunc.definition.get_closest_marker("lifecycle") else (engines.DEFAULT,)
         metafunc.parametrize("engine_under_test", chosen, ids=[e.label for e in chosen], scope="session")

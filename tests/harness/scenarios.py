@@ -72,6 +72,10 @@ async def grow(lab: Lab, upto: int) -> None:
     else:
         await start_together(lab, range(upto))
     await lab.wait_voting(upto)
+    if not lab.engine.engine.capabilities.bootstrap_alone:
+        # Each sidecar asked its peers before they served: its channels to them may fail fast until
+        # their reconnect backoff ends, and a leave's quorum check would count them as down.
+        await asyncio.sleep(MAX_RECONNECT_BACKOFF_S * 1.2 + 0.3)
 
 
 async def start_together(lab: Lab, ordinals: Iterable[int], timeout: float = 60.0) -> None:
