@@ -50,7 +50,7 @@ def test_naming_lists_every_initial_member_by_pod_name() -> None:
 def test_every_initial_member_bootstraps_with_the_whole_initial_set(ordinal: int) -> None:
     v = view(ordinal)
     plan = decide(v)
-    assert plan.action is Action.BOOTSTRAP and "0, 1, 2 bootstrap together" in plan.reason
+    assert plan.action is Action.BOOTSTRAP and "demo-0, demo-1, demo-2 bootstrap together" in plan.reason
     assert bootstrap_cluster(v) == {f"demo-{o}": NAMING.peer_url(o) for o in range(3)}
 
 
@@ -61,8 +61,10 @@ def test_the_initial_set_is_the_kept_ordinals_even_when_they_do_not_start_at_zer
 
 
 def test_an_initial_member_bootstraps_while_the_others_answer_but_never_had_a_leader() -> None:
-    # demo-0 bootstrapped first: its store answers MemberList with the initial set, no leader yet.
-    for others in (initial(0, 1, 2), initial(0, 1, 2, started=False), [member(0), *initial(1, 2, started=False)]):
+    # demo-0 bootstrapped first: its store answers MemberList naming every initial member (measured
+    # on Xline: client URLs only for the started ones), no leader yet.
+    unstarted = [m.__class__(m.id, m.name, m.peer_urls, (), False) for m in initial(1, 2)]
+    for others in (initial(0, 1, 2), [member(0), *unstarted]):
         plan = decide(view(2, members=others, evidence=True))
         assert plan.action is Action.BOOTSTRAP, (others, plan)
 
@@ -107,12 +109,20 @@ def test_without_any_sign_a_member_outside_the_initial_set_waits() -> None:
     assert plan.action is Action.WAIT and "may not bootstrap" in plan.reason
 
 
-def test_an_unformed_cluster_that_lists_other_members_than_the_initial_set_is_waited_for() -> None:
-    # The workload was scaled while the cluster formed: never bootstrap with a different list.
-    plan = decide(view(1, kept=(0, 1, 2, 3), members=initial(0, 1, 2), evidence=True))
-    assert plan.action is Action.WAIT and "not the initial set" in plan.reason
-    plan = decide(view(1, members=[member(0), member(1), member(2, learner=True)], evidence=True))
-    assert plan.action is Action.WAIT
+def test_an_unformed_cluster_is_joined_with_the_set_it_lists_not_what_the_workload_keeps_now() -> None:
+    # The workload was scaled while the cluster formed: the first to bootstrap chose the set.
+    v = view(1, kept=(0, 1, 2, 3), members=initial(0, 1, 2), evidence=True)
+    plan = decide(v)
+    assert plan.action is Action.BOOTSTRAP and "demo-0, demo-1, demo-2 bootstrap together" in plan.reason
+    assert bootstrap_cluster(v) == {f"demo-{o}": NAMING.peer_url(o) for o in range(3)}
+    assert bootstrap_cluster(view(1, kept=(0, 1), members=initial(0, 1, 2))) == bootstrap_cluster(v)
+
+
+@pytest.mark.parametrize("members", [initial(0, 1, 2), [member(0), member(1), member(3, learner=True)],
+                                     [member(0), member(3, started=False)]])
+def test_a_member_an_unformed_cluster_does_not_list_waits_for_it_to_form(members) -> None:
+    plan = decide(view(3, kept=(0, 1, 2, 3), members=members, evidence=True))
+    assert plan.action is Action.WAIT and "not formed yet" in plan.reason
 
 
 def test_a_running_cluster_grows_by_member_add() -> None:

@@ -167,31 +167,40 @@ def _bootstrap_together(view: JoinView) -> JoinDecision | None:
     """For an engine that cannot bootstrap alone: start the initial set, all with state new, while
     no cluster exists yet; None where the usual rules decide (join a running cluster, or wait).
 
-    No cluster exists yet when nobody answers and no other pod's heartbeat Lease exists, or when
-    the answering members list exactly the initial set and none of them ever had a leader or
-    committed an entry (they are the initial members, waiting for us). A member with a marker
-    ran before: it lost its data and must never bootstrap again.
+    No cluster exists yet when nobody answers and no other pod's heartbeat Lease exists (then the
+    kept ordinals are the initial set), or when the members that answer never had a leader nor
+    committed an entry (then the set they list is the initial set, whatever the workload keeps now:
+    the first to bootstrap chose it). A member with a marker ran before: it lost its data and must
+    never bootstrap again.
     """
-    peers = set(view.initial_peers.values())
-    if view.ordinal not in view.kept or view.peer_url not in peers or view.marker is not None or view.formed:
+    if view.marker is not None or view.formed:
         return None
-    together = f"ordinals {', '.join(str(o) for o in sorted(view.kept))} bootstrap together"
     if view.members is None:
-        if view.cluster_evidence:
+        if view.cluster_evidence or view.ordinal not in view.kept or view.peer_url not in view.initial_peers.values():
             return None
-        return JoinDecision(Action.BOOTSTRAP, f"no cluster exists yet: {together}")
-    listed = {u for m in view.members for u in m.peer_urls}
-    if listed != peers or any(m.is_learner for m in view.members):
-        return JoinDecision(Action.WAIT, f"the unformed cluster lists {sorted(listed)}, not the initial set "
-                                         f"{sorted(peers)}: waiting for it to form")
-    return JoinDecision(Action.BOOTSTRAP, f"the initial members answer but never had a leader: {together}")
+        together = ", ".join(sorted(view.initial_peers))
+        return JoinDecision(Action.BOOTSTRAP, f"no cluster exists yet: {together} bootstrap together")
+    listed = _listed(view.members)
+    if listed is None or view.peer_url not in listed.values():
+        return JoinDecision(Action.WAIT, "the cluster has not formed yet and does not list us as an initial member: "
+                                         "waiting for it to form")
+    return JoinDecision(Action.BOOTSTRAP, f"the initial members answer but never had a leader: "
+                                          f"{', '.join(sorted(listed))} bootstrap together")
+
+
+def _listed(members: Sequence[Member]) -> dict[str, str] | None:
+    """Name -> peer URL of an unformed cluster's initial members; None if it lists anything else."""
+    if any(m.is_learner or not m.name or not m.peer_urls for m in members):
+        return None
+    return {m.name: m.peer_urls[0] for m in members}
 
 
 def bootstrap_cluster(view: JoinView) -> dict[str, str]:
-    """The member list a BOOTSTRAP starts with: ourselves alone, or the whole initial set."""
+    """The member list a BOOTSTRAP starts with: ourselves alone, the answering initial members, or the
+    kept ordinals."""
     if view.bootstrap_alone:
         return {view.name: view.peer_url}
-    return dict(view.initial_peers)
+    return _listed(view.members or ()) or dict(view.initial_peers)
 
 
 @dataclass(frozen=True)
