@@ -24,7 +24,7 @@ async def test_scale_in_of_a_follower(make_lab) -> None:
 
 # Only where the hand-off is safe (Capabilities.hand_off). An Xline leader just exits: measured here
 # with the lab's MoveLeader to ordinal 2 first, the two that stay stopped taking writes for more than
-# 10 s after its removal in 1 of 2 runs (docs/engines.md, "What is safe on Xline").
+# 10 s after its removal in 2 of 3 runs (docs/engines.md, "What is safe on Xline").
 @pytest.mark.lifecycle(needs="hand_off")
 async def test_scale_in_of_the_leader_hands_off_first(make_lab) -> None:
     lab = make_lab(replicas=3)
