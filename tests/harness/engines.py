@@ -58,9 +58,11 @@ XLINE = EngineUnderTest(
     bin_dir=xline.XLINE.out_dir,
     options=kubelet.LOOPBACK_OPTIONS[engines.XLINE.name],  # metrics pushed: nothing bound on 0.0.0.0
     ensure=functools.partial(xline.ensure, xline.XLINE, log=lambda _: None),
-    # Two learners joining at once: once in 4 runs the second waited past the test's 60 s because
-    # the leader's MemberList kept showing the first, already promoted, as still joining.
-    unsteady=frozenset({"test_two_members_joining_at_the_same_moment_both_end_up_voting"}),
+    # Growth by MemberAdd after the initial members: once in 4 runs (two joining at once) and once in
+    # 6 (one at a time) a member promoted seconds before kept showing in a member's MemberList as
+    # still joining (learner or unstarted) past the test's 60 s.
+    unsteady=frozenset({"test_two_members_joining_at_the_same_moment_both_end_up_voting",
+                        "test_new_cluster_grows_one_member_at_a_time"}),
 )
 
 ETCDS = tuple(_etcd(c) for c in build.ETCDS)
