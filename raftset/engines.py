@@ -212,6 +212,12 @@ class Capabilities:
     # (etcd's --force-new-cluster), which quorum-loss recovery needs. Xline 0.7 has no such
     # flag and no restore from a member's own snapshot: its quorum loss needs a backup.
     force_new_cluster: bool = True
+    # A new cluster starts from one member and grows by MemberAdd (learner, then promote). Xline:
+    # a member that bootstrapped alone keeps a stale client view of every member added later (its
+    # linearizable reads fail "WrongClusterVersion / fetch cluster failed" until it restarts), so a
+    # new Xline cluster's initial replicas bootstrap together, each with state new and the full
+    # initial member list; MemberAdd only grows a running cluster.
+    bootstrap_alone: bool = True
     # Lower-case fragments of what the store logs when it refuses to start on corrupt data
     # (its last lines reach the pod's status with terminationMessagePolicy FallbackToLogsOnError).
     # etcd: measured with a bbolt db whose meta pages were overwritten ("failed to open database",
@@ -254,6 +260,7 @@ XLINE_CAPABILITIES = Capabilities(
     },
     linearizable_member_list=False,
     force_new_cluster=False,
+    bootstrap_alone=False,
     corruption_texts=("corruption:",),  # RocksDB's Status::Corruption text (not measured here)
 )
 

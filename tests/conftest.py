@@ -79,9 +79,15 @@ def operator(control_plane: Plane, tmp_path_factory: pytest.TempPathFactory,
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test that runs a real store names its build in its id (`[etcd-3.7.3]`): the default
-    build, or every supported etcd build for tests marked `lifecycle`."""
+    build, or every supported build (etcd and Xline) for tests marked `lifecycle`."""
     if "engine_under_test" in metafunc.fixturenames:
-        chosen = engines.LIFECYCLE if metafunc.definition.get_closest_marker("lifecycle") else (engines.DEFAULT,)
+        lifecycle = metafunc.definition.get_closest_marker("lifecycle")
+        chosen = engines.LIFECYCLE if lifecycle else (engines.DEFAULT,)
+        # `lifecycle(needs="hand_off")`: only the builds whose engine has that capability.
+        needs = lifecycle.kwargs.get("needs") if lifecycle else None
+        if needs:
+            chosen = tuple(e for e in chosen if getattr(e.engine.capabilities, needs))
+        chosen = tuple(e for e in chosen if metafunc.definition.originalname not in e.unsteady)
         metafunc.parametrize("engine_under_test", chosen, ids=[e.label for e in chosen], scope="session")
 
 

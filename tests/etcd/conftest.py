@@ -2,10 +2,8 @@
 every process it started.
 
 Every test runs on the default etcd version; tests marked `lifecycle` (the membership
-lifecycle subset) also run on every other supported etcd version. Xline joins that list once
-a cluster of it can grow past two members (docs/engines.md); until then what works on Xline
-is tested in test_engine_builds.py. The test
-id names the build: `test_x[etcd-3.7.3]`, `test_x[xline-0.6.1+71479a4f]` (the parametrization
+lifecycle subset) also run on every other supported build, Xline included (its initial members
+bootstrap together: docs/engines.md). The test id names the build: `test_x[etcd-3.7.3]`, `test_x[xline-0.6.1+71479a4f]` (the parametrization
 of `engine_under_test` is in tests/conftest.py: the k8s tier's labs run a real store too).
 """
 

@@ -6,7 +6,6 @@ import pytest
 
 from raftset import contract
 from tests.harness.checker import Writer
-from tests.harness.engines import EngineUnderTest
 from tests.harness.scenarios import STALL_BOUND_S, check_members, grow, scale_in_under_writer
 
 pytestmark = pytest.mark.etcd
@@ -23,21 +22,20 @@ async def test_scale_in_of_a_follower(make_lab) -> None:
     assert sorted(m.name for m in await lab.members(0, 1)) == ["demo-0", "demo-1"]
 
 
-@pytest.mark.lifecycle
-async def test_scale_in_of_the_leader_hands_off_first(make_lab, engine_under_test: EngineUnderTest) -> None:
+# Only where the hand-off is safe (Capabilities.hand_off). An Xline leader just exits: measured here
+# with the lab's MoveLeader to ordinal 2 first, the two that stay stopped taking writes for more than
+# 10 s after its removal in 2 of 3 runs (docs/engines.md, "What is safe on Xline").
+@pytest.mark.lifecycle(needs="hand_off")
+async def test_scale_in_of_the_leader_hands_off_first(make_lab) -> None:
     lab = make_lab(replicas=3)
     result, writer = await scale_in_under_writer(lab, leader=2)
     leader = await lab.leader_ordinal(0, 1)
     assert leader in (0, 1)
     assert result["removed"], result
-    if engine_under_test.engine.capabilities.hand_off:
-        assert result["moved_leader_to"] is not None, result
-        assert writer.failed == 0, writer.errors[:5]
-        assert writer.longest_stall < STALL_BOUND_S, f"writes stalled {writer.longest_stall:.2f}s"
-        assert result["elections"] == 1  # the hand-off itself, no election by timeout
-    else:
-        # No MoveLeader on this engine: the others elect a leader once the old one is gone.
-        assert result["moved_leader_to"] is None and "no leadership hand-off" in result["reason"], result
+    assert result["moved_leader_to"] is not None, result
+    assert writer.failed == 0, writer.errors[:5]
+    assert writer.longest_stall < STALL_BOUND_S, f"writes stalled {writer.longest_stall:.2f}s"
+    assert result["elections"] == 1  # the hand-off itself, no election by timeout
     print(f"leader hand-off: {writer.ok} writes, {writer.failed} failed, {len(writer.errors)} retried, "
           f"longest stall {writer.longest_stall * 1000:.0f} ms, {result['elections']} election(s), "
           f"leave took {result['seconds']} s")

@@ -6,6 +6,8 @@ Every scale-in ends with the acknowledged-write checker (tests.harness.checker.c
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterable
 
 from raftset.etcdclient import MAX_RECONNECT_BACKOFF_S
 from tests.harness.checker import Verdict, Writer, check
@@ -58,12 +60,39 @@ async def check_members(lab: Lab, writer: Writer, *ordinals: int) -> Verdict:
 
 
 async def grow(lab: Lab, upto: int) -> None:
-    """Start ordinals 0..upto-1 the way an OrderedReady StatefulSet does."""
-    for ordinal in range(upto):
-        pod = lab.pod(ordinal)
-        pod.start()
-        pod.wait_ready()
+    """Start ordinals 0..upto-1 of a new cluster: one after the other, each once the one before is
+    ready (as an OrderedReady StatefulSet would), where the engine bootstraps alone; where it
+    cannot (Xline), all at once, as the workload's Parallel pod management starts them, since no
+    initial member is ready before a quorum of them runs."""
+    if lab.engine.engine.capabilities.bootstrap_alone:
+        for ordinal in range(upto):
+            pod = lab.pod(ordinal)
+            pod.start()
+            pod.wait_ready()
+    else:
+        await start_together(lab, range(upto))
     await lab.wait_voting(upto)
+    if not lab.engine.engine.capabilities.bootstrap_alone:
+        # Each sidecar asked its peers before they served: its channels to them may fail fast until
+        # their reconnect backoff ends, and a leave's quorum check would count them as down.
+        await asyncio.sleep(MAX_RECONNECT_BACKOFF_S * 1.2 + 0.3)
+
+
+async def start_together(lab: Lab, ordinals: Iterable[int], timeout: float = 60.0) -> None:
+    """kubelet with Parallel pods: every sidecar at once, each store as soon as its startupProbe passes."""
+    pods = [lab.pod(o) for o in ordinals]
+    for pod in pods:
+        lab.create_pod(pod.ordinal)
+        pod.start_sidecar()
+    deadline = time.monotonic() + timeout
+    while any(p.store is None for p in pods) and time.monotonic() < deadline:
+        for pod in pods:
+            if pod.store is None and pod.startup_ok():
+                pod.start_store()
+        await asyncio.sleep(0.2)
+    assert all(p.store is not None for p in pods), lab.logs()
+    for pod in pods:
+        pod.wait_ready()
 
 
 async def restart_in_place(lab: Lab, ordinal: int, voters: int = 3) -> None:

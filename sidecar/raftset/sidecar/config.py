@@ -101,6 +101,10 @@ class Naming:
     def client_url(self, ordinal: int) -> str:
         return self._render(self.client_template, ordinal)
 
+    def initial_cluster(self, ordinals: Sequence[int]) -> dict[str, str]:
+        """Pod name -> peer URL of these ordinals: the member list a cluster bootstrapped together starts with."""
+        return {self.pod(o): self.peer_url(o) for o in sorted(ordinals)}
+
     def ordinal_of_name(self, name: str) -> int | None:
         prefix = f"{self.cluster}-"
         if not name.startswith(prefix) or not name[len(prefix):].isdigit():

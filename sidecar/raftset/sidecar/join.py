@@ -7,20 +7,22 @@ so a crash between steps is never worse than a fresh start.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from raftset import contract
 from raftset.engines import StartupConfig, TLSFiles
-from raftset.etcdclient import Member
+from raftset.etcdclient import Member, Status
 
 from raftset.sidecar.config import Naming
 from raftset.sidecar.marker import Marker
 
 
 class Action(Enum):
-    BOOTSTRAP = "bootstrap"  # first member of a new cluster: start alone, state new
+    BOOTSTRAP = "bootstrap"  # a new cluster: start with state new (alone, or with the initial set)
     REJOIN = "rejoin"  # our data dir belongs to a current member: just start
     ADD_LEARNER = "add-learner"  # MemberAdd as learner, then start with state existing
     REUSE_ENTRY = "reuse-entry"  # an unstarted entry with our peer URL exists: start as it
@@ -46,6 +48,14 @@ class JoinView:
     linearizable: bool = False
     # The member id our own store answers Status as, while it runs; None when it does not answer.
     local_member: int | None = None
+    # The engine may start a new cluster from one member (Capabilities.bootstrap_alone). When it
+    # may not, the kept ordinals of a workload whose cluster does not exist yet are its initial
+    # set: each bootstraps with `initial_peers` (pod name -> peer URL of every kept ordinal).
+    bootstrap_alone: bool = True
+    initial_peers: Mapping[str, str] = field(default_factory=dict)
+    # Some member has had a leader or committed an entry (a Status answered so, or a heartbeat
+    # Lease says so): the cluster was formed, and no initial member may bootstrap it again.
+    formed: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,23 @@ class JoinDecision:
 def cluster_evidence(leases: Sequence[Mapping[str, Any]], name: str) -> bool:
     """Another pod's heartbeat Lease exists: a cluster was created, so ours is not the first bootstrap."""
     return any((lease.get("spec") or {}).get("holderIdentity") not in (None, name) for lease in leases)
+
+
+def cluster_formed(leases: Sequence[Mapping[str, Any]], name: str, statuses: Sequence[Status]) -> bool:
+    """A member other than us has had a leader or committed an entry, by its Status now or its heartbeat Lease."""
+    if any(st.leader != 0 or st.raft_index > 0 for st in statuses):
+        return True
+    for lease in leases:
+        if (lease.get("spec") or {}).get("holderIdentity") in (None, name):
+            continue
+        text = ((lease.get("metadata") or {}).get("annotations") or {}).get(contract.ANNOTATION_HEARTBEAT) or "{}"
+        try:
+            beat = json.loads(text)
+        except ValueError:
+            return True  # unreadable: assume the worst
+        if not isinstance(beat, dict) or beat.get("healthy") or int(beat.get("raft_index") or 0) > 0:
+            return True
+    return False
 
 
 def own_entry(view: JoinView) -> Member | None:
@@ -108,12 +135,19 @@ def _with_data(view: JoinView) -> JoinDecision:
 
 
 def _without_data(view: JoinView) -> JoinDecision:
+    if not view.bootstrap_alone:
+        together = _bootstrap_together(view)
+        if together is not None:
+            return together
     if view.members is None:
         first = min(view.kept) if view.kept else 0
-        if view.ordinal == first and not view.cluster_evidence:
+        if view.bootstrap_alone and view.ordinal == first and not view.cluster_evidence:
             return JoinDecision(Action.BOOTSTRAP, f"ordinal {view.ordinal} is the first and no cluster exists yet")
         if view.cluster_evidence:
             return JoinDecision(Action.WAIT, "members of this cluster exist but none answered")
+        if not view.bootstrap_alone:
+            return JoinDecision(Action.WAIT, "no member answered, and this member may not bootstrap: waiting for "
+                                             "the cluster to answer")
         return JoinDecision(Action.WAIT, f"waiting for the first member (ordinal {first}) to bootstrap the cluster")
     entry = own_entry(view)
     if entry is not None:
@@ -127,6 +161,46 @@ def _without_data(view: JoinView) -> JoinDecision:
     if pending:
         return JoinDecision(Action.WAIT, f"member {pending[0].hex_id} is still joining; one membership change at a time")
     return JoinDecision(Action.ADD_LEARNER, "joining the running cluster as a learner")
+
+
+def _bootstrap_together(view: JoinView) -> JoinDecision | None:
+    """For an engine that cannot bootstrap alone: start the initial set, all with state new, while
+    no cluster exists yet; None where the usual rules decide (join a running cluster, or wait).
+
+    No cluster exists yet when nobody answers and no other pod's heartbeat Lease exists (then the
+    kept ordinals are the initial set), or when the members that answer never had a leader nor
+    committed an entry (then the set they list is the initial set, whatever the workload keeps now:
+    the first to bootstrap chose it). A member with a marker ran before: it lost its data and must
+    never bootstrap again.
+    """
+    if view.marker is not None or view.formed:
+        return None
+    if view.members is None:
+        if view.cluster_evidence or view.ordinal not in view.kept or view.peer_url not in view.initial_peers.values():
+            return None
+        together = ", ".join(sorted(view.initial_peers))
+        return JoinDecision(Action.BOOTSTRAP, f"no cluster exists yet: {together} bootstrap together")
+    listed = _listed(view.members)
+    if listed is None or view.peer_url not in listed.values():
+        return JoinDecision(Action.WAIT, "the cluster has not formed yet and does not list us as an initial member: "
+                                         "waiting for it to form")
+    return JoinDecision(Action.BOOTSTRAP, f"the initial members answer but never had a leader: "
+                                          f"{', '.join(sorted(listed))} bootstrap together")
+
+
+def _listed(members: Sequence[Member]) -> dict[str, str] | None:
+    """Name -> peer URL of an unformed cluster's initial members; None if it lists anything else."""
+    if any(m.is_learner or not m.name or not m.peer_urls for m in members):
+        return None
+    return {m.name: m.peer_urls[0] for m in members}
+
+
+def bootstrap_cluster(view: JoinView) -> dict[str, str]:
+    """The member list a BOOTSTRAP starts with: ourselves alone, the answering initial members, or the
+    kept ordinals."""
+    if view.bootstrap_alone:
+        return {view.name: view.peer_url}
+    return _listed(view.members or ()) or dict(view.initial_peers)
 
 
 @dataclass(frozen=True)

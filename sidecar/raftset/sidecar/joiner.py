@@ -63,11 +63,18 @@ class Joiner(Shell):
                 # Expected while a new cluster bootstraps; worth a warning once one exists.
                 log.log(logging.WARNING if evidence else logging.INFO,
                         "no member answered MemberList at %s: %s", ", ".join(urls), exc)
+        alone = settings.engine.capabilities.bootstrap_alone
+        formed = False
+        if not alone and urls:
+            # The initial set bootstraps together only while no member ever had a leader.
+            answers = await agent.etcd().statuses(urls, timeout=2.0)
+            formed = join.cluster_formed(leases, settings.pod_name, [st for st in answers.values() if st is not None])
         view = join.JoinView(
             name=settings.pod_name, ordinal=settings.ordinal, peer_url=settings.peer_url, kept=kept,
             has_data=marker.has_data(settings.data_dir), marker=marker.read(settings.marker_path),
             members=members, cluster_evidence=evidence, linearizable=linearizable,
-            local_member=await agent.local_member(),
+            local_member=await agent.local_member(), bootstrap_alone=alone,
+            initial_peers={} if alone else settings.naming.initial_cluster(kept), formed=formed,
         )
         return view, client, urls
 
@@ -86,7 +93,7 @@ class Joiner(Shell):
             # A cluster seeded from a backup: the snapshot is restored first, or nothing starts.
             if not await self.agent.restorer.prepare():
                 return False
-            self.write_startup("new", {settings.pod_name: settings.peer_url})
+            self.write_startup("new", join.bootstrap_cluster(view))
             return True
         if decision.action is action.REJOIN:
             cluster = join.rejoin_cluster(view, decision.member_id, settings.naming)
