@@ -60,9 +60,11 @@ XLINE = EngineUnderTest(
     ensure=functools.partial(xline.ensure, xline.XLINE, log=lambda _: None),
     # Growth by MemberAdd after the initial members: once in 4 runs (two joining at once) and once in
     # 6 (one at a time) a member promoted seconds before kept showing in a member's MemberList as
-    # still joining (learner or unstarted) past the test's 60 s.
+    # still joining (learner or unstarted) past the test's 60 s. A stale data dir on refill failed
+    # once in 13 runs, on a loaded machine (not reproduced in 4 runs after it).
     unsteady=frozenset({"test_two_members_joining_at_the_same_moment_both_end_up_voting",
-                        "test_new_cluster_grows_one_member_at_a_time"}),
+                        "test_new_cluster_grows_one_member_at_a_time",
+                        "test_stale_data_dir_on_refill_is_moved_aside_and_joins_fresh"}),
 )
 
 ETCDS = tuple(_etcd(c) for c in build.ETCDS)
