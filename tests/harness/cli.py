@@ -74,9 +74,13 @@ class Cli:
     def wait_match(self, pattern: str, timeout: float) -> re.Match[str]:
         """The first output line matching `pattern`, waiting for it (failing early if the command exits)."""
         def found() -> re.Match[str] | None:
-            if self.popen.poll() is not None and not self._reader.is_alive():
+            # The exit is read before the lines: a command that prints the line and exits between
+            # two polls has printed it (its reader is done, so the lines are complete).
+            exited = self.popen.poll() is not None and not self._reader.is_alive()
+            match = next((m for m in map(re.compile(pattern).search, list(self.lines)) if m), None)
+            if match is None and exited:
                 raise AssertionError(f"exited ({self.popen.returncode}) before printing {pattern!r}:\n{self.output}")
-            return next((m for m in map(re.compile(pattern).search, list(self.lines)) if m), None)
+            return match
         try:
             return wait_for(found, timeout, f"{pattern!r} in the output of {' '.join(self.args)}")
         except AssertionError as exc:
