@@ -21,8 +21,8 @@ from raftset.etcdclient import Alarm, AlarmKind, MemberClient, grpc_target
 from raftset.replacement import parse_progress
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import Lab
-from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, holds, ids_by_name,
-                               kubelet_restarts, replaced, rot, writing)
+from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, follower_holding_good, holds,
+                               ids_by_name, kubelet_restarts, replaced, rot, writing)
 from tests.harness.scenarios import check_members, grow
 from tests.harness.waiting import await_for, wait_for
 
@@ -39,12 +39,8 @@ def corrupt_env(under_test: EngineUnderTest, check: bool = True) -> dict[str, st
 
 async def test_rotten_data_on_a_follower_is_replaced_and_its_alarm_disarmed(make_lab, engine_under_test) -> None:
     lab = make_lab(replicas=3, env_extra=corrupt_env(engine_under_test))
-    await grow(lab, 3)
-    await lab.move_leader_to(0)
-    old = (await ids_by_name(lab))["demo-2"]
-    await lab.put("/rot", GOOD, 0)
-    await await_for(holds(lab, 2, GOOD), 10, "the value on demo-2")
-    writer = await writing(lab, 0, 1)
+    ids, writer = await follower_holding_good(lab)
+    old = ids["demo-2"]
     pod = lab.pod(2)
     rot(pod)
     await await_for(holds(lab, 2, ROTTEN), 20, "demo-2 serving the rotten value")

@@ -19,9 +19,9 @@ from raftset import contract
 from raftset.contract import ReplacePhase, SidecarEnv
 from raftset.replacement import parse_progress
 from tests.harness.engines import EngineUnderTest
-from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, holds, ids_by_name,
-                               kubelet_restarts, replaced, rot, writing)
-from tests.harness.scenarios import check_members, grow
+from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, follower_holding_good, holds,
+                               ids_by_name, kubelet_restarts, replaced, rot)
+from tests.harness.scenarios import check_members
 from tests.harness.waiting import await_for, wait_for
 
 pytestmark = pytest.mark.etcd
@@ -36,12 +36,8 @@ def hash_check_env(under_test: EngineUnderTest, policy: str = "Automatic") -> di
 
 async def test_a_follower_whose_hash_differs_is_replaced_with_writes_flowing(make_lab, engine_under_test) -> None:
     lab = make_lab(replicas=3, env_extra=hash_check_env(engine_under_test))
-    await grow(lab, 3)
-    await lab.move_leader_to(0)
-    old = (await ids_by_name(lab))["demo-2"]
-    await lab.put("/rot", GOOD, 0)
-    await await_for(holds(lab, 2, GOOD), 10, "the value on demo-2")
-    writer = await writing(lab, 0, 1)
+    ids, writer = await follower_holding_good(lab)
+    old = ids["demo-2"]
     pod = lab.pod(2)
     async with kubelet_restarts(pod):
         rot(pod)  # the hash check may replace it before a read sees the rotten value: its Event says it did
@@ -71,12 +67,7 @@ async def test_a_follower_whose_hash_differs_is_replaced_with_writes_flowing(mak
 
 async def test_under_manual_policy_a_difference_is_needed_until_a_person_asks(make_lab, engine_under_test) -> None:
     lab = make_lab(replicas=3, env_extra=hash_check_env(engine_under_test, "Manual"))
-    await grow(lab, 3)
-    await lab.move_leader_to(0)
-    before = await ids_by_name(lab)
-    await lab.put("/rot", GOOD, 0)
-    await await_for(holds(lab, 2, GOOD), 10, "the value on demo-2")
-    writer = await writing(lab, 0, 1)
+    before, writer = await follower_holding_good(lab)
     pod = lab.pod(2)
     async with kubelet_restarts(pod):
         rot(pod)

@@ -27,8 +27,9 @@ class EngineUnderTest:
     options: Mapping[str, str] = field(default_factory=dict)
     # Builds (or finds cached) the binaries; raises when it cannot.
     ensure: Callable[[], object] = lambda: None
-    # Lifecycle tests measured flaky on this build: not run on it (never skipped, never xfail),
-    # each with its measured rate below and in docs/engines.md.
+    # Lifecycle tests measured flaky on this build and therefore not run on it: a coverage gap, not
+    # a pass. Each is listed with its measured failure rate here and in docs/engines.md, and
+    # leaves this set only by being fixed.
     unsteady: frozenset[str] = frozenset()
 
     @property

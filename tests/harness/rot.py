@@ -16,7 +16,8 @@ from raftset import contract
 from raftset.etcdclient import Alarm, MemberClient
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, Pod
-from tests.harness.waiting import wait_for
+from tests.harness.scenarios import grow
+from tests.harness.waiting import await_for, wait_for
 
 GOOD = "raftset-rot-AAAAAAAAAAAAAAAA"
 ROTTEN = "raftset-rot-BBBBBBBBBBBBBBBB"  # the same length: only the value's bytes change
@@ -81,6 +82,17 @@ async def writing(lab: Lab, *ordinals: int) -> Writer:
     writer.start()
     wait_for(lambda: writer.ok > 20, 10, "the writer running")
     return writer
+
+
+async def follower_holding_good(lab: Lab) -> tuple[dict[str, int], Writer]:
+    """Three voting members led by demo-0, demo-2 holding GOOD, a writer on demo-0 and demo-1:
+    the start of every test that rots demo-2. Returns the member ids by name and the writer."""
+    await grow(lab, 3)
+    await lab.move_leader_to(0)
+    ids = await ids_by_name(lab)
+    await lab.put("/rot", GOOD, 0)
+    await await_for(holds(lab, 2, GOOD), 10, "the value on demo-2")
+    return ids, await writing(lab, 0, 1)
 
 
 def rot(pod: Pod) -> None:
