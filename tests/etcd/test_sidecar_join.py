@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import datetime
 from pathlib import Path
@@ -11,7 +10,7 @@ import pytest
 
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import wait_for
-from tests.harness.scenarios import grow
+from tests.harness.scenarios import grow, start_together
 
 pytestmark = pytest.mark.etcd
 
@@ -75,17 +74,7 @@ async def test_two_members_joining_at_the_same_moment_both_end_up_voting(
     await grow(lab, initial)
     lab.scale(initial + 2)
     joiners = [lab.pod(initial), lab.pod(initial + 1)]
-    for pod in joiners:
-        lab.create_pod(pod.ordinal)
-        pod.start_sidecar()
-    # kubelet starts each store as soon as its own startupProbe passes.
-    deadline = time.monotonic() + 60
-    while any(p.store is None for p in joiners) and time.monotonic() < deadline:
-        for pod in joiners:
-            if pod.store is None and pod.startup_ok():
-                pod.start_store()
-        await asyncio.sleep(0.2)
-    assert all(p.store is not None for p in joiners), lab.logs()
+    await start_together(lab, (initial, initial + 1))
     members = await lab.wait_voting(initial + 2)
     assert {m.name for m in members} == {f"demo-{o}" for o in range(initial + 2)}
     # One membership change at a time (the sidecar's own check: Xline would accept a second
