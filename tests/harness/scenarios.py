@@ -59,6 +59,12 @@ async def check_members(lab: Lab, writer: Writer, *ordinals: int) -> Verdict:
     return await check([lab.pod(o).client_url for o in ordinals], writer.acked, lab.client_tls())
 
 
+async def reconnected() -> None:
+    """Outwait every gRPC channel's reconnect backoff: a channel that was refused before its member
+    served fails fast until then, so a Status through it answers "down" at once instead of waiting."""
+    await asyncio.sleep(MAX_RECONNECT_BACKOFF_S * 1.2 + 0.3)
+
+
 async def grow(lab: Lab, upto: int) -> None:
     """Start ordinals 0..upto-1 of a new cluster: one after the other, each once the one before is
     ready (as an OrderedReady StatefulSet would), where the engine bootstraps alone; where it
@@ -75,7 +81,7 @@ async def grow(lab: Lab, upto: int) -> None:
     if not lab.engine.engine.capabilities.bootstrap_alone:
         # Each sidecar asked its peers before they served: its channels to them may fail fast until
         # their reconnect backoff ends, and a leave's quorum check would count them as down.
-        await asyncio.sleep(MAX_RECONNECT_BACKOFF_S * 1.2 + 0.3)
+        await reconnected()
 
 
 async def start_together(lab: Lab, ordinals: Iterable[int], timeout: float = 60.0) -> None:
@@ -109,4 +115,4 @@ async def restart_in_place(lab: Lab, ordinal: int, voters: int = 3) -> None:
     pod.start()
     pod.wait_ready()
     await lab.wait_voting(voters)
-    await asyncio.sleep(MAX_RECONNECT_BACKOFF_S * 1.2 + 0.3)
+    await reconnected()
