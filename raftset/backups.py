@@ -41,7 +41,6 @@ UPLOAD_FAILED = "UploadFailed"
 CHECKSUM_MISMATCH = "ChecksumMismatch"
 BACKUP_MISSING = "BackupMissing"
 RESTORE_FAILED = "RestoreFailed"
-RESTORE_UNSUPPORTED = "RestoreUnsupported"
 INVALID_CONFIG = "InvalidBackupConfig"
 
 # S3 error codes (and botocore's connection errors by class name) -> our reason.

@@ -73,6 +73,7 @@ LABEL_BACKUP = f"{GROUP}/backup"  # "true" on the backup Lease, for the operator
 # A restore that cannot proceed (missing or corrupt snapshot, no restore for the engine):
 # the first member's sidecar writes the reason here, on the same Lease.
 ANNOTATION_RESTORE_FAILURE = f"{GROUP}/restore-failure"
+ANNOTATION_RESTORE_SOURCE = f"{GROUP}/restore-source"  # the snapshot key every member of one restore uses
 BACKUP_CREDENTIALS_MOUNT = "/etc/raftset/backup-credentials"  # accessKeyID, secretAccessKey
 BACKUP_CA_MOUNT = "/etc/raftset/backup-ca"  # ca.crt
 BACKUP_VOLUME_MOUNT = "/var/lib/raftset-backups"  # spec.backup.pvc
@@ -142,6 +143,11 @@ TLS_MOUNT = "/etc/raftset/tls"
 def lease_name(pod_name: str) -> str:
     """The heartbeat Lease of the member that runs in `pod_name`."""
     return f"{pod_name}-member"
+
+
+def restore_lease_name(cluster: str) -> str:
+    """The Lease that pins which snapshot a cluster seeded from a backup restores."""
+    return f"{cluster}-restore"
 
 
 def membership_lease_name(cluster: str) -> str:

@@ -143,6 +143,14 @@ def _etcd_restore(cfg: RestoreConfig) -> list[str]:
     ]
 
 
+def _xline_restore(cfg: RestoreConfig) -> list[str]:
+    """xlineutl replays the snapshot's tables into a RocksDB data dir. Xline keeps membership
+    outside those tables (in its CURP state), so the restored dir holds data only: the member
+    then bootstraps it alone with state new, under its own name and peer URL (measured: the
+    keys read back, MemberList shows only the new member)."""
+    return ["xlineutl", "snapshot", "restore", cfg.snapshot, "--data-dir", cfg.data_dir]
+
+
 def _xline_args(cfg: StartupConfig) -> str:
     args = [
         "--name", cfg.name,
@@ -286,12 +294,12 @@ class Engine:
     quota_option: str
     default_quota: int
     compaction_options: Callable[[str], dict[str, str]]
+    # The command that turns a verified snapshot into the data dir of a new cluster's first
+    # member, under that member's own name (spec.bootstrap.fromBackup).
+    restore_command: Callable[[RestoreConfig], list[str]]
     # The engine's own upgrade precondition: the lowest patch of a minor series that may
     # move to the next minor (raftset.versions.refusal).
     upgrade_floors: Mapping[str, str] = field(default_factory=dict)
-    # The command that turns a snapshot into the first member's data dir under a new name;
-    # None: the engine has none (Xline: docs/backups.md), and a restore is refused.
-    restore_command: Callable[[RestoreConfig], list[str]] | None = None
 
     def image(self, version: str | None = None, image: str | None = None) -> str:
         return image or f"{self.image_repository}:v{version or self.default_version}"
@@ -360,11 +368,11 @@ ETCD = Engine(
     quota_option="quota-backend-bytes",
     default_quota=2 * 1024**3,  # etcd's own default
     compaction_options=lambda retention: {"auto-compaction-mode": "periodic", "auto-compaction-retention": retention},
+    restore_command=_etcd_restore,
     # etcd's upgrade guides: every member on 3.5.32 or later before 3.6 (earlier patches
     # carry upgrade blockers, e.g. the "too many learner members" failure), on 3.6.11 or
     # later before 3.7.
     upgrade_floors={"3.5": "3.5.32", "3.6": "3.6.11"},
-    restore_command=_etcd_restore,
 )
 
 XLINE = Engine(
@@ -384,6 +392,7 @@ XLINE = Engine(
     quota_option="quota",
     default_quota=8 * 1024**3,  # Xline's own default (crates/utils/src/config.rs default_quota)
     compaction_options=lambda retention: {"auto-compact-mode": "periodic", "auto-periodic-retention": retention},
+    restore_command=_xline_restore,
 )
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (ETCD, XLINE)}

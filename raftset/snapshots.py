@@ -184,8 +184,6 @@ def fetch(store: ObjectStore, manifest: Manifest, dest: Path) -> None:
 
 def restore(engine: Engine, config: RestoreConfig, env: dict[str, str] | None = None) -> None:
     """Run the engine's restore into a temporary directory and rename it into place."""
-    if engine.restore_command is None:
-        raise StoreError(backups.RESTORE_UNSUPPORTED, f"{engine.name} has no snapshot restore (docs/backups.md)")
     final = Path(config.data_dir)
     staging = final.with_name(final.name + ".restoring")
     shutil.rmtree(staging, ignore_errors=True)  # a crash mid-restore left it: start over

@@ -292,8 +292,9 @@ def _backup() -> Schema:
 
 def _bootstrap() -> Schema:
     from_backup = _obj(
-        "Seed the new cluster from a backup: the first member restores it under its own name "
-        "(sha256 checked first), the others join as learners. A missing or corrupt backup leaves "
+        "Seed the new cluster from a backup (sha256 checked first). etcd: the first member "
+        "restores it under its own name, the others join as learners. Xline: every initial member "
+        "restores the same snapshot and they bootstrap together. A missing or corrupt backup leaves "
         "the cluster Degraded with nothing started.",
         {
             "backup": _str("`latest`, or the object key of a snapshot (ending in .db).",

@@ -1,8 +1,8 @@
 """Backups through the whole stack, on both workload backends (StatefulSet and Advanced
-StatefulSet): the operator mounts the credentials Secret into the pods, the leader's real
-sidecar backs the real etcd up to the real S3 server (versitygw) when a user annotates the
-cluster, and the operator shows the result in status.backup and BackupReady; a new cluster
-with spec.bootstrap.fromBackup then starts from that backup.
+StatefulSet) and both engines: the operator mounts the credentials Secret into the pods, the
+leader's real sidecar backs the real etcd (or Xline) up to the real S3 server (versitygw) when a
+user annotates the cluster, and the operator shows the result in status.backup and BackupReady;
+a new cluster with spec.bootstrap.fromBackup then starts from that backup.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 from raftset import backups, contract
 from raftset.objectstore import S3Settings, S3Store
 from tests.harness.checker import Writer, check
+from tests.harness import engines
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, kubectl, wait_for
 from tests.harness.s3 import fresh_bucket
@@ -33,26 +34,33 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == kind), {})
 
 
-@pytest.mark.parametrize("backend", ["StatefulSet", "AdvancedStatefulSet"])
+# Both backends on the default etcd; Xline, whose initial members each restore, on one of them.
+RESTORE_CASES = [(engines.DEFAULT, "StatefulSet"), (engines.DEFAULT, "AdvancedStatefulSet"),
+                 (engines.XLINE, "StatefulSet")]
+
+
+@pytest.mark.parametrize(("engine", "backend"), RESTORE_CASES, ids=[f"{e.label}-{b}" for e, b in RESTORE_CASES])
 def test_backup_now_lands_in_s3_and_status_and_a_new_cluster_restores_it(
         control_plane: Any, operator: Operator, namespace: str, runner: PodRunner, s3_server: S3Server,
-        etcd: EngineUnderTest, backend: str) -> None:
+        engine: EngineUnderTest, backend: str) -> None:
+    engines.ready(engine)
+    kind, short = engine.engine.kind, engine.engine.short_name
     kubeconfig = control_plane.kubeconfig
     bucket = fresh_bucket(s3_server)
     kubectl(kubeconfig, "create", "secret", "generic", "s3-credentials", "-n", namespace,
             f"--from-literal={contract.ACCESS_KEY_FILE}={s3_server.access_key}",
             f"--from-literal={contract.SECRET_KEY_FILE}={s3_server.secret_key}")
-    kv = ClusterView(kubeconfig, contract.KIND_ETCD, "kv", namespace, backend,
+    kv = ClusterView(kubeconfig, kind, "kv", namespace, backend,
                      member_url=lambda o: f"http://{pod_ip(runner.addresses.prefix(namespace, 'kv'), o)}:2379")
     kv.create(3, backup={"s3": {"endpoint": s3_server.endpoint, "bucket": bucket, "prefix": "e2e",
-                                "credentialsSecret": "s3-credentials"}}, version=etcd.version, **FAST)
+                                "credentialsSecret": "s3-credentials"}}, version=engine.version, **FAST)
     kv.wait_healthy(0, 1, 2)
     assert condition(kv.obj(), "BackupReady")["reason"] == "NoBackupYet"
     writer = Writer([kv.member_url(o) for o in range(3)])
     writer.start()
     try:
         wait_for(lambda: writer.ok > 50, 30, "the writer running")
-        kubectl(kubeconfig, "annotate", "etcdc", "kv", "-n", namespace, f"{contract.ANNOTATION_BACKUP_NOW}=true")
+        kubectl(kubeconfig, "annotate", short, "kv", "-n", namespace, f"{contract.ANNOTATION_BACKUP_NOW}=true")
         done = wait_for(lambda: (o := kv.obj()) and (o["status"].get("backup") or {}).get("lastSuccess") and o,
                         120, "status.backup.lastSuccess")
     finally:
@@ -67,12 +75,13 @@ def test_backup_now_lands_in_s3_and_status_and_a_new_cluster_restores_it(
     latest = backups.Manifest.from_json(store.get(backups.latest_key("e2e", namespace, "kv")) or b"")
     assert latest.key == success["key"]
 
-    # A new cluster from that backup: its first member restores it, the others join as learners.
-    restored = ClusterView(kubeconfig, contract.KIND_ETCD, "kv2", namespace, backend,
+    # A new cluster from that backup: etcd's first member restores it and the others join as
+    # learners; each of Xline's initial members restores it (docs/backups.md).
+    restored = ClusterView(kubeconfig, kind, "kv2", namespace, backend,
                            member_url=lambda o: f"http://{pod_ip(runner.addresses.prefix(namespace, 'kv2'), o)}:2379")
     restored.create(3, bootstrap={"fromBackup": {"backup": "latest", "cluster": "kv", "s3": {
         "endpoint": s3_server.endpoint, "bucket": bucket, "prefix": "e2e", "credentialsSecret": "s3-credentials"}}},
-        version=etcd.version, **FAST)
+        version=engine.version, **FAST)
     restored.wait_healthy(0, 1, 2)
     # The manifest's revision was read before the snapshot streamed: every write acknowledged
     # at or below it is in the snapshot (later ones may be too; they are not required).

@@ -115,3 +115,33 @@ async def test_the_record_becomes_status_backup_ready_and_events(kube_apiserver:
                 if e.reason == "BackupBucketMissing"]
     (event,) = wait_for(events, 30, "the failure's Event")
     assert event.type == "Warning" and "NoSuchBucket" in event.message
+
+
+async def test_the_first_member_to_restore_pins_the_snapshot_for_the_others(kube_apiserver: Any,
+                                                                           bare_operator: Operator,
+                                                                           namespace: str) -> None:
+    """Where every initial member restores (Xline), `latest` may move between their reads: the restore
+    Lease, claimed under the member Role by server-side apply that is never forced, keeps the first
+    member's key, refuses another, and lets its claimant (or a member naming the same key) claim again."""
+    kubeconfig = kube_apiserver.kubeconfig
+    create(kubeconfig, "XlineCluster", "rs", namespace, workloadKind="StatefulSet")
+    rbac = client.RbacAuthorizationV1Api(api(kubeconfig))
+    wait_for(lambda: rbac.read_namespaced_role_binding("rs-member", namespace), 30, "the member Role")
+    kube = Kube(from_kubeconfig(kube_apiserver.token_kubeconfig(namespace, "rs-member")), namespace)
+
+    def pin(key: str) -> dict[str, Any]:
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": contract.restore_lease_name("rs"), "namespace": namespace,
+                             "annotations": {contract.ANNOTATION_RESTORE_SOURCE: key}}, "spec": {}}
+
+    first, moved = "ns/rs/snapshot-20261123T080000Z-r12.db", "ns/rs/snapshot-20261123T090000Z-r40.db"
+    try:
+        assert await kube.claim_lease(pin(first), "rs-1")
+        assert not await kube.claim_lease(pin(moved), "rs-0"), "a second key must not replace the first"
+        assert await kube.claim_lease(pin(first), "rs-2"), "the same key is no conflict"
+        assert await kube.claim_lease(pin(first), "rs-1"), "a claimant's retry"
+        lease = await kube.lease(contract.restore_lease_name("rs"))
+        assert lease is not None
+        assert lease["metadata"]["annotations"][contract.ANNOTATION_RESTORE_SOURCE] == first
+    finally:
+        await kube.close()

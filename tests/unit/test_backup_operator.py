@@ -36,11 +36,9 @@ def lease_annotations(rec: Record | None = None, restore_failure: dict[str, str]
 # ---- spec
 
 
-def test_xline_refuses_a_restore_with_a_clear_reason() -> None:
-    with pytest.raises(spec.InvalidSpec) as refused:
-        cluster(contract.KIND_XLINE, bootstrap={"fromBackup": {"backup": "latest", "s3": S3}})
-    assert refused.value.reason == backups.RESTORE_UNSUPPORTED
-    assert "xline" in str(refused.value)
+def test_xline_keeps_a_restore_as_written() -> None:
+    c = cluster(contract.KIND_XLINE, bootstrap={"fromBackup": {"backup": "latest", "s3": S3}})
+    assert c.from_backup == {"backup": "latest", "s3": S3}
 
 
 def test_etcd_keeps_backup_and_restore_as_written() -> None:

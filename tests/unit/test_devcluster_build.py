@@ -64,6 +64,9 @@ def test_a_cached_xline_counts_only_with_its_stamp() -> None:
     (x.out_dir / build.STAMP).write_text("other\n")
     assert not xline.is_built(x, digest)
     (x.out_dir / build.STAMP).write_text(digest + "\n")
+    assert not xline.is_built(x, digest), "a cache from before xlineutl is completed, not taken as it is"
+    x.binary("xlineutl").write_text("#!/bin/sh\n")
+    x.binary("xlineutl").chmod(0o755)
     assert xline.is_built(x, digest)
 
 

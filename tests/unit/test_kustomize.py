@@ -21,6 +21,7 @@ import yaml
 from raftset import contract, engines, workloads
 from raftset.operator import tls
 from tools import crdgen
+from tools.devcluster import versions
 
 pytestmark = pytest.mark.unit
 
@@ -253,9 +254,13 @@ def test_samples_render_one_cluster_per_kind() -> None:
 def test_dockerfile_runs_as_the_deployments_non_root_user() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     froms = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    # The etcd image only lends etcdutl (the sidecar's restore), of the default etcd release.
-    assert froms and all(f in ("python:3.11-slim", engines.ETCD.image()) for f in froms)
+    # The etcd image only lends etcdutl (the sidecar's restore), of the default etcd release; the
+    # Rust stage builds xlineutl from the Xline commit and toolchain the tests build.
+    rust = f"rust:{versions.RUST_TOOLCHAIN}-bookworm"
+    assert froms and all(f in ("python:3.11-slim", engines.ETCD.image(), rust) for f in froms)
     assert "COPY --from=etcd /usr/local/bin/etcdutl /usr/local/bin/etcdutl" in dockerfile
+    assert re.search(rf"git -C /xline checkout {versions.XLINE_COMMIT}\b", dockerfile)
+    assert "COPY --from=xline /xline/target/release/xlineutl /usr/local/bin/xlineutl" in dockerfile
     (user,) = re.findall(r"^USER (\d+):(\d+)$", dockerfile, re.M)
     pod = only(render("overlays/statefulset"), "Deployment", OPERATOR)["spec"]["template"]["spec"]
     assert (int(user[0]), int(user[1])) == (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"])

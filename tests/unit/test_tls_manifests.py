@@ -194,11 +194,12 @@ def rules(c: spec.Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
 
 
 def test_member_role_names_every_lease_and_pod_it_may_touch() -> None:
-    """Each member's heartbeat Lease, the membership and backup Leases whichever member leads writes, Events."""
+    """Each member's heartbeat Lease, the membership and backup Leases whichever member leads writes, the
+    restore Lease whichever member restores first claims, Events."""
     lease_rule, list_rule, events_rule, pod_rule, workload_rule, cluster_rule = rules(cluster())
     names = [f"demo-{o}" for o in range(contract.NAMED_ORDINALS)]
     assert lease_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                          "resourceNames": [f"{n}-member" for n in names] + ["demo-membership", "demo-backup"],
+                          "resourceNames": [f"{n}-member" for n in names] + ["demo-membership", "demo-backup", "demo-restore"],
                           "verbs": ["get", "create", "update", "patch", "delete"]}
     assert list_rule == {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]}
     assert pod_rule == {"apiGroups": [""], "resources": ["pods"], "resourceNames": names, "verbs": ["get", "patch"]}

@@ -3,7 +3,8 @@
 Xline is a Rust workspace (no Go module proxy), pinned by commit and toolchain. The binary is
 found, in this order:
 
-1. cached at `<cache>/bin/xline-<commit>-rust<toolchain>/xline` with a matching inputs stamp;
+1. cached at `<cache>/bin/xline-<commit>-rust<toolchain>/` (`xline`, and `xlineutl`, which
+   restores a backup) with a matching inputs stamp;
 2. built from the source archive `$RAFTSET_XLINE_SOURCE` (the snapshot in ../shared/xline/,
    which builds offline);
 3. built from `git clone --recursive` of the pinned commit, where GitHub is reachable.
@@ -28,7 +29,9 @@ from tools.devcluster import build, sources, versions
 
 SOURCE_ENV = "RAFTSET_XLINE_SOURCE"
 GIT_URL = "https://github.com/xline-kv/Xline"
-CARGO_ARGS = ("build", "--release", "--locked", "--bin", "xline")
+BINARIES = ("xline", "xlineutl")  # the store, and the sidecar's restore of spec.bootstrap.fromBackup
+CARGO_BUILD = ("build", "--release", "--locked")
+CARGO_ARGS = (*CARGO_BUILD, *(arg for name in BINARIES for arg in ("--bin", name)))
 
 
 class XlineBuildError(RuntimeError):
@@ -82,13 +85,16 @@ XLINE = RustComponent(name="xline", version=versions.XLINE, commit=versions.XLIN
 
 
 def inputs_digest(component: RustComponent) -> str:
-    """Commit, toolchain and cargo arguments: the source archive and a clone of the commit
-    build the same binary, so where the source came from is not an input."""
-    return hashlib.sha256(repr((component.commit, component.toolchain, CARGO_ARGS)).encode()).hexdigest()
+    """Commit, toolchain and cargo's build profile: the source archive and a clone of the commit
+    build the same binaries, so where the source came from is not an input. Which binaries a
+    build installed is checked by their presence (is_built), so the digest keeps the form it had
+    when only `xline` was built, and a cache from then is completed rather than rebuilt."""
+    return hashlib.sha256(repr((component.commit, component.toolchain, (*CARGO_BUILD, "--bin", "xline"))).encode()
+                          ).hexdigest()
 
 
 def is_built(component: RustComponent, digest: str) -> bool:
-    return build.is_stamped(component.out_dir, digest, (component.binary(),))
+    return build.is_stamped(component.out_dir, digest, (component.binary(name) for name in BINARIES))
 
 
 def ensure_source(component: RustComponent, log: Callable[[str], None]) -> Path:
@@ -124,7 +130,8 @@ def _build(component: RustComponent, digest: str, log: Callable[[str], None]) ->
     # nice: the bundled RocksDB C++ build would otherwise starve everything else on the machine.
     subprocess.run(["nice", "-n", "19", "cargo", *CARGO_ARGS], cwd=crate, env=cargo_env(component), check=True)
     with build.installing(component.name, component.out_dir, digest) as out:
-        shutil.copy2(component.target_dir / "release" / "xline", out / "xline")
+        for name in BINARIES:
+            shutil.copy2(component.target_dir / "release" / name, out / name)
 
 
 def ensure(component: RustComponent = XLINE, log: Callable[[str], None] = print) -> float:

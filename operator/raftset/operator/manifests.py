@@ -437,7 +437,8 @@ def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
         "rules": [
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
              "resourceNames": [contract.lease_name(p) for p in pods]
-             + [contract.membership_lease_name(cluster.name), contract.backup_lease_name(cluster.name)],
+             + [contract.membership_lease_name(cluster.name), contract.backup_lease_name(cluster.name),
+                contract.restore_lease_name(cluster.name)],
              "verbs": ["get", "create", "update", "patch", "delete"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
             # The leader's sidecar narrates compaction, defragmentation and alarms.

@@ -254,10 +254,6 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
         quorum_loss=_choice(raw_recovery, "quorumLoss", "recovery.quorumLoss"),
         grace_seconds=_bounded(raw_recovery, "quorumLossGracePeriodSeconds", "recovery.quorumLossGracePeriodSeconds"))
     from_backup = (spec.get("bootstrap") or {}).get("fromBackup")
-    if from_backup and engine.restore_command is None:
-        raise InvalidSpec(f"spec.bootstrap.fromBackup: {engine.name} has no snapshot restore that gives the "
-                          "members new names; create the cluster without it (docs/backups.md)",
-                          reason="RestoreUnsupported")
     raw_repair = spec.get("repair") or {}
     repair = Repair(policy=_choice(raw_repair, "policy", "repair.policy"),
                     crash_loop_restarts=_bounded(raw_repair, "crashLoopRestarts", "repair.crashLoopRestarts"))

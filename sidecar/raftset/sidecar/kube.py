@@ -162,6 +162,21 @@ class Kube:
             content_type="application/apply-patch+yaml", query={"fieldManager": FIELD_MANAGER, "force": "true"},
         )
 
+    async def claim_lease(self, lease: Mapping[str, Any], claimant: str) -> bool:
+        """Server-side apply under the claimant's own field manager, never forced: True when the
+        Lease now says what `lease` says, False when another claimant set its fields differently
+        (the apiserver's conflict). A create-if-absent on a name the member Role may patch."""
+        try:
+            await self.request(
+                "PATCH", self._ns("coordination.k8s.io/v1", "leases", lease["metadata"]["name"]), lease,
+                content_type="application/apply-patch+yaml", query={"fieldManager": f"{FIELD_MANAGER}-{claimant}"},
+            )
+        except KubeError as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
     async def post_event(self, involved: Mapping[str, Any], *, warning: bool, reason: str, message: str,
                          component: str) -> None:
         """One core/v1 Event about `involved` (an object reference), so that kubectl describe shows it.

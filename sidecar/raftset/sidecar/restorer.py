@@ -1,5 +1,6 @@
-"""The restore shell: the first member of a cluster with spec.bootstrap.fromBackup restores
-the backup into its data dir before its startup file is written.
+"""The restore shell: a member that bootstraps a cluster with spec.bootstrap.fromBackup (etcd's
+first member; each of Xline's initial members) restores the backup into its data dir before its
+startup file is written, from the snapshot the restore Lease pins.
 
 Order, so that nothing starts half-restored: the manifest (BackupMissing if absent) -> the
 snapshot, streamed to the data volume with its sha256 checked (ChecksumMismatch) -> the
@@ -70,9 +71,6 @@ class Restorer(Shell):
     async def restore(self, source: dict[str, Any], backup_spec: dict[str, Any]) -> backups.Manifest:
         settings = self.settings
         engine = settings.engine
-        if engine.restore_command is None:
-            raise StoreError(backups.RESTORE_UNSUPPORTED,
-                             f"{engine.name} has no snapshot restore that renames members; see docs/backups.md")
         try:
             dest = restore_destination(settings.backup_mount_root, source, backup_spec)
         except (backups.ConfigError, KeyError) as exc:
@@ -82,6 +80,9 @@ class Restorer(Shell):
         store = await asyncio.to_thread(objectstore.open_store, dest)
         try:
             manifest = await asyncio.to_thread(snapshots.manifest_for, store, str(source["backup"]), target)
+            pinned = await self.pin(manifest.key)
+            if pinned != manifest.key:
+                manifest = await asyncio.to_thread(snapshots.manifest_for, store, pinned, target)
         except backups.ConfigError as exc:
             raise StoreError(backups.INVALID_CONFIG, str(exc)) from exc
         data_dir = Path(settings.data_dir)
@@ -95,6 +96,29 @@ class Restorer(Shell):
         finally:
             snapshot.unlink(missing_ok=True)
         return manifest
+
+    async def pin(self, key: str) -> str:
+        """The snapshot every member of this restore uses: the first to get here names it on the
+        restore Lease, the others restore that one. Where an engine's initial members each restore
+        (Xline), a `latest` that moved between their reads would otherwise seed one cluster with
+        different data on different members."""
+        settings, kube = self.settings, self.agent.kube
+        name = contract.restore_lease_name(settings.cluster)
+        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": settings.namespace,
+                             "labels": contract.selector_labels(settings.cluster),
+                             "annotations": {contract.ANNOTATION_RESTORE_SOURCE: key},
+                             **({"ownerReferences": [self.agent.workload_owner]} if self.agent.workload_owner else {})},
+                "spec": {}}
+        if await kube.claim_lease(body, settings.pod_name):
+            return key
+        lease = await kube.lease(name) or {}
+        pinned = ((lease.get("metadata") or {}).get("annotations") or {}).get(contract.ANNOTATION_RESTORE_SOURCE)
+        if not pinned:
+            raise StoreError(backups.INVALID_CONFIG, f"Lease {name} was claimed without a snapshot key")
+        if pinned != key:
+            log.info("restore: %s is pinned for this cluster (asked for %s)", pinned, key)
+        return pinned
 
     async def publish(self, failure: dict[str, str] | None, now: datetime) -> None:
         """The failure (or its absence) on the backup Lease, where the operator looks."""
