@@ -79,10 +79,12 @@ def operator(control_plane: Plane, tmp_path_factory: pytest.TempPathFactory,
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test that runs a real store names its build in its id (`[etcd-3.7.3]`): the default
-    build, or every supported build (etcd and Xline) for tests marked `lifecycle`."""
+    build, every supported build (etcd and Xline) for tests marked `lifecycle`, or the default
+    build of each engine for tests marked `per_engine`."""
     if "engine_under_test" in metafunc.fixturenames:
         lifecycle = metafunc.definition.get_closest_marker("lifecycle")
-        chosen = engines.LIFECYCLE if lifecycle else (engines.DEFAULT,)
+        per_engine = metafunc.definition.get_closest_marker("per_engine")
+        chosen = engines.LIFECYCLE if lifecycle else engines.PER_ENGINE if per_engine else (engines.DEFAULT,)
         # `lifecycle(needs="hand_off")`: only the builds whose engine has that capability.
         needs = lifecycle.kwargs.get("needs") if lifecycle else None
         if needs:

@@ -163,6 +163,7 @@ async def three_writing(lab: Lab, at_least: int, timeout: float) -> Writer:
     return writer
 
 
+@pytest.mark.per_engine
 async def test_scheduled_and_on_demand_backups_under_writes_are_verified_published_and_pruned(
         backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str) -> None:
     lab = backup_lab()
@@ -223,6 +224,7 @@ async def test_the_leader_keeps_a_request_until_its_pod_mounts_the_destination(
     assert (len(body), sha256(body)) == (taken.size, taken.sha256)
 
 
+@pytest.mark.per_engine
 async def test_faults_leave_latest_alone_and_say_why(
         backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
     """Wrong credentials, an unreachable endpoint, a missing bucket, an upload killed midway:
@@ -361,6 +363,7 @@ async def test_restore_into_a_new_cluster_gives_every_acknowledged_write_and_the
         assert restored.hash == source_hash.hash, f"ordinal {ordinal}: HashKV at {revision} differs from the source's"
 
 
+@pytest.mark.per_engine
 async def test_a_corrupt_or_missing_backup_starts_nothing_and_says_why(
         backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str) -> None:
     source = backup_lab(replicas=1)

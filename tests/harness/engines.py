@@ -74,6 +74,8 @@ MATRIX = (*ETCDS, XLINE)
 # The lifecycle subset's engines: every etcd, and Xline (its initial members bootstrap together;
 # less its `unsteady` tests, and the leader's hand-off, which it does not have).
 LIFECYCLE = MATRIX
+# A feature whose engine differences lie in the engine, not its version (backups): one build each.
+PER_ENGINE = (DEFAULT, XLINE)
 
 
 _READY: set[str] = set()
