@@ -16,6 +16,7 @@ from tests.harness.waiting import wait_for
 pytestmark = pytest.mark.etcd
 
 
+@pytest.mark.lifecycle
 async def test_every_member_killed_at_once_comes_back_with_its_id_and_every_acknowledged_write(make_lab) -> None:
     lab = make_lab(replicas=3)
     await grow(lab, 3)
