@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tools.devcluster import kubelet
-from tools.devcluster.kubelet import Backoff, Exit
+from tools.devcluster.kubelet import LIVENESS_FAILURES, LIVENESS_PERIOD_S, Backoff, Exit, Liveness
 
 pytestmark = pytest.mark.unit
 
@@ -80,3 +80,14 @@ def test_one_container_entry_is_replaced_the_others_kept() -> None:
     replaced = kubelet.with_container(statuses, {"name": "etcd", "restartCount": 2})
     assert replaced == [{"name": "etcd", "restartCount": 2}, {"name": "other", "restartCount": 1}]
     assert kubelet.with_container([], {"name": "etcd"}) == [{"name": "etcd"}]
+
+
+def test_liveness_kills_only_after_enough_failures_in_a_row() -> None:
+    probe, now = Liveness(probed=0.0), 0.0
+    assert not probe.due(now + LIVENESS_PERIOD_S / 2) and probe.due(now + LIVENESS_PERIOD_S)
+    for _ in range(LIVENESS_FAILURES - 1):
+        now += LIVENESS_PERIOD_S
+        probe = probe.after(False, now)
+        assert not probe.failed
+    assert probe.after(True, now).failures == 0, "one success forgives the failures before it"
+    assert probe.after(False, now + LIVENESS_PERIOD_S).failed

@@ -12,6 +12,7 @@ lets a test take each step by hand (start the sidecar alone, kill both, ...).
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import urllib.error
 import urllib.request
@@ -58,8 +59,10 @@ class MemberContainers:
     """The sidecar and the store of one member pod, as processes of a `procs.Supervisor`."""
 
     def __init__(self, supervisor: procs.Supervisor, name: str, engine: engines.Engine, *, run_dir: Path,
-                 sidecar_url: str, sidecar_env: Mapping[str, str], store_env: Mapping[str, str]) -> None:
+                 sidecar_url: str, sidecar_env: Mapping[str, str], store_env: Mapping[str, str],
+                 client_address: tuple[str, int]) -> None:
         self.supervisor = supervisor
+        self.client_address = client_address  # where the store's livenessProbe connects
         self.name = name  # prefixes the process names (and so the log files)
         self.engine = engine
         self.run_dir = run_dir
@@ -96,6 +99,14 @@ class MemberContainers:
         self.store = self.supervisor.start(f"{self.name}store", command, env=self.store_env)
         return self.store
 
+    def store_listening(self) -> bool:
+        """The store container's livenessProbe: a TCP connect to the client port."""
+        try:
+            with socket.create_connection(self.client_address, timeout=1.0):
+                return True
+        except OSError:
+            return False
+
     def pre_stop(self, timeout: float) -> tuple[int, str]:
         """The store container's preStop hook: GET /leave on the sidecar."""
         return http_get(f"{self.sidecar_url}/leave", timeout=timeout)
@@ -119,6 +130,31 @@ class MemberContainers:
 # here the same rule runs 1 s doubling to 10 s, forgotten after 20 s.
 BACKOFF_S = (1.0, 10.0)
 MESSAGE_BYTES, MESSAGE_LINES = 2048, 80  # terminationMessagePolicy FallbackToLogsOnError
+
+
+# The store's livenessProbe as rendered (tcpSocket on the client port every 10 s, 6 failures),
+# scaled down the same way: every 1 s, 6 failures. It is what ends a removed Xline member, whose
+# process keeps running with its ports closed (Capabilities.removed_member_exits).
+LIVENESS_PERIOD_S, LIVENESS_FAILURES = 1.0, 6
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """kubelet's liveness state of one running container: consecutive failures, last probe time."""
+
+    failures: int = 0
+    probed: float = 0.0
+
+    def due(self, now: float) -> bool:
+        return now - self.probed >= LIVENESS_PERIOD_S
+
+    def after(self, ok: bool, now: float) -> Liveness:
+        return Liveness(0 if ok else self.failures + 1, now)
+
+    @property
+    def failed(self) -> bool:
+        """Enough failures in a row: kubelet kills the container (then restarts it)."""
+        return self.failures >= LIVENESS_FAILURES
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ the pod and on its cluster, saying why.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import random
@@ -347,7 +348,7 @@ class _Worker(threading.Thread):
         self.containers = kubelet.MemberContainers(
             runner.supervisor, f"{pod.namespace}.{pod.name}.{pod.uid[:8]}.", engine,
             run_dir=Path(env[SidecarEnv.RUN_DIR]), sidecar_url=pod.sidecar_url, sidecar_env=env,
-            store_env=store_env)
+            store_env=store_env, client_address=(pod.ip, contract.CLIENT_PORT))
         self.terminating = False  # deletionTimestamp seen: the termination path
         self.closing = False  # the runner stops or the pod vanished: stop the processes, nothing else
         self._wake = threading.Event()
@@ -415,10 +416,23 @@ class _Worker(threading.Thread):
 
     def _supervise(self) -> None:
         """restartPolicy Always, for both containers, until the pod terminates, with kubelet's
-        backoff (kubelet.Backoff); the store's exits and restarts show in the pod's status."""
+        backoff (kubelet.Backoff) and the store's livenessProbe (kubelet.Liveness); the store's
+        exits and restarts show in the pod's status."""
         backoff = {"sidecar": kubelet.Backoff(), "store": kubelet.Backoff()}
         due: dict[str, float] = {}  # an exited container: when it starts again
+        liveness = kubelet.Liveness(probed=time.monotonic())
         while not self._stopped():
+            store = self.containers.store
+            now = time.monotonic()
+            if store is not None and store.alive() and liveness.due(now):
+                liveness = liveness.after(self.containers.store_listening(), now)
+                if liveness.failed:  # as kubelet: preStop, then stop; restarted below like any exit
+                    log.warning("%s: store failed its liveness probe (client port closed): stopping it",
+                                self.pod.key)
+                    with contextlib.suppress(OSError):
+                        self.containers.pre_stop(timeout=5.0)
+                    self.runner.supervisor.stop(store, grace_s=5.0)
+                    liveness = kubelet.Liveness(probed=now)
             for what in ("sidecar", "store"):
                 proc: procs.Proc | None = getattr(self.containers, what)
                 now = time.monotonic()
