@@ -41,10 +41,11 @@ def assert_writes_flowed(writer: Writer, *, at_least: int) -> None:
     assert writer.longest_stall < MAX_STALL_S, f"writes stalled {writer.longest_stall:.2f}s"
 
 
-def stack(kubeconfig: str, namespace: str, name: str, runner: PodRunner) -> ClusterView:
-    """An EtcdCluster whose members the runner runs on loopback, so etcd itself can be asked."""
-    return ClusterView(kubeconfig, contract.KIND_ETCD, name, namespace,
-                       member_url=lambda ordinal: f"http://{pod_ip(runner.addresses.prefix(namespace, name), ordinal)}:2379")
+def stack(kubeconfig: str, namespace: str, name: str, runner: PodRunner, scheme: str = "http") -> ClusterView:
+    """An EtcdCluster whose members the runner runs on loopback, so etcd itself can be asked
+    (`scheme` https: they serve TLS, asked with the view's `tls`)."""
+    return ClusterView(kubeconfig, contract.KIND_ETCD, name, namespace, member_url=lambda ordinal:
+                       f"{scheme}://{pod_ip(runner.addresses.prefix(namespace, name), ordinal)}:2379")
 
 
 FAST = {

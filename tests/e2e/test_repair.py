@@ -81,14 +81,18 @@ def ids(kv: ClusterView) -> dict[str, int]:
     return {m.name: m.id for m in kv.members(0, 1)}
 
 
-def start_under_writes(kv: ClusterView, backend: str, etcd: EngineUnderTest, policy: str) -> tuple[int, Writer]:
-    """A 3-member cluster with leadership on ordinal 0 and a writer on the two that keep quorum."""
+def create_repairable(kv: ClusterView, backend: str, etcd: EngineUnderTest, policy: str, **spec: Any) -> None:
+    """A 3-member cluster on volumes, replaced at THRESHOLD restarts under `policy`."""
     kv.create(3, workloadKind=backend, version=etcd.version, storage={"size": "1Gi"},
-              repair={"policy": policy, "crashLoopRestarts": THRESHOLD}, **FAST)
+              repair={"policy": policy, "crashLoopRestarts": THRESHOLD}, **FAST, **spec)
+
+
+def under_writes(kv: ClusterView) -> tuple[int, Writer]:
+    """Leadership on ordinal 0 and a writer on the two that keep quorum; the victim's member id."""
     kv.wait_healthy(0, 1, 2)
     kv.move_leader(0, 0, 1, 2)
     old = ids(kv)[contract.pod_name(kv.name, VICTIM)]
-    writer = Writer([kv.url(0), kv.url(1)])
+    writer = Writer([kv.url(0), kv.url(1)], kv.tls)
     writer.start()
     wait_for(lambda: writer.ok > 20, 20, "the writer running")
     return old, writer
@@ -100,7 +104,15 @@ def test_a_follower_whose_store_cannot_start_is_replaced_automatically(
         control_plane: Any, operator: Operator, namespace: str, runner: PodRunner, backend: str, fault: str,
         etcd: EngineUnderTest) -> None:
     kv = stack(control_plane.kubeconfig, namespace, "kv", runner)
-    old, writer = start_under_writes(kv, backend, etcd, "Automatic")
+    create_repairable(kv, backend, etcd, "Automatic")
+    replaced_automatically(kv, runner, fault)
+
+
+def replaced_automatically(kv: ClusterView, runner: PodRunner, fault: str) -> int:
+    """The victim's store garbled (`fault`) under writes: its member is replaced by a new one without a failed
+    write, the cluster ends Available, and the checker passes (over the view's TLS, if any). The new id."""
+    namespace = kv.namespace
+    old, writer = under_writes(kv)
     victim = contract.pod_name(kv.name, VICTIM)
     try:
         store_fault(runner, namespace, victim, FAULTS[fault])
@@ -137,7 +149,8 @@ def test_a_follower_whose_store_cannot_start_is_replaced_automatically(
     pod = kv.core.read_namespaced_pod(victim, namespace)
     assert int(pod.metadata.annotations[contract.ANNOTATION_RESTART_BASELINE]) >= 1  # counted afresh from here
     assert_writes_flowed(writer, at_least=50)
-    asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))
+    asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked, kv.tls))
+    return new
 
 
 @pytest.mark.parametrize("backend", ["AdvancedStatefulSet"])
@@ -145,7 +158,8 @@ def test_under_manual_policy_a_crash_looping_follower_is_reported_and_kept_until
         control_plane: Any, operator: Operator, namespace: str, runner: PodRunner, backend: str,
         etcd: EngineUnderTest) -> None:
     kv = stack(control_plane.kubeconfig, namespace, "kv", runner)
-    old, writer = start_under_writes(kv, backend, etcd, "Manual")
+    create_repairable(kv, backend, etcd, "Manual")
+    old, writer = under_writes(kv)
     victim = contract.pod_name(kv.name, VICTIM)
     try:
         store_fault(runner, namespace, victim, garble_wal)

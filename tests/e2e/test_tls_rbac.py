@@ -28,10 +28,15 @@ from kubernetes.dynamic import DynamicClient
 from raftset import contract
 from raftset.contract import SidecarEnv
 from raftset.engines import TLSFiles
+from raftset.etcdclient import ClientTLS
 from raftset.operator import certificates
 from raftset.operator.storage import ANNOTATION_FAILED
+from tests.e2e.test_fullstack import stack
+from tests.e2e.test_repair import create_repairable, replaced_automatically
+from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, Sidecars, api, heartbeat_lease, kubectl, wait_for
 from tools.devcluster.plane import start_cert_manager
+from tools.devcluster.podrunner import PodRunner
 
 pytestmark = pytest.mark.e2e
 
@@ -384,6 +389,29 @@ def test_cert_manager_issues_through_the_users_cluster_issuer(admin: str, operat
         assert issuers == []
     finally:
         kubectl(admin, "delete", "clusterissuer", issuer, "--wait=false", check=False)
+
+
+def test_a_corrupt_member_is_replaced_while_every_member_serves_cert_managers_certificates(
+        admin: str, operator: Operator, namespace: str, cert_manager: None, runner: PodRunner,
+        etcd: EngineUnderTest) -> None:
+    """Real members under the real cert-manager: the Secrets it issues are what the members serve and peer with
+    (the stand-in kubelet adds the pod's loopback address to the server and peer leaves with the same CA's key,
+    as the pods' DNS names do not resolve here). A follower's db is garbled; its replacement joins over TLS."""
+    kv = stack(admin, namespace, "kv", runner, "https")
+    create_repairable(kv, "StatefulSet", etcd, "Automatic", tls={"provider": "cert-manager"})
+    names = [certificates.secret_name("kv", p) for p in certificates.PURPOSES]
+    wait_for(lambda: all_ready(admin, namespace, ["kv-ca", *names]), TIMEOUT, "cert-manager's Certificates Ready")
+    ca_pem = secret(admin, namespace, "kv-ca")["tls.crt"]
+    issued = secret(admin, namespace, certificates.secret_name("kv", certificates.CLIENT))
+    assert issued["ca.crt"] == ca_pem and certificates.signed_by(issued["tls.crt"], ca_pem)
+    # Every client call of the test verifies the members' certificates against cert-manager's CA only.
+    kv.tls = ClientTLS(ca=ca_pem, cert=issued["tls.crt"], key=issued["tls.key"])
+    new = replaced_automatically(kv, runner, "db")
+    members = {m.name: m for m in kv.members(0, 1, 2)}
+    assert members["kv-2"].id == new and all(m.started and not m.is_learner for m in members.values())
+    assert all(u.startswith("https://") for m in members.values() for u in (*m.peer_urls, *m.client_urls)), members
+    # Nothing was issued again for the replacement: it took the pod's mounted certificates.
+    assert all(certificate(admin, namespace, n)["status"].get("revision") == 1 for n in names)
 
 
 # --- Secrets, namespace by namespace -------------------------------------------------------------------

@@ -19,6 +19,7 @@ from raftset import contract
 from raftset.contract import ReplacePhase, SidecarEnv
 from raftset.replacement import parse_progress
 from tests.harness.engines import EngineUnderTest
+from tests.harness.lab import Lab, Pod
 from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, follower_holding_good, holds,
                                ids_by_name, kubelet_restarts, replaced, rot)
 from tests.harness.scenarios import check_members
@@ -32,6 +33,17 @@ def hash_check_env(under_test: EngineUnderTest, policy: str = "Automatic") -> di
     assert not any("corrupt" in flag for flag in options), options
     return {SidecarEnv.OPTIONS: json.dumps(options), SidecarEnv.MAINTENANCE_INTERVAL: "0.5",
             SidecarEnv.HASH_CHECK_INTERVAL: "1", SidecarEnv.REPAIR_POLICY: policy}
+
+
+def hash_checks(lab: Lab, outcome: str) -> float:
+    """The hash checks counted under `outcome` by every sidecar (the leader's counts; a leader change moves it)."""
+    key = ("raftset_sidecar_outcomes_total", (("outcome", outcome), ("step", "hash_check")))
+    return sum(lab.pod(o).metrics()[key] for o in range(3))
+
+
+def judged(pod: Pod) -> list[dict[str, str]]:
+    """The labels of the pod's raftset_member_judged_corrupt series (one while a verdict on its member stands)."""
+    return [dict(labels) for name, labels in pod.metrics() if name == "raftset_member_judged_corrupt"]
 
 
 async def test_a_follower_whose_hash_differs_is_replaced_with_writes_flowing(make_lab, engine_under_test) -> None:
@@ -62,6 +74,11 @@ async def test_a_follower_whose_hash_differs_is_replaced_with_writes_flowing(mak
     log = pod.log_text()
     assert "moved aside" in log and "removing it without the lock" not in log
     assert "hash check: the hash check (no alarm) finds that the data of member demo-2" in lab.pod(0).log_text()
+    # The leader's sidecar counted the finding, and counts agreement again since; the verdict went with the member.
+    assert hash_checks(lab, "differs") >= 1 and hash_checks(lab, "unconfirmed") == 0
+    agreed = hash_checks(lab, "agree")
+    wait_for(lambda: hash_checks(lab, "agree") > agreed, 20, "a hash check agreeing after the replacement")
+    assert judged(pod) == []
     await check_members(lab, writer, 0, 1, 2)
 
 
@@ -80,6 +97,9 @@ async def test_under_manual_policy_a_difference_is_needed_until_a_person_asks(ma
 
         reason = wait_for(needed, 30, "demo-2 reported as Needed")
         assert "spec.repair.policy is Manual" in reason and contract.ANNOTATION_REPLACE in reason, reason
+        # demo-2's own sidecar reports the verdict that stands on it (what RaftsetCorruptMemberNotReplaced watches).
+        assert judged(pod) == [{"source": "hash_check", "verdict": "replace"}]
+        assert [judged(lab.pod(o)) for o in (0, 1)] == [[], []]
         await asyncio.sleep(4)  # four more checks: nothing is removed, one Event said it
         assert await ids_by_name(lab) == before
         assert await lab.get("/rot", 2) == ROTTEN.encode()
@@ -89,6 +109,8 @@ async def test_under_manual_policy_a_difference_is_needed_until_a_person_asks(ma
         new = await await_for(replaced(lab, pod, before["demo-2"]), 120, "demo-2 voting as a new member")
         await await_for(cleared(lab, 2), 30, "the replacement record and the verdict cleared")
         await await_for(lambda: asyncio.to_thread(pod.ready), 40, "demo-2 ready")
+    wait_for(lambda: judged(pod) == [], 20, "demo-2's judged_corrupt series gone with its old member")
+    assert hash_checks(lab, "differs") >= 4, "every check while demo-2 differed counted it"
     written = writer.ok
     wait_for(lambda: writer.ok > written + 20, 20, "writes flowing after the replacement")
     writer.stop()

@@ -47,7 +47,7 @@ def test_the_rules_pass_promtool_check(promtool: Path, tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(rules())
     done = run(promtool, "check", "rules", "rules.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 10 rules found" in done.stdout, done.stdout
+    assert "SUCCESS: 12 rules found" in done.stdout, done.stdout
     (tmp_path / "broken.yaml").write_text(rules(("raftset_cluster_learners > 0", "raftset_cluster_learners >")))
     broken = run(promtool, "check", "rules", "broken.yaml", cwd=tmp_path)
     assert broken.returncode != 0 and "RaftsetLearnerStuck" in broken.stdout + broken.stderr

@@ -12,12 +12,11 @@ import time
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from raftset.contract import SidecarEnv
 from raftset.etcdclient import AlarmKind, EtcdClientError, MemberClient
 from tests.harness.checker import Writer
-from tests.harness.lab import Lab, http_get, wait_for
+from tests.harness.lab import Lab, wait_for
 from tests.harness.scenarios import check_members, grow
 from tests.harness.waiting import await_for
 
@@ -139,17 +138,12 @@ async def test_defragmentation_goes_leader_last_while_writes_flow(make_lab, engi
         assert not any(a.kind is AlarmKind.NOSPACE for a in await check_client.alarms())
     # The leader's sidecar counted what it did, and reports every member's lag behind it (as of its
     # last membership publication: a member busy defragmenting then is missing until the next one).
-    def scrape() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        text = http_get(f"{lab.pod(leader).sidecar_url}/metrics")[1]
-        return {(s.name, tuple(sorted(s.labels.items()))): s.value
-                for f in text_string_to_metric_families(text) for s in f.samples}
-
     def lagging(scraped: dict) -> set[str]:
         return {dict(labels)["member"] for name, labels in scraped if name == "raftset_member_raft_index_lag"}
 
     pods = {lab.pod(o).name for o in range(3)}
     def every_lag() -> dict | None:
-        got = scrape()
+        got = lab.pod(leader).metrics()
         return got if lagging(got) == pods else None
 
     scraped = wait_for(every_lag, 20, "the leader's sidecar to report every member's index lag")

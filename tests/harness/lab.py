@@ -25,6 +25,7 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
+from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract, engines
 from raftset.contract import SidecarEnv
@@ -231,6 +232,12 @@ class Pod:
 
     def heartbeat(self) -> dict[str, Any]:
         return json.loads(http_get(f"{self.sidecar_url}/heartbeat")[1])
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """The sidecar's /metrics, one value per (sample name, its labels sorted)."""
+        text = http_get(f"{self.sidecar_url}/metrics")[1]
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in text_string_to_metric_families(text) for s in f.samples}
 
     def leave(self) -> dict[str, Any]:
         status, body = self.containers.pre_stop(timeout=60.0)

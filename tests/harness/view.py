@@ -15,7 +15,7 @@ import yaml
 from kubernetes import client
 
 from raftset import contract, engines
-from raftset.etcdclient import EtcdClientError, Member, MemberClient
+from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient
 from tests.harness.operator import api, kubectl, wait_for
 
 STEP_TIMEOUT = 90
@@ -43,6 +43,7 @@ class ClusterView:
         self.kind, self.plural = kind, engines.BY_KIND[kind].plural
         self.name, self.namespace, self.backend = name, namespace, backend
         self.member_url = member_url
+        self.tls: ClientTLS | None = None  # the client certificate, once members serve TLS (issued after `create`)
         self.custom = client.CustomObjectsApi(self.api)
         self.core = client.CoreV1Api(self.api)
 
@@ -127,7 +128,7 @@ class ClusterView:
         async def first_answer() -> list[Member]:
             for ordinal in ordinals:
                 try:
-                    async with MemberClient(self.url(ordinal), timeout=3) as c:
+                    async with MemberClient(self.url(ordinal), self.tls, timeout=3) as c:
                         return await c.member_list()
                 except EtcdClientError:
                     continue
@@ -138,7 +139,7 @@ class ClusterView:
         async def find() -> int | None:
             for ordinal in ordinals:
                 try:
-                    async with MemberClient(self.url(ordinal), timeout=3) as c:
+                    async with MemberClient(self.url(ordinal), self.tls, timeout=3) as c:
                         if (await c.status()).is_leader:
                             return ordinal
                 except EtcdClientError:
@@ -152,7 +153,7 @@ class ClusterView:
             terms = []
             for ordinal in ordinals:
                 try:
-                    async with MemberClient(self.url(ordinal), timeout=3) as c:
+                    async with MemberClient(self.url(ordinal), self.tls, timeout=3) as c:
                         terms.append((await c.status()).raft_term)
                 except EtcdClientError:
                     continue
@@ -181,11 +182,11 @@ class ClusterView:
 
     def move_leader(self, ordinal: int, *ordinals: int) -> None:
         async def target_id() -> int:
-            async with MemberClient(self.url(ordinal), timeout=3) as c:
+            async with MemberClient(self.url(ordinal), self.tls, timeout=3) as c:
                 return (await c.status()).member_id
 
         async def move(current: int, target: int) -> None:
-            async with MemberClient(self.url(current), timeout=5) as c:
+            async with MemberClient(self.url(current), self.tls, timeout=5) as c:
                 await c.move_leader(target)
 
         target = asyncio.run(target_id())

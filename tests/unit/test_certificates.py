@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
@@ -110,6 +111,25 @@ def test_leaf_never_outlives_its_ca() -> None:
     short = certs.build_ca("short", NOW, lifetime=timedelta(days=40))
     leaf = certs.issue(short, SPECS[PEER], NOW)
     assert leaf.cert.not_valid_after_utc == short.cert.not_valid_after_utc
+
+
+def test_a_leaf_names_its_ca_by_the_cas_own_key_id_however_it_was_made() -> None:
+    # cert-manager's CA derives its subject key id otherwise than from_public_key: a leaf issued from it must
+    # name that id, or OpenSSL and Go find no issuer ("unable to get local issuer certificate").
+    own = certs.build_ca("kv-ca", NOW)
+    cert = own.cert
+    foreign_id = x509.SubjectKeyIdentifier(b"\x65" * 20)
+    builder = (x509.CertificateBuilder().subject_name(cert.subject).issuer_name(cert.issuer)
+               .public_key(cert.public_key()).serial_number(cert.serial_number)
+               .not_valid_before(cert.not_valid_before_utc).not_valid_after(cert.not_valid_after_utc)
+               .add_extension(cert.extensions.get_extension_for_class(x509.BasicConstraints).value, critical=True)
+               .add_extension(cert.extensions.get_extension_for_class(x509.KeyUsage).value, critical=True)
+               .add_extension(foreign_id, critical=False))
+    foreign = KeyPair(builder.sign(own.key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM), own.key_pem)
+    leaf = certs.issue(foreign, SPECS[SERVER], NOW)
+    assert leaf.cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value.key_identifier == \
+        foreign_id.digest
+    _verify_server(foreign, leaf, x509.DNSName("kv-client.db.svc"), NOW)
 
 
 def _verify_server(ca: KeyPair, pair: KeyPair, name: x509.GeneralName, at: datetime) -> None:

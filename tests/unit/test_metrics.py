@@ -17,6 +17,7 @@ from raftset.engines import StartupConfig
 from raftset.operator import manifests
 from raftset.operator.metrics import REFUSALS, OperatorMetrics, cluster_families, last_backup
 from raftset.sidecar import metrics as sidecar_metrics
+from raftset.sidecar.corruption import Record
 from raftset.sidecar.metrics import Metrics, State, state_samples
 from tests.unit.builders import cluster
 
@@ -36,7 +37,8 @@ STATE = State(role="follower", leader_id="8e9e05c52164694d", healthy=True, ready
               raft_term=3, raft_index=120, heartbeat_age=4.5, db_size=2048, db_size_in_use=1024,
               alarms=("NOSPACE",), index_lags={"demo-1": 0, "demo-2": 7},
               loop_errors={("heartbeat", "expected"): 2, ("heartbeat", "unexpected"): 0,
-                           ("clean", "expected"): 0, ("clean", "unexpected"): 1})
+                           ("clean", "expected"): 0, ("clean", "unexpected"): 1},
+              corruption=Record("c", True, "the hash check (no alarm) finds ...", alarm=False))
 
 
 def test_sidecar_counters_and_state_are_exposed_under_their_names() -> None:
@@ -86,6 +88,24 @@ def test_an_unknown_member_shows_no_leader_no_age_and_no_sizes() -> None:
     assert "raftset_sidecar_heartbeat_age_seconds" not in names
     assert "raftset_member_db_size_bytes" not in names
     assert [s.value for s in names["raftset_member_role"].samples if s.labels["role"] == "unknown"] == [1.0]
+
+
+@pytest.mark.parametrize(("found", "labels"), [
+    (Record("c", True, "r", alarm=False), {"verdict": "replace", "source": "hash_check"}),
+    (Record("c", False, "r", alarm=False), {"verdict": "unconfirmed", "source": "hash_check"}),
+    (Record("c", True, "r"), {"verdict": "replace", "source": "alarm"}),
+])
+def test_a_standing_corruption_verdict_is_one_series_and_none_is_none(found: Record, labels) -> None:
+    m = Metrics()
+    m.watch(lambda: dataclasses.replace(STATE, corruption=found))
+    m.outcome(sidecar_metrics.STEP_HASH_CHECK, "differs")
+    got = parsed(m.render())
+    assert got["raftset_member_judged_corrupt"] == [(labels, 1.0)]
+    # Every outcome of the hash check is there from 0: increase() sees a leader's first finding.
+    assert got["raftset_sidecar_outcomes_total"] == [({"step": "hash_check", "outcome": o}, float(o == "differs"))
+                                                     for o in ("agree", "differs", "unconfirmed", "not_compared")]
+    unjudged = {f.name: f for f in state_samples(dataclasses.replace(STATE, corruption=None))}
+    assert unjudged["raftset_member_judged_corrupt"].samples == []
 
 
 def test_two_sidecars_in_one_process_do_not_share_metrics() -> None:

@@ -80,7 +80,7 @@ def test_the_component_renders_on_an_overlay_and_scrapes_what_the_operator_serve
 def exported_names() -> set[str]:
     sidecar = Metrics()
     sidecar.watch(lambda: STATE)
-    for step in ("join", "leave"):
+    for step in ("join", "leave", "hash_check"):
         sidecar.outcome(step, "x")
     operator = OperatorMetrics()
     operator.clusters.observe(("ns", "demo"), "EtcdCluster", STATUS)

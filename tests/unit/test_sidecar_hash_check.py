@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 
 from raftset.etcdclient import Alarm, AlarmKind, KVHash
-from raftset.sidecar.corruption import (Check, Record, check, check_due, judge, outdated, parse_record, record,
-                                        report_key, suspicion)
+from raftset.sidecar.corruption import (CHECK_AGREE, CHECK_DIFFERS, CHECK_NOT_COMPARED, CHECK_UNCONFIRMED, Check,
+                                        Record, check, check_due, check_outcome, judge, outdated, parse_record,
+                                        record, report_key, suspicion)
 from tests.unit.sidecar_data import member, mid
 
 pytestmark = pytest.mark.unit
@@ -92,6 +93,18 @@ def test_a_membership_change_under_way_is_no_finding(pending) -> None:
 
 def test_no_members_is_no_finding() -> None:
     assert check([], {}, REV) == Check(reason="no voter")
+
+
+@pytest.mark.parametrize(("n", "given", "outcome"), [
+    (3, hashes(GOOD, GOOD, GOOD), CHECK_AGREE),
+    (3, hashes(GOOD, GOOD, BAD), CHECK_DIFFERS),
+    (5, hashes(GOOD, GOOD, GOOD, BAD, OTHER), CHECK_UNCONFIRMED),  # two suspects: a person decides
+    (3, hashes(GOOD, BAD, OTHER), CHECK_UNCONFIRMED),  # no majority
+    (2, hashes(GOOD, BAD), CHECK_UNCONFIRMED),  # too few voters
+    (3, hashes(GOOD, None, BAD), CHECK_NOT_COMPARED),  # a member restarting: no finding, not a doubt
+])
+def test_each_check_is_counted_by_what_it_found(n: int, given, outcome: str) -> None:
+    assert check_outcome(check(members(n), given, REV)) == outcome
 
 
 def test_the_same_rules_as_a_corrupt_alarms_verdict() -> None:

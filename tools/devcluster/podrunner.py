@@ -18,10 +18,11 @@ a backup claim the sidecar mounts is served the same way),
 the run dir is per pod uid like an emptyDir, and the API credentials are a TokenRequest
 token of the pod's own ServiceAccount, so the member Role is exercised. The `tls` volume
 is projected from its Secrets into a per-pod directory, with the server and peer
-certificates re-issued by the cluster's own CA (provider `auto`) to also name the member's
-loopback address, which the operator cannot know. The store is the cached build its image
-names (etcd 3.5/3.6/3.7 by version, or Xline). A pod the runner cannot run (cert-manager's
-certificates, whose CA key it does not hold; an unknown engine) gets a Warning Event, on
+certificates re-issued by the cluster's own CA (`<name>-ca`: provider `auto`'s, or cert-manager's
+chain without an issuerRef) to also name the member's loopback address, which the operator
+cannot know. The store is the cached build its image
+names (etcd 3.5/3.6/3.7 by version, or Xline). A pod the runner cannot run (certificates of a
+user's issuer, whose CA key it does not hold; an unknown engine) gets a Warning Event, on
 the pod and on its cluster, saying why.
 """
 
@@ -277,7 +278,7 @@ def loopback_leaf(cert_pem: bytes, purpose: str, ip: str) -> certificates.LeafSp
 def project_tls(files: Mapping[str, bytes], ca: certificates.KeyPair | None, ip: str) -> dict[str, bytes]:
     """The `tls` volume's files as the member on `ip` needs them: the server and peer
     certificates re-issued by the cluster's CA to name `ip` too. Without the CA's key
-    (cert-manager issued them) the member cannot be served on loopback: ValueError."""
+    (a user's issuer signed them) the member cannot be served on loopback: ValueError."""
     if ca is None:
         raise ValueError("TLS by cert-manager: its certificates name the pods' DNS names, not the loopback "
                          "address the member would serve on here, and the runner holds no key of its CA")

@@ -155,6 +155,13 @@ def build_ca(common_name: str, now: datetime, lifetime: timedelta = CA_LIFETIME)
     return KeyPair(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key))
 
 
+def _authority_key_id(ca_cert: x509.Certificate) -> x509.AuthorityKeyIdentifier:
+    """The CA's own subject key id (RFC 5280 wants one in every CA): verifiers (OpenSSL, Go) look the issuer up
+    by it, and a CA made elsewhere (cert-manager's) need not derive it from its key as `build_ca` does."""
+    ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    return x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski)
+
+
 def issue(ca: KeyPair, leaf: LeafSpec, now: datetime, lifetime: timedelta = LEAF_LIFETIME) -> KeyPair:
     """A leaf certificate for `leaf`, signed by `ca`, never outliving the CA."""
     key = _new_key()
@@ -175,8 +182,7 @@ def issue(ca: KeyPair, leaf: LeafSpec, now: datetime, lifetime: timedelta = LEAF
                                      encipher_only=False, decipher_only=False), critical=True)
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca.key.public_key()),
-                       critical=False)
+        .add_extension(_authority_key_id(ca_cert), critical=False)
     )
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in leaf.dns_names]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in leaf.ip_addresses]

@@ -32,7 +32,7 @@ from raftset.etcdclient import (
     Status,
     TLSConfigError,
 )
-from raftset.sidecar import heartbeat, marker
+from raftset.sidecar import corruption, heartbeat, marker
 from raftset.sidecar.backuper import Backuper
 from raftset.sidecar.cleaner import Cleaner
 from raftset.sidecar.config import Settings
@@ -67,6 +67,7 @@ class Agent:
         self.alarms: tuple[str, ...] = ()  # this member's active alarms, as the maintenance shell last read them
         self.cluster_alarms: tuple[Alarm, ...] = ()  # every active alarm, as the maintenance shell last read them
         self.index_lags: dict[str, int] = {}  # by member pod; the leader's sidecar fills it
+        self.corruption: corruption.Record | None = None  # the leader's standing verdict on our member (Repairer)
         self.stopping = asyncio.Event()
         self._etcd: ClusterClient | None = None
         self.recoverer = Recoverer(self)

@@ -197,6 +197,23 @@ def check(members: Sequence[Member], hashes: Mapping[int, KVHash | None], revisi
     return Check((Verdict(suspect, True, reason, alarm=False),), True, reason)
 
 
+# What one hash check found: raftset_sidecar_outcomes_total{step="hash_check",outcome=...}.
+CHECK_AGREE = "agree"  # every voter's hash compared and equal
+CHECK_DIFFERS = "differs"  # one member differs beyond doubt: handed over to replacement
+CHECK_UNCONFIRMED = "unconfirmed"  # a difference that is a suspicion: a person decides
+CHECK_NOT_COMPARED = "not_compared"  # a hash unread, or hashes not comparable now: no finding
+CHECK_OUTCOMES = (CHECK_AGREE, CHECK_DIFFERS, CHECK_UNCONFIRMED, CHECK_NOT_COMPARED)
+
+
+def check_outcome(result: Check) -> str:
+    """The outcome a check is counted under, so that an alert can tell a finding from a check that could not compare."""
+    if any(v.replace for v in result.verdicts):
+        return CHECK_DIFFERS
+    if result.verdicts:
+        return CHECK_UNCONFIRMED
+    return CHECK_AGREE if result.compared else CHECK_NOT_COMPARED
+
+
 def check_due(interval: float, hash_kv_revision: bool, alarms: Sequence[Alarm], since: float | None) -> bool:
     """Whether the leader runs its hash check now: `since` seconds after its last one (None: none yet
     while it leads), never when it is off (0), on an engine whose HashKV takes no revision (Xline), or

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from raftset import contract
 from raftset.etcdclient import Alarm, AlarmKind, EtcdClientError, KVHash, Member, Refusal
 from raftset.sidecar import corruption, heartbeat, maintenance, repair
-from raftset.sidecar.metrics import STEP_MAINTENANCE
+from raftset.sidecar.metrics import STEP_HASH_CHECK, STEP_MAINTENANCE
 from raftset.sidecar.plumbing import API_ERRORS, Shell
 
 if TYPE_CHECKING:
@@ -119,9 +119,14 @@ class Maintainer(Shell):
         whose data differs over like an alarm's verdict, and clear the verdicts a later check no longer makes."""
         agent = self.agent
         self.checked_at = time.monotonic()  # a failed check waits for the next interval too
-        members = await agent.local.member_list()
-        revision = await agent.local.revision()
+        try:
+            members = await agent.local.member_list()
+            revision = await agent.local.revision()
+        except EtcdClientError:
+            agent.metrics.outcome(STEP_HASH_CHECK, "error")
+            raise
         result = corruption.check(members, await self.hashes(members, revision), revision)
+        agent.metrics.outcome(STEP_HASH_CHECK, corruption.check_outcome(result))
         log.log(logging.WARNING if result.verdicts else logging.INFO, "hash check: %s", result.reason)
         by_id = {m.id: m for m in members}
         for verdict in result.verdicts:

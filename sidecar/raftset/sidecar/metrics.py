@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from raftset import contract
+from raftset.sidecar.corruption import CHECK_OUTCOMES, Record
 
 if TYPE_CHECKING:
     from raftset.sidecar.agent import Agent
@@ -36,6 +37,7 @@ STEP_LEAVE = "leave"
 STEP_CLEAN = "clean"
 STEP_MAINTENANCE = "maintenance"
 STEP_BACKUP = "backup"
+STEP_HASH_CHECK = "hash_check"  # the leader's periodic HashKV comparison (corruption.check_outcome)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class State:
     alarms: tuple[str, ...]  # active alarm types of this member (NOSPACE, CORRUPT)
     index_lags: Mapping[str, int]  # member pod (or hex id) -> raft index lag; the leader's sidecar only
     loop_errors: Mapping[tuple[str, str], int]  # (loop, expected|unexpected) -> failed rounds (Loops.counters)
+    corruption: Record | None = None  # the leader's standing verdict on the local member (corruption.suspicion)
 
 
 def agent_state(agent: Agent) -> State:
@@ -68,7 +71,13 @@ def agent_state(agent: Agent) -> State:
         db_size=st.db_size if st is not None else None,
         db_size_in_use=st.db_size_in_use if st is not None else None,
         alarms=agent.alarms, index_lags=agent.index_lags, loop_errors=agent.loops.counters(),
+        corruption=agent.corruption,
     )
+
+
+def judged_labels(found: Record) -> list[str]:
+    """(verdict, source) of raftset_member_judged_corrupt: an alert tells a self-repairing finding from a doubt."""
+    return ["replace" if found.replace else "unconfirmed", "alarm" if found.alarm else "hash_check"]
 
 
 def state_samples(state: State) -> list[Metric]:
@@ -97,6 +106,11 @@ def state_samples(state: State) -> list[Metric]:
         gauge("raftset_member_raft_index_lag",
               "How far each member's raft index trails the leader's, as the leader's sidecar last saw it.",
               labels=["member"], samples=[([m], float(lag)) for m, lag in sorted(state.index_lags.items())]),
+        gauge("raftset_member_judged_corrupt",
+              "1 while the leader's verdict that the local member's data is corrupt stands: verdict replace "
+              "(certain) or unconfirmed (a person decides), source alarm (CORRUPT) or hash_check.",
+              labels=["verdict", "source"],
+              samples=[(judged_labels(state.corruption), 1.0)] if state.corruption is not None else []),
     ]
     errors = CounterMetricFamily("raftset_sidecar_loop_errors",
                                  "Rounds of a periodic loop that failed and were retried.", labels=["loop"])
@@ -146,6 +160,8 @@ class Metrics:
         self._outcomes = Counter(
             "raftset_sidecar_outcomes", "How each join, leave, clean, maintenance and backup round ended.",
             ["step", "outcome"], registry=self.registry)
+        for found in CHECK_OUTCOMES:  # from 0, so that increase() sees a leader's first finding
+            self._outcomes.labels(STEP_HASH_CHECK, found)
         self._aborted_uploads = Counter(
             "raftset_sidecar_backup_uploads_aborted",
             "Abandoned incomplete backup uploads (a killed taker's) this sidecar aborted.", registry=self.registry)

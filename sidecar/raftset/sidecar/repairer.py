@@ -79,6 +79,7 @@ class Repairer(Shell):
         diagnosis = repair.diagnose(store, agent.status is not None, settings.engine.capabilities.corruption_texts,
                                     settings.crash_loop_restarts, repair.restart_baseline(pod))
         suspected = corruption.suspicion(repair.corruption_verdict(pod), agent.member_id, agent.alarms)
+        agent.corruption = suspected
         doubtful = False
         if diagnosis is None and suspected is not None:  # the leader judged a CORRUPT alarm on our member
             diagnosis, doubtful = suspected.reason, not suspected.replace
