@@ -1,15 +1,17 @@
 """`make bench`: every benchmark, its results files, plots and docs/benchmarks.md.
 
     python -m tests.bench [--smoke] [--out DIR] [--doc FILE] [--page-only]
-                          [--only scale-in|recovery|backup|operator] [--repetitions N] [--backup-mib N] [--latencies MS,MS,...]
+                          [--only scale-in|recovery|backup|footprint|operator] [--repetitions N] [--backup-mib N]
+                          [--latencies MS,MS,...]
 
 The etcd benchmarks run against a bare kube-apiserver of their own (with OpenKruise's
 StatefulSet CRD, so the sidecars can read an Advanced StatefulSet); the operator's cost
 is measured on a full local control plane started afterwards. Both planes, and every
 process the benchmarks start, are gone when this exits.
 
-`--only scale-in` (or `recovery`, `backup`, `operator`) measures that benchmark alone and keeps the other sections
-of OUT/results.json as they were, each with the date, commit and load it was measured at.
+`--only scale-in` (or `recovery`, `backup`, `footprint`, `operator`) measures that benchmark alone
+and keeps the other sections of OUT/results.json as they were, each with the date, commit and
+load it was measured at.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class Params:
     cluster_counts: tuple[int, ...] = (10, 100, 300, 1000)
     spec_changes: int = 20
     rest_s: float = 30.0
-    idle_s: float = 20.0
+    footprint_settle_s: float = 120.0  # a few minutes idle first: the steady state, not the joins' tail
+    idle_s: float = 60.0
     backup_mib: int = 256
     backup_steady_s: float = 5.0
 
@@ -62,10 +65,11 @@ FULL = Params()
 # One latency, the far zone, so the Toxiproxy path is exercised.
 SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.STRATEGIES[:3], repetitions=1,
                recovery_repetitions=1, baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
-               spec_changes=2, rest_s=2.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0)
+               spec_changes=2, rest_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0)
 SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery", "backup")
 # --only: the section it measures
-ONLY = {"scale-in": "scale_in", "recovery": "recovery", "backup": "backup", "operator": "operator"}
+ONLY = {"scale-in": "scale_in", "recovery": "recovery", "backup": "backup", "footprint": "footprint",
+        "operator": "operator"}
 
 
 def log(message: str) -> None:
@@ -105,17 +109,21 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
         log(f"backup and restore ({p.backup_mib} MiB, versitygw)")
         backed = await sections.run("backup", lambda: _one(backup.measure(
             kubeconfig, work / "backup", p.backup_mib, p.backup_steady_s, log)), [])
-    if only:
-        return {"runs": runs, "footprint": [], "scale_out": [], "recovery": rto, "backup": backed}
-    log("sidecar footprint and scale-out")
-    lab = Lab(kubeconfig, work / "scale-out", replicas=3, env_extra=PRODUCT_DEFAULTS)
-    try:
-        await sections.run("grow", lambda: grow(lab, 3), None)
-        idle = await sections.run("footprint", lambda: footprint.measure(lab, p.idle_s, log), [])
-        joins = await sections.run("scale-out", lambda: scaleout.measure(lab, p.data_mib, p.join_settle_s, log), [])
-    finally:
-        lab.close()
-        shutil.rmtree(work / "scale-out", ignore_errors=True)
+    idle: list[dict[str, Any]] = []
+    joins: list[dict[str, Any]] = []
+    if only in (None, "footprint"):
+        log("sidecar footprint" + ("" if only else " and scale-out"))
+        lab = Lab(kubeconfig, work / "scale-out", replicas=3, env_extra=PRODUCT_DEFAULTS)
+        try:
+            await sections.run("grow", lambda: grow(lab, 3), None)
+            idle = await sections.run("footprint", lambda: footprint.measure(
+                lab, p.footprint_settle_s, p.idle_s, log), [])
+            if only is None:
+                joins = await sections.run("scale-out", lambda: scaleout.measure(
+                    lab, p.data_mib, p.join_settle_s, log), [])
+        finally:
+            lab.close()
+            shutil.rmtree(work / "scale-out", ignore_errors=True)
     return {"runs": runs, "footprint": idle, "scale_out": joins, "recovery": rto, "backup": backed}
 
 
@@ -190,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
         "scale_out": etcd["scale_out"],
         "operator": operator,
         "footprint": etcd["footprint"],
+        "footprint_summary": footprint.summarise(etcd["footprint"]),
         "recovery": etcd["recovery"],
         "backup": etcd["backup"],
         "errors": sections.errors,
@@ -198,6 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     if earlier is not None:
         results = report.keep_earlier(results, earlier, kept=[s for s in SECTIONS if s != ONLY[args.only]])
         results["scale_in_summary"] = report.summarise(results["scale_in"])
+        results["footprint_summary"] = footprint.summarise(results["footprint"])
     report.write_results(out, results)
     report.plots(out, results, etcd["runs"])
     report.write_doc(doc, out, results)

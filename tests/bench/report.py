@@ -139,7 +139,8 @@ def keep_earlier(results: Mapping[str, Any], earlier: Mapping[str, Any], kept: S
 def write_results(out: Path, results: Mapping[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    for name, columns in {**TABLES, "scale_in_summary": SUMMARY_COLUMNS}.items():
+    summaries = {"scale_in_summary": SUMMARY_COLUMNS, "footprint_summary": footprint.SUMMARY_COLUMNS}
+    for name, columns in {**TABLES, **summaries}.items():
         with open(out / f"{name}.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=columns)
             writer.writeheader()
@@ -575,9 +576,14 @@ average when the backup ended.
 
 ## Sidecar footprint
 {_stamp(results, "footprint")}
-A settled, idle three-member cluster with the operator's default sidecar settings
-(Lease refresh every 10 s, membership-clean every 30 s, member poll every 2 s); CPU over
-{p['idle_s']:.0f} s. USS is the memory unique to the process (RSS minus shared pages).
+A three-member cluster with the operator's default sidecar settings (Lease refresh every
+10 s, membership-clean every 30 s, member poll every 2 s), left idle for
+{p.get('footprint_settle_s', 5):.0f} s before measuring; CPU over {p['idle_s']:.0f} s. RSS is VmRSS of
+/proc/<pid>/status; USS is the memory unique to the process (RSS minus shared pages). The
+sidecars run as processes with a kubeconfig, as in every test: in a pod they read the
+service-account files instead, the same code otherwise.
+
+{_table(results.get('footprint_summary') or footprint.summarise(results['footprint']), footprint.SUMMARY_COLUMNS)}
 
 {_table(results['footprint'], footprint.COLUMNS)}
 """

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.bench import report, scalein
+from tests.bench import footprint, report, scalein
 from tests.bench.stats import Sample
 
 pytestmark = pytest.mark.unit
@@ -83,3 +83,13 @@ def test_the_recovery_headline_gives_medians_and_the_worst_per_scenario() -> Non
     assert "| lights-out | 3.0 s, 4.0 s | 6.0 s, 9.0 s | 0 of 330 |" in table
     assert "| quorum-loss | 8.5 s, 8.5 s | 30.0 s, 30.0 s | 1 of 101 |" in table
     assert report._recovery_headline([]) == "(the recovery benchmark produced no rows)"
+
+
+def test_the_footprint_summary_puts_the_largest_sidecar_next_to_the_target() -> None:
+    rows = [{"process": "sidecar demo-0", "rss_mib": 64.7, "cpu_idle_pct": 0.37},
+            {"process": "etcd demo-0", "rss_mib": 90.0, "cpu_idle_pct": 3.0},  # etcd's figures are not the sidecar's
+            {"process": "sidecar demo-1", "rss_mib": 64.9, "cpu_idle_pct": 0.23}]
+    assert footprint.summarise(rows) == [
+        {"figure": "sidecar RSS (MiB, largest)", "measured": 64.9, "target": "\u2264 50"},
+        {"figure": "sidecar idle CPU (% of one core, largest)", "measured": 0.37, "target": "none set"}]
+    assert footprint.summarise([]) == []

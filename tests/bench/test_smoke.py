@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench import report
+from tests.bench import footprint, report
 from tests.harness import engines
 from tests.harness.engines import EngineUnderTest
 
@@ -34,7 +34,8 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     results = json.loads((out / "results.json").read_text())
     assert results["smoke"] is True
     assert results["machine"]["logical_cpus"] >= 1 and results["machine"]["etcd"] == etcd.version
-    tables = {**report.TABLES, "scale_in_summary": report.SUMMARY_COLUMNS}
+    tables = {**report.TABLES, "scale_in_summary": report.SUMMARY_COLUMNS,
+              "footprint_summary": footprint.SUMMARY_COLUMNS}
     for name, columns in tables.items():
         rows = results[name]
         assert rows, f"{name}: no rows"
@@ -58,6 +59,7 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     page = (out / "benchmarks.md").read_text()
     for heading in ("## Machine", "## Scale-in availability", "## Scale-out", "## Operator cost",
-                    "## Sidecar footprint", "## Recovery time (RTO)", "## Backup and restore", "| 20 ms one-way |", "*Measured "):
+                    "## Sidecar footprint", "| sidecar RSS (MiB, largest) |", "## Recovery time (RTO)",
+                    "## Backup and restore", "| 20 ms one-way |", "*Measured "):
         assert heading in page
     assert all(f"]({png}" in page or f"/{png})" in page for png in report.PLOTS)

@@ -164,3 +164,54 @@ def test_in_cluster_credentials_read_the_rotated_token_on_every_request(tmp_path
     assert creds.token() == "Bearer second"
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
     assert kube.in_cluster(str(tmp_path)).host == "https://[fd00::1]:443"
+
+
+def test_a_kubeconfig_with_static_credentials_is_read_without_the_official_client(tmp_path, monkeypatch) -> None:
+    """Inline CA and token (what devcluster writes for a ServiceAccount), and files relative to the kubeconfig."""
+    import base64
+    import ssl
+
+    from raftset.sidecar import kube
+    from tests.harness.certs import write_tls_dir
+    from tools.devcluster import kubeconfig
+
+    def official(path: str | None) -> kube.Credentials:
+        raise AssertionError(f"the official loader was asked for {path}")
+    monkeypatch.setattr(kube, "_official_kubeconfig", official)
+
+    tls = write_tls_dir(tmp_path / "tls", ["127.0.0.1"])
+    inline = kubeconfig.write(tmp_path / "sa.kubeconfig", kubeconfig.render(
+        "https://127.0.0.1:6443", tls / "ca.crt", kubeconfig.token_user("t0ken")))
+    creds = kube.from_kubeconfig(str(inline))
+    assert creds.host == "https://127.0.0.1:6443" and creds.token() == "Bearer t0ken"
+    context = creds.ssl_context()
+    assert isinstance(context, ssl.SSLContext) and context.verify_mode == ssl.CERT_REQUIRED
+    assert context.get_ca_certs()
+
+    (tmp_path / "token").write_text("from-file\n")
+    files = kubeconfig.render("https://127.0.0.1:6443", tls / "ca.crt", {
+        "client-certificate": "tls/client.crt", "client-key": "tls/client.key", "tokenFile": "token"})
+    files["clusters"][0]["cluster"] = {"server": "https://127.0.0.1:6443", "certificate-authority": "tls/ca.crt",
+                                       "insecure-skip-tls-verify": True}
+    creds = kube.from_kubeconfig(str(kubeconfig.write(tmp_path / "files.kubeconfig", files)))
+    assert creds.ca_file == str(tls / "ca.crt") and creds.cert_file == str(tls / "client.crt")
+    assert creds.token() == "Bearer from-file"
+    assert creds.ssl_context().verify_mode == ssl.CERT_NONE
+
+    pems = {"client-certificate-data": base64.b64encode((tls / "client.crt").read_bytes()).decode(),
+            "client-key-data": base64.b64encode((tls / "client.key").read_bytes()).decode()}
+    admin = kubeconfig.write(tmp_path / "admin.kubeconfig", kubeconfig.render(
+        "https://127.0.0.1:6443", tls / "ca.crt", pems))
+    creds = kube.from_kubeconfig(str(admin))
+    assert creds.token() is None and isinstance(creds.ssl_context(), ssl.SSLContext)  # the chain loads
+
+
+def test_a_kubeconfig_it_cannot_read_goes_to_the_official_loader(tmp_path) -> None:
+    from raftset.sidecar import kube
+    from tests.harness.certs import write_tls_dir
+    from tools.devcluster import kubeconfig
+
+    tls = write_tls_dir(tmp_path / "tls", ["127.0.0.1"])
+    basic = kubeconfig.write(tmp_path / "basic.kubeconfig", kubeconfig.render(
+        "https://127.0.0.1:6443", tls / "ca.crt", {"username": "a", "password": "b"}))
+    assert kube.from_kubeconfig(str(basic)).token() == "Basic YTpi"

@@ -72,3 +72,11 @@ def test_bad_tls_material_names_the_file(tmp_path: Path, broken: str, content: b
         (tmp_path / broken).write_bytes(content)
     with pytest.raises(TLSConfigError, match=message):
         ClientTLS.load(TLSFiles.under(str(tmp_path)))
+
+
+def test_a_key_of_another_certificate_is_refused_up_front(tmp_path: Path) -> None:
+    write_tls_dir(tmp_path / "mine", ["127.0.0.1"])
+    write_tls_dir(tmp_path / "other", ["127.0.0.1"])
+    (tmp_path / "mine" / "client.key").write_bytes((tmp_path / "other" / "client.key").read_bytes())
+    with pytest.raises(TLSConfigError, match="client.key is not an unencrypted PEM key of .*/client.crt"):
+        ClientTLS.load(TLSFiles.under(str(tmp_path / "mine")))

@@ -1,16 +1,19 @@
 """The sidecar's few Kubernetes API calls: its pod, its workload, its heartbeat Lease.
 
 Plain REST over aiohttp. In a pod the service-account files are read directly (the
-token on every request, so rotation just works) and the official client is never
-imported, which keeps the sidecar's memory small; with a kubeconfig (tests, `make run`)
-the official loader handles every kind of credential.
+token on every request, so rotation just works); a kubeconfig (tests, `make run`) with
+static credentials is read here too. The official client, whose import alone adds 16 MiB
+to the sidecar, is imported only for a kubeconfig this module does not understand
+(exec plugins, auth providers), so that every kind of credential still works.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import ssl
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -18,12 +21,18 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
+import yaml
 
 from raftset import contract
 from raftset.workloads import Backend
 
 FIELD_MANAGER = "raftset-sidecar"
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+# What from_kubeconfig reads itself; a kubeconfig with any other field goes to the official loader.
+STATIC_CLUSTER_FIELDS = frozenset({"server", "certificate-authority", "certificate-authority-data",
+                                   "insecure-skip-tls-verify"})
+STATIC_USER_FIELDS = frozenset({"token", "tokenFile", "client-certificate", "client-key",
+                                "client-certificate-data", "client-key-data"})
 
 
 class KubeError(Exception):
@@ -40,17 +49,30 @@ class Credentials:
     key_file: str | None
     verify: bool
     token: Callable[[], str | None]  # the Authorization header value, read per request
+    ca_data: str | None = None  # PEM inlined in a kubeconfig, instead of ca_file
+    client_pem: tuple[bytes, bytes] | None = None  # certificate and key inlined, instead of the files
 
     def ssl_context(self) -> ssl.SSLContext | bool:
         if not self.host.startswith("https"):
             return False
-        ctx = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else ssl.create_default_context()
+        ctx = ssl.create_default_context(cafile=self.ca_file, cadata=self.ca_data)
         if not self.verify:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         if self.cert_file:
             ctx.load_cert_chain(self.cert_file, self.key_file)
+        elif self.client_pem:
+            _load_inline_chain(ctx, *self.client_pem)
         return ctx
+
+
+def _load_inline_chain(ctx: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """ssl loads a client certificate from files only: a private directory holds them for the call."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, pem in (("client.crt", cert), ("client.key", key)):
+            with open(os.path.join(tmp, name), "wb") as fh:
+                fh.write(pem)
+        ctx.load_cert_chain(os.path.join(tmp, "client.crt"), os.path.join(tmp, "client.key"))
 
 
 def in_cluster(root: str = SERVICE_ACCOUNT) -> Credentials:
@@ -65,7 +87,53 @@ def in_cluster(root: str = SERVICE_ACCOUNT) -> Credentials:
 
 
 def from_kubeconfig(path: str | None) -> Credentials:
-    from kubernetes import client as k8s_client  # noqa: PLC0415 - heavy; only off-cluster
+    """The current context's server, CA and static user credentials, read from the file's YAML."""
+    if not path or os.pathsep in path:  # the default location, or a list to merge: the official rules
+        return _official_kubeconfig(path)
+    with open(path, encoding="utf-8") as fh:
+        doc = yaml.safe_load(fh) or {}
+    context = _named(doc, "contexts", doc.get("current-context"))
+    cluster = _named(doc, "clusters", context.get("cluster"))
+    user = _named(doc, "users", context.get("user")) if context.get("user") else {}
+    if set(cluster) - STATIC_CLUSTER_FIELDS or set(user) - STATIC_USER_FIELDS:
+        return _official_kubeconfig(path)
+    base = os.path.dirname(os.path.abspath(path))
+
+    def file(field: str, fields: Mapping[str, Any]) -> str | None:
+        return os.path.join(base, fields[field]) if fields.get(field) else None
+
+    def data(field: str, fields: Mapping[str, Any]) -> bytes | None:
+        return base64.b64decode(fields[field]) if fields.get(field) else None
+
+    ca_data = data("certificate-authority-data", cluster)
+    cert_data, key_data = data("client-certificate-data", user), data("client-key-data", user)
+    token_file = file("tokenFile", user)
+
+    def token() -> str | None:
+        if user.get("token"):
+            return f"Bearer {user['token']}"
+        if token_file:
+            with open(token_file, encoding="utf-8") as fh:
+                return f"Bearer {fh.read().strip()}"
+        return None
+    return Credentials(
+        cluster["server"], file("certificate-authority", cluster), file("client-certificate", user),
+        file("client-key", user), not cluster.get("insecure-skip-tls-verify", False), token,
+        ca_data=ca_data.decode("ascii") if ca_data else None,
+        client_pem=(cert_data, key_data) if cert_data and key_data else None,
+    )
+
+
+def _named(doc: Mapping[str, Any], section: str, name: str | None) -> dict[str, Any]:
+    """The body of `name` in a kubeconfig list (contexts, clusters, users)."""
+    for entry in doc.get(section) or []:
+        if entry.get("name") == name:
+            return dict(entry.get(section[:-1]) or {})
+    raise ValueError(f"kubeconfig has no {section[:-1]} named {name!r}")
+
+
+def _official_kubeconfig(path: str | None) -> Credentials:
+    from kubernetes import client as k8s_client  # noqa: PLC0415 - heavy; only what from_kubeconfig cannot read
     from kubernetes import config as k8s_config  # noqa: PLC0415
 
     cfg = k8s_client.Configuration()
