@@ -59,10 +59,10 @@ XLINE = EngineUnderTest(
     bin_dir=xline.XLINE.out_dir,
     options=kubelet.LOOPBACK_OPTIONS[engines.XLINE.name],  # metrics pushed: nothing bound on 0.0.0.0
     ensure=functools.partial(xline.ensure, xline.XLINE, log=lambda _: None),
-    # Growth by MemberAdd after the initial members: once in 4 runs (two joining at once) and once in
-    # 6 (one at a time) a member promoted seconds before kept showing in a member's MemberList as
-    # still joining (learner or unstarted) past the test's 60 s. A stale data dir on refill failed
-    # once in 13 runs, on a loaded machine (not reproduced in 4 runs after it).
+    # Each of these joins a member by MemberAdd, and Xline 0.6.1+71479a4f can lose such a member's
+    # name and client URLs for good (measured 1 in 4, 1 in 6 and 1 in 13 runs; explained in
+    # docs/engines.md, "Xline in the tests today"): its own log replay blanks its record just before
+    # it publishes it. No sidecar step brings the name back, so these stay out until that is fixed.
     unsteady=frozenset({"test_two_members_joining_at_the_same_moment_both_end_up_voting",
                         "test_new_cluster_grows_one_member_at_a_time",
                         "test_stale_data_dir_on_refill_is_moved_aside_and_joins_fresh"}),
