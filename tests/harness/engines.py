@@ -27,10 +27,6 @@ class EngineUnderTest:
     options: Mapping[str, str] = field(default_factory=dict)
     # Builds (or finds cached) the binaries; raises when it cannot.
     ensure: Callable[[], object] = lambda: None
-    # Lifecycle tests measured flaky on this build and therefore not run on it: a coverage gap, not
-    # a pass. Each is listed with its measured failure rate here and in docs/engines.md, and
-    # leaves this set only by being fixed.
-    unsteady: frozenset[str] = frozenset()
 
     @property
     def version(self) -> str:
@@ -59,20 +55,13 @@ XLINE = EngineUnderTest(
     bin_dir=xline.XLINE.out_dir,
     options=kubelet.LOOPBACK_OPTIONS[engines.XLINE.name],  # metrics pushed: nothing bound on 0.0.0.0
     ensure=functools.partial(xline.ensure, xline.XLINE, log=lambda _: None),
-    # Each of these joins a member by MemberAdd, and Xline 0.6.1+71479a4f can lose such a member's
-    # name and client URLs for good (measured 1 in 4, 1 in 6 and 1 in 13 runs; explained in
-    # docs/engines.md, "Xline in the tests today"): its own log replay blanks its record just before
-    # it publishes it. No sidecar step brings the name back, so these stay out until that is fixed.
-    unsteady=frozenset({"test_two_members_joining_at_the_same_moment_both_end_up_voting",
-                        "test_new_cluster_grows_one_member_at_a_time",
-                        "test_stale_data_dir_on_refill_is_moved_aside_and_joins_fresh"}),
 )
 
 ETCDS = tuple(_etcd(c) for c in build.ETCDS)
 DEFAULT = next(e for e in ETCDS if e.label == f"etcd-{engines.ETCD.default_version}")
 MATRIX = (*ETCDS, XLINE)
 # The lifecycle subset's engines: every etcd, and Xline (its initial members bootstrap together;
-# less its `unsteady` tests, and the leader's hand-off, which it does not have).
+# less the leader's hand-off, which it does not have).
 LIFECYCLE = MATRIX
 
 
