@@ -216,6 +216,14 @@ class Capabilities:
     # (measured: a 1-voter + 1-learner cluster, every call for 40 s): the sidecar asks Xline
     # for its member's own view.
     linearizable_member_list: bool = True
+    # A member added by MemberAdd keeps, in every member's MemberList, the name and client URLs it
+    # publishes when it starts. Xline blanks them for good (docs/engines.md, "Names lost on
+    # Xline"): the member's own AddLearner entry, replayed to it, re-inserts its record blank, and
+    # its start-up publish reads that record (measured: 1 first start in ~10 under load; and
+    # restarts, which publish the stored record, blank too). Where False, a voter listed without a
+    # name is read as the pod its peer URL belongs to: raftset only adds learners, and promotes
+    # one only after its store answered, so a voter has started.
+    keeps_joined_names: bool = True
     # The store can restart one member alone from its own data, dropping the others
     # (etcd's --force-new-cluster), which quorum-loss recovery needs. Xline 0.7 has no such
     # flag and no restore from a member's own snapshot: its quorum loss needs a backup.
@@ -267,6 +275,7 @@ XLINE_CAPABILITIES = Capabilities(
         "MEMBER_EXISTS": ("node already exists",),
     },
     linearizable_member_list=False,
+    keeps_joined_names=False,
     force_new_cluster=False,
     bootstrap_alone=False,
     corruption_texts=("corruption:",),  # RocksDB's Status::Corruption text (not measured here)

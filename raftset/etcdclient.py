@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -263,6 +264,24 @@ class Status:
         return tuple(e for e in self.errors if " alarm:" not in f" {e}")
 
 
+# The pod name and client URL that a member with these peer URLs was started with; None for peer
+# URLs no pod of the cluster advertises.
+Advertised = Callable[[Sequence[str]], tuple[str, str] | None]
+
+
+def with_lost_names(members: Sequence[Member], advertised: Advertised) -> list[Member]:
+    """Voters listed without a name (and client URLs) given those of the pod their peer URLs belong to.
+
+    For an engine that loses a joined member's name (Capabilities.keeps_joined_names False): such a
+    voter has started, and would otherwise read as never started for good. Learners, and voters
+    whose peer URLs no pod advertises, stay as listed."""
+    out = []
+    for m in members:
+        found = advertised(m.peer_urls) if not m.name and not m.is_learner else None
+        out.append(m if found is None else dataclasses.replace(m, name=found[0], client_urls=(found[1],)))
+    return out
+
+
 def _members(raw: Iterable[object]) -> list[Member]:
     return [
         Member(
@@ -288,11 +307,13 @@ class MemberClient:
     """A client of ONE member, so that Status and MoveLeader reach the member meant."""
 
     def __init__(self, url: str, tls: ClientTLS | None = None, *, timeout: float = 5.0,
-                 linearizable_member_list: bool = True) -> None:
+                 linearizable_member_list: bool = True, lost_names: Advertised | None = None) -> None:
         self.url = url
         self.timeout = timeout
         # The default of member_list(): an engine whose linearizable MemberList hangs says False.
         self.linearizable_member_list = linearizable_member_list
+        # Where the engine loses joined members' names: how member_list() restores them (with_lost_names).
+        self.lost_names = lost_names
         target = grpc_target(url)
         if tls:
             creds = grpc.ssl_channel_credentials(
@@ -367,7 +388,8 @@ class MemberClient:
         r = await self._call("MemberList", lambda: self._cluster.member_list(
             linearizable=self.linearizable_member_list if linearizable is None else linearizable,
             timeout=self.timeout))
-        return _members(r.members)
+        members = _members(r.members)
+        return members if self.lost_names is None else with_lost_names(members, self.lost_names)
 
     async def get(self, key: str, *, serializable: bool = False) -> bytes | None:
         r = await self._call("Range", lambda: self._kv.get(key, serializable=serializable, timeout=self.timeout))
@@ -489,17 +511,19 @@ class ClusterClient:
     """Several members' clients; reads go to whichever answers, writes to one that did."""
 
     def __init__(self, tls: ClientTLS | None = None, *, timeout: float = 5.0,
-                 linearizable_member_list: bool = True) -> None:
+                 linearizable_member_list: bool = True, lost_names: Advertised | None = None) -> None:
         self.tls = tls
         self.timeout = timeout
         self.linearizable_member_list = linearizable_member_list
+        self.lost_names = lost_names
         self._clients: dict[str, MemberClient] = {}
 
     def member(self, url: str) -> MemberClient:
         client = self._clients.get(url)
         if client is None:
             client = self._clients[url] = MemberClient(url, self.tls, timeout=self.timeout,
-                                                       linearizable_member_list=self.linearizable_member_list)
+                                                       linearizable_member_list=self.linearizable_member_list,
+                                                       lost_names=self.lost_names)
         return client
 
     async def close(self) -> None:

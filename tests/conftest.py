@@ -89,7 +89,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         needs = lifecycle.kwargs.get("needs") if lifecycle else None
         if needs:
             chosen = tuple(e for e in chosen if getattr(e.engine.capabilities, needs))
-        chosen = tuple(e for e in chosen if metafunc.definition.originalname not in e.unsteady)
         metafunc.parametrize("engine_under_test", chosen, ids=[e.label for e in chosen], scope="session")
 
 

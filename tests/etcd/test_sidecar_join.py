@@ -118,6 +118,36 @@ async def test_stale_data_dir_on_refill_is_moved_aside_and_joins_fresh(make_lab)
 
 
 @pytest.mark.lifecycle
+async def test_a_member_added_by_member_add_restarts_and_the_cluster_still_grows(
+        make_lab, engine_under_test: EngineUnderTest) -> None:
+    """Restart is not leave, for a member that joined by MemberAdd too. Xline may list such a member
+    without name or client URLs after its restart (docs/engines.md, "Names lost on Xline"): the
+    sidecars must still count it as the started voter it is, or the next joiner waits for good."""
+    initial = initial_size(engine_under_test)
+    lab = make_lab(replicas=initial, clean_grace=JOINING_GRACE)
+    await grow(lab, initial)
+    lab.scale(initial + 1)
+    joined = lab.pod(initial)
+    joined.start()
+    joined.wait_ready()
+    await lab.wait_voting(initial + 1)
+    member_id = joined.heartbeat()["member_id"]
+    result = joined.terminate()  # replicas stay: a restart
+    assert result is not None and not result["removed"], result
+    joined.start()
+    joined.wait_ready()
+    assert joined.heartbeat()["member_id"] == member_id
+    members = await lab.wait_voting(initial + 1)
+    assert {m.name for m in members} == {f"demo-{o}" for o in range(initial + 1)}
+    lab.scale(initial + 2)
+    grown = lab.pod(initial + 1)
+    grown.start()
+    grown.wait_ready()
+    await lab.wait_voting(initial + 2)
+    assert "join: add-learner" in grown.log_text()
+
+
+@pytest.mark.lifecycle
 async def test_restart_keeps_member_id_and_data(make_lab, engine_under_test: EngineUnderTest) -> None:
     lab = make_lab(replicas=3)
     await grow(lab, 3)

@@ -27,10 +27,6 @@ class EngineUnderTest:
     options: Mapping[str, str] = field(default_factory=dict)
     # Builds (or finds cached) the binaries; raises when it cannot.
     ensure: Callable[[], object] = lambda: None
-    # Lifecycle tests measured flaky on this build and therefore not run on it: a coverage gap, not
-    # a pass. Each is listed with its measured failure rate here and in docs/engines.md, and
-    # leaves this set only by being fixed.
-    unsteady: frozenset[str] = frozenset()
 
     @property
     def version(self) -> str:
@@ -59,20 +55,13 @@ XLINE = EngineUnderTest(
     bin_dir=xline.XLINE.out_dir,
     options=kubelet.LOOPBACK_OPTIONS[engines.XLINE.name],  # metrics pushed: nothing bound on 0.0.0.0
     ensure=functools.partial(xline.ensure, xline.XLINE, log=lambda _: None),
-    # Growth by MemberAdd after the initial members: once in 4 runs (two joining at once) and once in
-    # 6 (one at a time) a member promoted seconds before kept showing in a member's MemberList as
-    # still joining (learner or unstarted) past the test's 60 s. A stale data dir on refill failed
-    # once in 13 runs, on a loaded machine (not reproduced in 4 runs after it).
-    unsteady=frozenset({"test_two_members_joining_at_the_same_moment_both_end_up_voting",
-                        "test_new_cluster_grows_one_member_at_a_time",
-                        "test_stale_data_dir_on_refill_is_moved_aside_and_joins_fresh"}),
 )
 
 ETCDS = tuple(_etcd(c) for c in build.ETCDS)
 DEFAULT = next(e for e in ETCDS if e.label == f"etcd-{engines.ETCD.default_version}")
 MATRIX = (*ETCDS, XLINE)
 # The lifecycle subset's engines: every etcd, and Xline (its initial members bootstrap together;
-# less its `unsteady` tests, and the leader's hand-off, which it does not have).
+# less the leader's hand-off, which it does not have).
 LIFECYCLE = MATRIX
 # A feature whose engine differences lie in the engine, not its version (backups): one build each.
 PER_ENGINE = (DEFAULT, XLINE)

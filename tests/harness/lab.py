@@ -32,6 +32,7 @@ from raftset.contract import SidecarEnv
 from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
 from tests.harness.engines import DEFAULT, EngineUnderTest
 from raftset.membership import RaftMembership, parse_membership
+from raftset.sidecar.config import Naming
 from tests.harness.waiting import await_for, wait_for
 from tools.devcluster import kubelet, procs
 
@@ -111,8 +112,8 @@ class Pod:
             SidecarEnv.ENGINE: lab.engine.engine.name,
             SidecarEnv.WORKLOAD_KIND: "StatefulSet",
             # Loopback stand-ins for the pods' DNS names: 127.a.b.(10 + ordinal).
-            SidecarEnv.PEER_URL_TEMPLATE: f"http://{lab.prefix}.1{{ordinal}}:2380",
-            SidecarEnv.CLIENT_URL_TEMPLATE: f"http://{lab.prefix}.1{{ordinal}}:2379",
+            SidecarEnv.PEER_URL_TEMPLATE: lab.naming.peer_template,
+            SidecarEnv.CLIENT_URL_TEMPLATE: lab.naming.client_template,
             SidecarEnv.LISTEN_PEER_URL: f"http://{self.ip}:2380",
             SidecarEnv.LISTEN_CLIENT_URL: f"http://{self.ip}:2379",
             SidecarEnv.HTTP_ADDRESS: f"{self.ip}:{lab.http_port}",
@@ -300,6 +301,13 @@ class Lab:
     def ip(self, ordinal: int) -> str:
         return f"{self.prefix}.1{ordinal}"  # the same as the URL templates
 
+    @property
+    def naming(self) -> Naming:
+        """The sidecars' naming (their URL templates: loopback stand-ins for the pods' DNS names)."""
+        return Naming(cluster=self.cluster, namespace=self.namespace,
+                      peer_template=f"http://{self.prefix}.1{{ordinal}}:2380",
+                      client_template=f"http://{self.prefix}.1{{ordinal}}:2379", tls=bool(self.tls_dir))
+
     def client_tls(self) -> ClientTLS | None:
         return ClientTLS.load(engines.TLSFiles.under(self.tls_dir)) if self.tls_dir else None
 
@@ -382,16 +390,21 @@ class Lab:
         return parse_membership((lease.metadata.annotations or {}).get(contract.ANNOTATION_MEMBERSHIP))
 
     async def members(self, *ordinals: int, linearizable: bool | None = None) -> list[Member]:
-        """MemberList; `linearizable=False` reads a member's own view, which needs no quorum.
+        """MemberList as the sidecars read it; `linearizable=False` reads a member's own view, which
+        needs no quorum.
 
-        By default linearizable where the engine answers it (not Xline: see Capabilities)."""
+        By default linearizable where the engine answers it (not Xline: see Capabilities). Where the
+        engine loses joined members' names (Capabilities.keeps_joined_names), a voter listed without
+        one is read as the pod its peer URL belongs to, as the sidecar reads it."""
+        capabilities = self.engine.engine.capabilities
         if linearizable is None:
-            linearizable = self.engine.engine.capabilities.linearizable_member_list
+            linearizable = capabilities.linearizable_member_list
+        lost_names = None if capabilities.keeps_joined_names else self.naming.advertised
         urls = [self.pod(o).client_url for o in (ordinals or sorted(self.pods))]
         last: Exception | None = None
         for url in urls:
             try:
-                async with MemberClient(url, self.client_tls(), timeout=3) as c:
+                async with MemberClient(url, self.client_tls(), timeout=3, lost_names=lost_names) as c:
                     return await c.member_list(linearizable=linearizable)
             except EtcdClientError as exc:
                 last = exc

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from raftset.engines import ETCD, XLINE
-from raftset.etcdclient import Refusal
+from raftset.etcdclient import Member, Refusal, with_lost_names
 from raftset.sidecar import join
 from tests.unit.sidecar_data import NAMING, member, mid
 
@@ -52,3 +54,31 @@ def test_an_entry_with_our_peer_url_is_reused_never_added_twice() -> None:
     unstarted = member(3, started=False, learner=True)
     plan = join.decide(_view([member(0), member(1), member(2), unstarted]))
     assert plan.action is join.Action.REUSE_ENTRY and plan.member_id == mid(3)
+
+
+def test_a_voter_whose_engine_lost_its_name_reads_as_the_pod_its_peer_url_belongs_to() -> None:
+    """Xline (keeps_joined_names False) can list a joined, running voter as never started, for good."""
+    lost = member(2, started=False)  # a voter: name and client URLs blanked by the engine
+    unstarted = member(3, learner=True, started=False)  # a learner that has not started: left alone
+    stranger = Member(id=0x99, name="", peer_urls=("http://elsewhere:2380",), client_urls=(), is_learner=False)
+    read = with_lost_names([member(0), lost, unstarted, stranger], NAMING.advertised)
+    assert read == [member(0), member(2), unstarted, stranger]
+    assert read[1].started and not read[2].started and not read[3].started
+
+
+def test_pods_are_found_by_their_advertised_peer_url() -> None:
+    assert NAMING.advertised((NAMING.peer_url(4),)) == (NAMING.pod(4), NAMING.client_url(4))
+    assert NAMING.advertised(("http://elsewhere:2380", NAMING.peer_url(1))) == (NAMING.pod(1), NAMING.client_url(1))
+    assert NAMING.advertised(("http://elsewhere:2380",)) is None
+
+
+def test_join_does_not_wait_on_a_voter_whose_name_the_engine_lost() -> None:
+    """The two-joiners flake on Xline: the second joiner waited for good on the first, a voter listed
+    without a name; read as the sidecar reads MemberList, it is a started voter and the join goes on."""
+    listed = [member(0), member(1), member(2, started=False)]
+    view = join.JoinView(name=NAMING.pod(3), ordinal=3, peer_url=NAMING.peer_url(3), kept=[0, 1, 2, 3],
+                         has_data=False, marker=None, members=listed, cluster_evidence=True, linearizable=True,
+                         bootstrap_alone=False, formed=True)
+    assert join.decide(view).action is join.Action.WAIT  # as Xline lists it: "still joining"
+    restored = dataclasses.replace(view, members=with_lost_names(listed, NAMING.advertised))
+    assert join.decide(restored).action is join.Action.ADD_LEARNER

@@ -520,3 +520,34 @@ def test_a_leader_that_goes_hands_off_first(restart: tuple[str, ...], going: str
     events = Plan(2, (), "scale-in", "why", restart=restart, hand_off_from="demo-2").step_events()
     assert events[1][:2] == ("Normal", "LeaderHandOff")
     assert events[1][2].startswith(f"demo-2 is the leader and is being {going}:")
+
+
+@pytest.mark.parametrize(("restart", "going"), [((), "scaled away"), (("demo-2",), "restarted on the new template")])
+def test_a_leader_that_goes_without_hand_off_is_a_warning(restart: tuple[str, ...], going: str) -> None:
+    """Xline (Capabilities.hand_off False): no LeaderHandOff promise, a Warning that an election follows."""
+    events = Plan(2, (), "scale-in", "why", restart=restart, hand_off_from="demo-2", hand_off=False).step_events()
+    assert [e[:2] for e in events[1:]] == [("Warning", planner.NO_HAND_OFF_REASON)]
+    assert events[1][2].startswith(f"demo-2 is the leader and is being {going} without a leadership hand-off:")
+    assert "elect" in events[1][2] and "Advanced StatefulSet" in events[1][2]
+
+
+@pytest.mark.parametrize("leader_at", [2, 0])
+def test_builtin_scale_in_of_a_leader_without_hand_off_says_an_election_follows(leader_at: int) -> None:
+    records = members(range(3), leader_at)
+    result = plan(CLUSTER, STATEFULSET, 2, (3, []), records, raft_of(records), NOW, hand_off=False)
+    assert result.scale_away == (pod(2),) and result.hand_off is False
+    if leader_at == 2:
+        assert result.hand_off_from == pod(2)
+        assert "leaves without a hand-off: an election follows" in result.message
+        assert [e[1] for e in result.step_events()] == ["ScalingIn", planner.NO_HAND_OFF_REASON]
+    else:  # a follower goes: nothing to warn about
+        assert result.hand_off_from is None and "keeping leader" in result.message
+        assert [e[1] for e in result.step_events()] == ["ScalingIn"]
+
+
+def test_advanced_scale_in_never_warns_of_a_missing_hand_off() -> None:
+    """The planner keeps the leader, so an engine without hand-off loses nothing there."""
+    records = members(range(3), 2)
+    result = plan(CLUSTER, ADVANCED_STATEFULSET, 2, (3, []), records, raft_of(records), NOW, hand_off=False)
+    assert result.hand_off_from is None
+    assert [e[1] for e in result.step_events()] == ["ScalingIn"]

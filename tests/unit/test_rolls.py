@@ -135,3 +135,11 @@ def test_a_restarted_member_reports_for_one_refresh_before_the_next_goes() -> No
     assert step.action == "wait" and "demo-2" in step.message
     settled = members(range(3), leader=0, overrides={2: {"age": 1}})  # 11 s after
     assert rolls.next_step(STEADY, NEW, pods, settled, NOW, settle=settle).restart == ("demo-1",)
+
+
+def test_a_leader_rolled_without_hand_off_is_told_an_election_follows() -> None:
+    pods = [pod(0), pod(1, NEW), pod(2, NEW)]
+    step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0), NOW, hand_off=False)
+    assert step.restart == ("demo-0",) and step.hand_off_from == "demo-0" and step.hand_off is False
+    assert "without a hand-off: an election follows" in step.message
+    assert [e[:2] for e in step.step_events()] == [("Normal", "RollingMember"), ("Warning", "LeaderLeavesWithoutHandOff")]

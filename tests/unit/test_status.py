@@ -118,6 +118,17 @@ def test_a_step_is_progressing_with_its_reason(action: str) -> None:
     assert found["Progressing"] == Condition("Progressing", True, planner.STEP_REASONS[action], f"doing {action}")
 
 
+def test_scaling_in_the_leader_without_hand_off_says_so_in_progressing() -> None:
+    """The engine's Capabilities.hand_off False (Xline): the user reads that an election follows."""
+    records = members(range(3), leader=2)
+    step = planner.plan("demo", STATEFULSET, 2, (3, []), records, raft(raft_member(o) for o in range(3)), NOW,
+                        hand_off=False)
+    found = by_type(conditions(cluster(), step, records, NOW, None))
+    assert found["Progressing"].reason == "ScalingIn"
+    assert "demo-2" in found["Progressing"].message
+    assert "leaves without a hand-off: an election follows" in found["Progressing"].message
+
+
 def test_a_waiting_plan_is_progressing_with_its_message() -> None:
     plan = Plan(3, (), "wait", "waiting for a leader before removing a member")
     found = by_type(conditions(cluster(), plan, members(range(3), 0), NOW, None))

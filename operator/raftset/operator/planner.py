@@ -43,7 +43,10 @@ class Plan:
     message: str
     scale_away: tuple[str, ...] = ()  # pods to mark with contract.ANNOTATION_SCALE_AWAY
     restart: tuple[str, ...] = ()  # pods to delete so that they come back on the new template
-    hand_off_from: str | None = None  # the leader pod that must hand off before it goes
+    hand_off_from: str | None = None  # the leader pod that goes in this step
+    # Whether that leader's sidecar hands leadership away first (the engine's Capabilities.hand_off).
+    # Without it (Xline) the leader just stops and the others elect one: writes stall meanwhile.
+    hand_off: bool = True
     refused: bool = field(default=False)
     record: ScaleStep | None = None  # the step Raft has yet to confirm, written on the workload
     stuck: str | None = None  # a STUCK_REASONS value once that step is overdue
@@ -59,10 +62,30 @@ class Plan:
         events = [("Normal", STEP_REASONS[self.action], self.message)]
         if self.hand_off_from:
             going = "restarted on the new template" if self.restart else "scaled away"
-            events.append(("Normal", "LeaderHandOff",
-                           f"{self.hand_off_from} is the leader and is being {going}: "
-                           f"its sidecar moves leadership to a follower before its store stops"))
+            if self.hand_off:
+                events.append(("Normal", "LeaderHandOff",
+                               f"{self.hand_off_from} is the leader and is being {going}: "
+                               f"its sidecar moves leadership to a follower before its store stops"))
+            else:
+                events.append(("Warning", NO_HAND_OFF_REASON,
+                               f"{self.hand_off_from} is the leader and is being {going} without a leadership "
+                               f"hand-off: {NO_HAND_OFF}"))
         return events
+
+
+# A leader that goes on an engine without a safe MoveLeader (Capabilities.hand_off False): said in the
+# step's message (so in the Progressing condition) and in a Warning Event, because it costs an election.
+NO_HAND_OFF_REASON = "LeaderLeavesWithoutHandOff"
+NO_HAND_OFF = ("this engine has no safe MoveLeader, so the other members elect a new leader after its store "
+               "stops and writes stall until they do; the Advanced StatefulSet backend (workloadKind "
+               "AdvancedStatefulSet) keeps the leader on scale-in")
+
+
+def leader_going(hand_off: bool) -> str:
+    """What the step message says of a leader that goes: hand-off first, or an election after."""
+    if hand_off:
+        return "it is the leader and hands leadership away first"
+    return "it is the leader and leaves without a hand-off: an election follows"
 
 
 def _normalise(replicas: int, reserved: Iterable[int]) -> tuple[int, ...]:
@@ -238,12 +261,13 @@ def plan(
     *,
     pending: ScaleStep | None = None,
     stuck_after: float = STUCK_AFTER_SECONDS,
+    hand_off: bool = True,
 ) -> Plan:
     """The next scale step.
 
     `current` is the workload's (replicas, reserveOrdinals), or None before it exists;
     `raft` the membership the leader published (None while there is none); `pending` the
-    step recorded on the workload.
+    step recorded on the workload; `hand_off` the engine's Capabilities.hand_off.
     """
     if current is None:
         return first_scale(backend, desired, raft, members)
@@ -322,16 +346,16 @@ def plan(
         return Plan(replicas, reserved, "wait",
                     f"removing ordinal {victim} now would leave fewer than {quorum(step)} "
                     f"healthy voters; waiting for the cluster to recover", refused=True)
-    hand_off = victim_pod if victim == current_leader.ordinal else None
+    leaving = victim_pod if victim == current_leader.ordinal else None
     message = f"removing {victim_pod} ({replicas} -> {step} members)"
-    if hand_off:
-        message += "; it is the leader and hands leadership away first"
+    if leaving:
+        message += f"; {leader_going(hand_off)}"
     else:
         message += f", keeping leader {current_leader.pod}"
     victim_entry = raft.by_ordinal(victim)
     record = ScaleStep(SCALE_IN, victim_pod, victim_entry.id if victim_entry else "", raft.index, rfc3339(now))
     return Plan(step, new_reserved, SCALE_IN, message, scale_away=(victim_pod,),
-                hand_off_from=hand_off, record=record)
+                hand_off_from=leaving, hand_off=hand_off, record=record)
 
 
 def stale_marks(cluster: str, plan: Plan, marked_pods: Iterable[str]) -> list[str]:

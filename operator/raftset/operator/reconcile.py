@@ -149,8 +149,10 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
 
     async def next_step(workload: dict[str, Any] | None) -> planner.Plan:
         current = backend.scale(workload) if workload is not None else None
+        hand_off = cluster.engine.capabilities.hand_off
         plan = planner.plan(cluster.name, backend, cluster.replicas, current, members, raft, now,
-                            pending=recorded(workload), stuck_after=runtime.settings.stuck_seconds)
+                            pending=recorded(workload), stuck_after=runtime.settings.stuck_seconds,
+                            hand_off=hand_off)
         if plan.action != "steady" or workload is None or not rolls.pending(workload):
             return plan
         # Some pods run an older template: only now is the pod list worth a request.
@@ -158,7 +160,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         revision = rolls.update_revision(workload)
         assert revision is not None  # rolls.pending checked it
         return rolls.next_step(plan, revision, rolls.pod_revisions(pods, cluster.name), members, now,
-                               settle=timedelta(seconds=cluster.sidecar.heartbeat_interval))
+                               settle=timedelta(seconds=cluster.sidecar.heartbeat_interval), hand_off=hand_off)
 
     workload = cached if cached is not None else await read_workload()
     plan = await next_step(workload)

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raftset.operator.heartbeats import HeartbeatRecord
-from raftset.operator.planner import Plan, awaiting_renewal, leader, membership
+from raftset.operator.planner import Plan, awaiting_renewal, leader, leader_going, membership
 from raftset.times import parse_rfc3339
 
 REVISION_LABEL = "controller-revision-hash"
@@ -69,12 +69,13 @@ def pod_revisions(pods: Sequence[Mapping[str, Any]], cluster: str) -> list[PodRe
 
 
 def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: Sequence[HeartbeatRecord],
-              now: datetime, settle: timedelta = timedelta(0)) -> Plan:
+              now: datetime, settle: timedelta = timedelta(0), hand_off: bool = True) -> Plan:
     """The steady `plan` turned into the next roll step: restart one pod, wait, or nothing to do.
 
     `settle` (the sidecars' heartbeat interval) is how long a member must have reported
     from its new pod before the next one goes: one refresh as a healthy voter, time for a
-    restarted member to catch up with the log it missed.
+    restarted member to catch up with the log it missed. `hand_off` is the engine's
+    Capabilities.hand_off: whether the leader's sidecar moves leadership away before it restarts.
     """
     kept = plan.kept
     outdated = [p for p in pods if p.ordinal in kept and p.revision != revision]
@@ -105,10 +106,10 @@ def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: S
         return wait("waiting for a leader")
     # Followers first, the highest ordinal first (as a StatefulSet would); the leader last.
     victim = max(outdated, key=lambda p: (p.name != current_leader.pod, p.ordinal))
-    hand_off = victim.name == current_leader.pod
+    leading = victim.name == current_leader.pod
     message = f"restarting {victim.name} on the new template ({left})"
-    if hand_off:
-        message += "; it leads: its sidecar moves leadership to a follower first"
+    if leading:
+        message += f"; {leader_going(hand_off)}"
     return dataclasses.replace(plan, action="roll", message=message, restart=(victim.name,),
-                               hand_off_from=victim.name if hand_off else None)
+                               hand_off_from=victim.name if leading else None, hand_off=hand_off)
 

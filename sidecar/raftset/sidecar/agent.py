@@ -90,8 +90,10 @@ class Agent:
         """The etcd clients, created once the TLS files (if any) load."""
         if self._etcd is None:
             tls = ClientTLS.load(self.settings.tls) if self.settings.tls else None
-            self._etcd = ClusterClient(tls, timeout=5.0, linearizable_member_list=(
-                self.settings.engine.capabilities.linearizable_member_list))
+            capabilities = self.settings.engine.capabilities
+            self._etcd = ClusterClient(
+                tls, timeout=5.0, linearizable_member_list=capabilities.linearizable_member_list,
+                lost_names=None if capabilities.keeps_joined_names else self.settings.naming.advertised)
         return self._etcd
 
     @property

@@ -130,6 +130,11 @@ class Naming:
         ordinal = match.groupdict().get("o") or match.groupdict().get("p")
         return int(ordinal) if ordinal is not None else None
 
+    def advertised(self, peer_urls: Sequence[str]) -> tuple[str, str] | None:
+        """The pod name and client URL of the pod that advertises one of these peer URLs; None if none does."""
+        ordinal = next((o for o in map(self.ordinal_of_peer_url, peer_urls) if o is not None), None)
+        return None if ordinal is None else (self.pod(ordinal), self.client_url(ordinal))
+
     def ordinal_of_member(self, name: str, peer_urls: Sequence[str]) -> int | None:
         """Started members by name (the pod's), unstarted ones by their peer URL."""
         by_name = self.ordinal_of_name(name) if name else None
