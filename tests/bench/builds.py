@@ -1,0 +1,31 @@
+"""The scale-in headline on every engine build: 3->2 of the leader, at 0 ms, (b) and (c).
+
+The same runs as `scalein` (its load, its Toxiproxy in front of every peer port, the engine's
+own raft timings) on each build of `tests.harness.engines.MATRIX`: etcd 3.5, 3.6, 3.7 and Xline.
+Xline has no safe leader hand-off (`Capabilities.hand_off` False): its leaving leader removes
+itself without moving leadership and the survivors elect one; its rows say what that costs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tests.bench import scalein
+from tests.harness.engines import EngineUnderTest, ready
+
+STRATEGIES = (scalein.STRATEGIES[1], scalein.STRATEGIES[2])
+SIZE = (3, 2)
+COLUMNS = ("engine", *scalein.COLUMNS)
+
+
+async def bench(kubeconfig: str, workdir: Path, builds: Sequence[EngineUnderTest], repetitions: int,
+                baseline_s: float, strategies: Sequence[str] = STRATEGIES,
+                log: Callable[[str], None] = print) -> list[scalein.Run]:
+    """Build after build, each the headline's runs at 0 ms one-way."""
+    runs: list[scalein.Run] = []
+    for build in builds:
+        ready(build)
+        runs += await scalein.bench(kubeconfig, workdir, (SIZE,), repetitions, baseline_s, strategies, log,
+                                    (0,), build)
+    return runs
