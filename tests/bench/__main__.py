@@ -120,10 +120,10 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
     built: list[scalein.Run] = []
     upgraded: list[dict[str, Any]] = []
     if only in (None, "engines"):
-        log("scale-in on every engine build (0 ms)")
-        built = await sections.run("engines", lambda: builds.bench(
-            kubeconfig, work / "engines", [BUILDS[b] for b in p.engine_builds], p.engine_repetitions, p.baseline_s,
-            p.engine_strategies, log), [])
+        for label in p.engine_builds:  # one build that fails keeps the others' rows
+            log(f"scale-in on {label} (0 ms)")
+            built += await sections.run(f"engines {label}", lambda b=BUILDS[label]: builds.bench(
+                kubeconfig, work / "engines", b, p.engine_repetitions, p.baseline_s, p.engine_strategies, log), [])
         log(f"upgrade under load ({' -> '.join(p.upgrade_path)})")
         upgraded = await sections.run("upgrade", lambda: upgrade.measure(
             kubeconfig, work / "upgrade", [BUILDS[b] for b in p.upgrade_path], p.baseline_s, log), [])
@@ -230,7 +230,8 @@ def main(argv: list[str] | None = None) -> None:
     log(f"results in {out}, page {doc} ({results['duration_s']:.0f}s)")
     log(f"the operator's log: {logs / 'operator' / 'operator.log'}")
     for r in results["scale_in_summary"] + results["engines_summary"]:
-        log(f"  {r.get('engine', '')} {r['one_way_ms']:>3} ms {r['strategy']:<26} {r['from_members']}->{r['to_members']}: failed writes "
+        log(f"  {r.get('engine', '')} {r['one_way_ms']:>3} ms {r['strategy']:<26} "
+            f"{r['from_members']}->{r['to_members']}: failed writes "
             f"{r['failed_writes_total']} (max {r['failed_writes_max']}/run), longest stall median "
             f"{r['longest_stall_median_s']}s max {r['longest_stall_max_s']}s, write p99 {r['write_p99_ms']} ms "
             f"(steady {r['steady_write_p99_ms']} ms, {r['steady_writes_per_s']}/s), "

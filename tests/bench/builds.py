@@ -19,13 +19,8 @@ SIZE = (3, 2)
 COLUMNS = ("engine", *scalein.COLUMNS)
 
 
-async def bench(kubeconfig: str, workdir: Path, builds: Sequence[EngineUnderTest], repetitions: int,
-                baseline_s: float, strategies: Sequence[str] = STRATEGIES,
-                log: Callable[[str], None] = print) -> list[scalein.Run]:
-    """Build after build, each the headline's runs at 0 ms one-way."""
-    runs: list[scalein.Run] = []
-    for build in builds:
-        ready(build)
-        runs += await scalein.bench(kubeconfig, workdir, (SIZE,), repetitions, baseline_s, strategies, log,
-                                    (0,), build)
-    return runs
+async def bench(kubeconfig: str, workdir: Path, build: EngineUnderTest, repetitions: int, baseline_s: float,
+                strategies: Sequence[str] = STRATEGIES, log: Callable[[str], None] = print) -> list[scalein.Run]:
+    """One build's share: the headline's runs at 0 ms one-way."""
+    ready(build)
+    return await scalein.bench(kubeconfig, workdir, (SIZE,), repetitions, baseline_s, strategies, log, (0,), build)

@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import psutil  # noqa: E402
 
 from tools.devcluster import versions  # noqa: E402
-from tests.bench import backup, builds, footprint, load, operator_cost, recovery, scalein, scaleout, upgrade  # noqa: E402
+from tests.bench import (  # noqa: E402
+    backup, builds, footprint, load, operator_cost, recovery, scalein, scaleout, upgrade)
 from tests.bench.scalein import STRATEGIES, Run  # noqa: E402
 from tests.bench.stats import Sample, percentile  # noqa: E402
 
@@ -517,8 +518,8 @@ under (c) the planner scales a follower in and the leader stays.
 ## Upgrade under load
 {_stamp(results, "upgrade")}
 A 3-member etcd cluster of real members and their sidecars, started on the oldest build and
-rolled one minor at a time to the newest ({_upgrade_path(results.get('upgrade') or [])}): one member at a time on the next build with
-its data, the way the operator's roll goes (the preStop keeps the member; the pod comes back ready and
+rolled one minor at a time to the newest ({_upgrade_path(results.get('upgrade') or [])}): one member at a time
+on the next build with its data, the way the operator's roll goes (the preStop keeps the member; the pod comes back ready and
 all three vote before the next goes), followers first, highest ordinal first, the leader last; its
 preStop hands leadership off first (`handed_off_to`). The scale-in's load runs throughout, with the
 checker's writer beside it; each roll's window runs from its first restart until {scalein.TAIL_S:.0f} s
@@ -645,7 +646,7 @@ def _headline_size(summary: Sequence[Mapping[str, Any]], size: tuple[int, int]) 
 
 
 def _cell(r: Mapping[str, Any]) -> str:
-    """A summary line as the headline gives it: failed writes (requests) / stall / p99 (steady) / p99.9 / leader changes."""
+    """A summary line the headline's way: failed writes (requests) / stall / p99 (steady) / p99.9 / leader changes."""
     return (f"{r['failed_writes_total']} ({r['failed_write_requests_total']}) / {r['longest_stall_max_s']:.3f} s / "
             f"{r['write_p99_ms']:.0f} ms ({r['steady_write_p99_ms']:.0f}) / {r['write_p999_ms']:.0f} ms / "
             f"{r['leader_changes_max']}")

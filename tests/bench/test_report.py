@@ -87,8 +87,8 @@ def test_the_recovery_headline_gives_medians_and_the_worst_per_scenario() -> Non
 
 def test_each_engine_build_gets_its_own_summary_and_headline_row_in_the_order_they_ran() -> None:
     rows = [_row(0, "b-builtin-sidecar-handoff", 3, engine="etcd-3.7.3", longest_stall_s=0.1),
-            _row(0, "b-builtin-sidecar-handoff", 3, engine="xline-0.6.1", failed_writes=4, failed_write_requests=6, longest_stall_s=1.2,
-                 leader_changes=1),
+            _row(0, "b-builtin-sidecar-handoff", 3, engine="xline-0.6.1", failed_writes=4, failed_write_requests=6,
+                 longest_stall_s=1.2, leader_changes=1),
             _row(0, "c-advanced-planner", 3, engine="xline-0.6.1", longest_stall_s=0.2)]
     summary = report.summarise_builds(rows)
     assert [(r["engine"], r["strategy"]) for r in summary] == [

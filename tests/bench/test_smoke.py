@@ -66,7 +66,7 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     page = (out / "benchmarks.md").read_text()
     for heading in ("## Machine", "## Scale-in availability", "## Scale-out", "## Operator cost",
-                    "## Sidecar footprint", "## Recovery time (RTO)", "## Backup and restore", "| 20 ms one-way |", "*Measured ",
-                    "## Scale-in on every engine build", "## Upgrade under load"):
+                    "## Sidecar footprint", "## Recovery time (RTO)", "## Backup and restore", "| 20 ms one-way |",
+                    "*Measured ", "## Scale-in on every engine build", "## Upgrade under load"):
         assert heading in page
     assert all(f"]({png}" in page or f"/{png})" in page for png in report.PLOTS)

@@ -93,7 +93,8 @@ async def measure(kubeconfig: str, workdir: Path, path: Sequence[EngineUnderTest
                     done = time.monotonic()
                     after = await lab.leader_ordinal()
                     acked = writer.ok
-                    wait_for(lambda v=build.version: _serving(lab, v), 60, f"every member and the cluster on {build.version}")
+                    wait_for(lambda v=build.version: _serving(lab, v), 60,
+                             f"every member and the cluster on {build.version}")
                     wait_for(lambda n=acked: writer.ok > n + SETTLE_WRITES, 60, "a few snapshots' worth of writes")
                     rolls.append({
                         "from_version": previous.version, "to_version": build.version,
