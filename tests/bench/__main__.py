@@ -1,17 +1,17 @@
 """`make bench`: every benchmark, its results files, plots and docs/benchmarks.md.
 
     python -m tests.bench [--smoke] [--out DIR] [--doc FILE] [--page-only]
-                          [--only scale-in|recovery|backup|footprint|operator] [--repetitions N] [--backup-mib N]
-                          [--latencies MS,MS,...]
+                          [--only scale-in|recovery|backup|footprint|operator|engines] [--repetitions N]
+                          [--backup-mib N] [--latencies MS,MS,...]
 
 The etcd benchmarks run against a bare kube-apiserver of their own (with OpenKruise's
 StatefulSet CRD, so the sidecars can read an Advanced StatefulSet); the operator's cost
 is measured on a full local control plane started afterwards. Both planes, and every
 process the benchmarks start, are gone when this exits.
 
-`--only scale-in` (or `recovery`, `backup`, `footprint`, `operator`) measures that benchmark alone
-and keeps the other sections of OUT/results.json as they were, each with the date, commit and
-load it was measured at.
+`--only scale-in` (or `recovery`, `backup`, `footprint`, `operator`, `engines`: the scale-in on every
+engine build and the upgrade) measures that benchmark alone and keeps the other sections of
+OUT/results.json as they were, each with the date, commit and load it was measured at.
 """
 
 from __future__ import annotations
@@ -32,11 +32,14 @@ from typing import Any, TypeVar
 
 from tools.devcluster import build, start
 from tools.devcluster.plane import kruise_source
-from tests.bench import backup, footprint, operator_cost, recovery, report, scalein, scaleout
+from tests.bench import backup, builds, footprint, operator_cost, recovery, report, scalein, scaleout, upgrade
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
+from tests.harness import engines
 from tests.harness.lab import Lab
 
 T = TypeVar("T")
+UPGRADE_PATH = sorted(engines.ETCDS, key=lambda e: tuple(map(int, e.version.split("."))))
+BUILDS = {e.label: e for e in engines.MATRIX}
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "docs" / "benchmarks"
 
@@ -58,18 +61,25 @@ class Params:
     idle_s: float = 60.0
     backup_mib: int = 256
     backup_steady_s: float = 5.0
+    engine_builds: tuple[str, ...] = tuple(e.label for e in engines.MATRIX)  # the per-engine scale-in
+    engine_strategies: tuple[str, ...] = builds.STRATEGIES
+    engine_repetitions: int = 2
+    upgrade_path: tuple[str, ...] = tuple(e.label for e in UPGRADE_PATH)
 
 
 FULL = Params()
 # The smoke leaves out the SIGKILL reference: its driver differs from (a) by the signal only.
-# One latency, the far zone, so the Toxiproxy path is exercised.
+# One latency, the far zone, so the Toxiproxy path is exercised. Per engine: Xline alone (the engine
+# that differs) with the planner, and the upgrade's first roll.
 SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.STRATEGIES[:3], repetitions=1,
                recovery_repetitions=1, baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
-               spec_changes=2, rest_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0)
-SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery", "backup")
-# --only: the section it measures
-ONLY = {"scale-in": "scale_in", "recovery": "recovery", "backup": "backup", "footprint": "footprint",
-        "operator": "operator"}
+               spec_changes=2, rest_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0,
+               engine_builds=(engines.XLINE.label,), engine_strategies=builds.STRATEGIES[1:], engine_repetitions=1,
+               upgrade_path=FULL.upgrade_path[:2])
+SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery", "backup", "engines", "upgrade")
+# --only: the sections it measures
+ONLY = {"scale-in": ("scale_in",), "recovery": ("recovery",), "backup": ("backup",), "footprint": ("footprint",),
+        "operator": ("operator",), "engines": ("engines", "upgrade")}
 
 
 def log(message: str) -> None:
@@ -109,6 +119,16 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
         log(f"backup and restore ({p.backup_mib} MiB, versitygw)")
         backed = await sections.run("backup", lambda: _one(backup.measure(
             kubeconfig, work / "backup", p.backup_mib, p.backup_steady_s, log)), [])
+    built: list[scalein.Run] = []
+    upgraded: list[dict[str, Any]] = []
+    if only in (None, "engines"):
+        for label in p.engine_builds:  # one build that fails keeps the others' rows
+            log(f"scale-in on {label} (0 ms)")
+            built += await sections.run(f"engines {label}", lambda b=BUILDS[label]: builds.bench(
+                kubeconfig, work / "engines", b, p.engine_repetitions, p.baseline_s, p.engine_strategies, log), [])
+        log(f"upgrade under load ({' -> '.join(p.upgrade_path)})")
+        upgraded = await sections.run("upgrade", lambda: upgrade.measure(
+            kubeconfig, work / "upgrade", [BUILDS[b] for b in p.upgrade_path], p.baseline_s, log), [])
     idle: list[dict[str, Any]] = []
     joins: list[dict[str, Any]] = []
     if only in (None, "footprint"):
@@ -124,7 +144,8 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
         finally:
             lab.close()
             shutil.rmtree(work / "scale-out", ignore_errors=True)
-    return {"runs": runs, "footprint": idle, "scale_out": joins, "recovery": rto, "backup": backed}
+    return {"runs": runs, "recovery": rto, "backup": backed, "engines": built, "upgrade": upgraded,
+            "footprint": idle, "scale_out": joins}
 
 
 async def _one(row: Awaitable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -183,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = [run.row for run in etcd["runs"]]
+    build_rows = [run.row for run in etcd["engines"]]
     finished = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     stamp = {"finished": finished, "raftset_commit": machine["raftset_commit"], "smoke": args.smoke,
              "etcd": machine["etcd"], "load_average_at_start": machine["load_average_at_start"],
@@ -201,20 +223,25 @@ def main(argv: list[str] | None = None) -> None:
         "footprint_summary": footprint.summarise(etcd["footprint"]),
         "recovery": etcd["recovery"],
         "backup": etcd["backup"],
+        "engines": build_rows,
+        "engines_summary": report.summarise_builds(build_rows),
+        "upgrade": etcd["upgrade"],
         "errors": sections.errors,
         "measured": {section: stamp for section in SECTIONS},
     }
     if earlier is not None:
-        results = report.keep_earlier(results, earlier, kept=[s for s in SECTIONS if s != ONLY[args.only]])
+        results = report.keep_earlier(results, earlier, kept=[s for s in SECTIONS if s not in ONLY[args.only]])
         results["scale_in_summary"] = report.summarise(results["scale_in"])
         results["footprint_summary"] = footprint.summarise(results["footprint"])
+        results["engines_summary"] = report.summarise_builds(results["engines"])
     report.write_results(out, results)
     report.plots(out, results, etcd["runs"])
     report.write_doc(doc, out, results)
     log(f"results in {out}, page {doc} ({results['duration_s']:.0f}s)")
     log(f"the operator's log: {logs / 'operator' / 'operator.log'}")
-    for r in results["scale_in_summary"]:
-        log(f"  {r['one_way_ms']:>3} ms {r['strategy']:<26} {r['from_members']}->{r['to_members']}: failed writes "
+    for r in results["scale_in_summary"] + results["engines_summary"]:
+        log(f"  {r.get('engine', '')} {r['one_way_ms']:>3} ms {r['strategy']:<26} "
+            f"{r['from_members']}->{r['to_members']}: failed writes "
             f"{r['failed_writes_total']} (max {r['failed_writes_max']}/run), longest stall median "
             f"{r['longest_stall_median_s']}s max {r['longest_stall_max_s']}s, write p99 {r['write_p99_ms']} ms "
             f"(steady {r['steady_write_p99_ms']} ms, {r['steady_writes_per_s']}/s), "

@@ -1,8 +1,13 @@
-"""What every benchmark's etcd cluster shares: its settings and how it grows."""
+"""What every benchmark's cluster shares: its settings and how it grows."""
 
 from __future__ import annotations
 
+import json
+
+from tests.harness import scenarios
+from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import Lab
+from tools.devcluster import kubelet
 
 # etcd's own defaults (heartbeat 100 ms, election 1000 ms), not the etcd tier's fast ones:
 # an unplanned leader loss should cost what it costs a user.
@@ -19,8 +24,17 @@ PRODUCT_DEFAULTS = {
 }
 
 
+def engine_defaults(build: EngineUnderTest) -> dict[str, str]:
+    """The engine's own raft timings, as ETCD_DEFAULTS: only what loopback needs (Xline's metrics pushed)."""
+    return {"RAFTSET_OPTIONS": json.dumps(kubelet.LOOPBACK_OPTIONS.get(build.engine.name, {}))}
+
+
 async def grow(lab: Lab, size: int) -> None:
-    """OrderedReady: each pod starts once the one before it is ready."""
+    """OrderedReady: each pod starts once the one before it is ready; an engine whose members
+    cannot bootstrap alone (Xline) starts them together, as the tiers do."""
+    if not lab.engine.engine.capabilities.bootstrap_alone:
+        await scenarios.grow(lab, size)
+        return
     for ordinal in range(size):
         pod = lab.pod(ordinal)
         pod.start(timeout=60)

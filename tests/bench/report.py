@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
 import psutil  # noqa: E402
 
 from tools.devcluster import versions  # noqa: E402
-from tests.bench import backup, footprint, load, operator_cost, recovery, scalein, scaleout  # noqa: E402
+from tests.bench import (  # noqa: E402
+    backup, builds, footprint, load, operator_cost, recovery, scalein, scaleout, upgrade)
 from tests.bench.scalein import STRATEGIES, Run  # noqa: E402
 from tests.bench.stats import Sample, percentile  # noqa: E402
 
@@ -32,12 +33,16 @@ TABLES: dict[str, tuple[str, ...]] = {
     "footprint": footprint.COLUMNS,
     "recovery": recovery.COLUMNS,
     "backup": backup.COLUMNS,
+    "engines": builds.COLUMNS,
+    "upgrade": upgrade.COLUMNS,
 }
 SUMMARY_COLUMNS = ("one_way_ms", "strategy", "from_members", "to_members", "repetitions", "steady_writes_per_s",
                    "steady_write_p99_ms", "steady_write_p999_ms", "failed_writes_total", "failed_writes_max",
                    "failed_write_requests_total", "failed_write_requests_max", "longest_stall_median_s",
                    "longest_stall_max_s", "write_p50_ms", "write_p99_ms", "write_p999_ms", "failed_reads_total",
                    "leader_changes_total", "leader_changes_max", "scale_in_median_s", "load_1m_median")
+SUMMARIES = {"scale_in_summary": SUMMARY_COLUMNS, "footprint_summary": footprint.SUMMARY_COLUMNS,
+             "engines_summary": ("engine", *SUMMARY_COLUMNS)}
 LABELS = {
     "a-builtin-no-handoff": "(a) builtin, no hand-off",
     "b-builtin-sidecar-handoff": "(b) builtin + sidecar",
@@ -122,6 +127,12 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def summarise_builds(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`summarise` for each engine build, in the order the builds ran."""
+    return [{"engine": label, **line} for label in dict.fromkeys(r["engine"] for r in rows)
+            for line in summarise([r for r in rows if r["engine"] == label])]
+
+
 def keep_earlier(results: Mapping[str, Any], earlier: Mapping[str, Any], kept: Sequence[str]) -> dict[str, Any]:
     """`results` with the `kept` sections taken from an earlier run, each stamped with when it was measured."""
     merged = dict(results)
@@ -139,12 +150,11 @@ def keep_earlier(results: Mapping[str, Any], earlier: Mapping[str, Any], kept: S
 def write_results(out: Path, results: Mapping[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    summaries = {"scale_in_summary": SUMMARY_COLUMNS, "footprint_summary": footprint.SUMMARY_COLUMNS}
-    for name, columns in {**TABLES, **summaries}.items():
+    for name, columns in {**TABLES, **SUMMARIES}.items():
         with open(out / f"{name}.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=columns)
             writer.writeheader()
-            for row in results[name]:
+            for row in results.get(name) or []:  # a section newer than the results: no rows
                 writer.writerow({c: row.get(c, "") for c in columns})  # rows of older runs lack new columns
 
 
@@ -367,6 +377,10 @@ medians, the leader changes the most in any one repetition.
 {_stamp(results, "scale_in")}
 {_headline(summary) if summary else "(the scale-in benchmark produced no rows)"}
 
+The same scale-in on every engine build, 3\u21922 at 0 ms (see [Every engine build](#scale-in-on-every-engine-build)):
+{_stamp(results, "engines")}
+{_builds_headline(results.get("engines_summary") or [])}
+
 Recovery time of the bad days, 3 members, a writer running (see [Recovery time](#recovery-time-rto)):
 {_stamp(results, "recovery")}
 {_recovery_headline(results.get("recovery") or [])}
@@ -490,6 +504,34 @@ Every repetition:
 
 {_table(results['scale_in'], scalein.COLUMNS, LABELS)}
 
+## Scale-in on every engine build
+{_stamp(results, "engines")}
+The headline's 3\u21922 scale-in of the leader, (b) and (c) only, at 0 ms one-way (the
+Toxiproxy proxy alone), under the same load, on every build the tiers run
+(`tests/harness/engines.py MATRIX`), each with its engine's own raft timings. Cells as in
+the headline. Xline has no safe leader hand-off (`Capabilities.hand_off` is False: consecutive
+MoveLeaders broke its clusters, docs/engines.md): under (b) its leaving leader removes its own
+member without moving leadership, so the two that stay elect a leader while the writes wait;
+under (c) the planner scales a follower in and the leader stays.
+
+{_table(results.get('engines_summary') or [], SUMMARIES['engines_summary'], LABELS)}
+
+## Upgrade under load
+{_stamp(results, "upgrade")}
+A 3-member etcd cluster of real members and their sidecars, started on the oldest build and
+rolled one minor at a time to the newest ({_upgrade_path(results.get('upgrade') or [])}): one member at a time
+on the next build with its data, the way the operator's roll goes (the preStop keeps the member; the pod comes back ready and
+all three vote before the next goes), followers first, highest ordinal first, the leader last; its
+preStop hands leadership off first (`handed_off_to`). The scale-in's load runs throughout, with the
+checker's writer beside it; each roll's window runs from its first restart until {scalein.TAIL_S:.0f} s
+after the last, against the {p['baseline_s']:.0f} s just before it (`steady_*`). Before the next roll every
+member serves the new build and the cluster version has moved (etcd's `/version`). etcd's default raft
+timings and `snapshot-count` {upgrade.SNAPSHOT_COUNT}: etcd 3.7 cannot apply the v2 entries 3.5 left in
+the WAL, so a raft snapshot on 3.6 must be past them (docs/engines.md). After the last roll every write
+the checker's writer got acknowledged reads back and HashKV agrees on all three (`acked_read_back`).
+
+{_table(results.get('upgrade') or [], upgrade.COLUMNS)}
+
 ## Scale-out
 {_stamp(results, "scale_out")}
 A three-member cluster (sidecar settings as the operator renders them by default) is filled with incompressible 1 MiB values to each
@@ -604,13 +646,36 @@ def _headline_size(summary: Sequence[Mapping[str, Any]], size: tuple[int, int]) 
         cells = [LABELS[strategy]]
         for ms in latencies:
             r = next((x for x in rows if x["strategy"] == strategy and x["one_way_ms"] == ms), None)
-            cells.append(f"{r['failed_writes_total']} ({r['failed_write_requests_total']}) / "
-                         f"{r['longest_stall_max_s']:.3f} s / "
-                         f"{r['write_p99_ms']:.0f} ms ({r['steady_write_p99_ms']:.0f}) / "
-                         f"{r['write_p999_ms']:.0f} ms / {r['leader_changes_max']}"
-                         if r else "-")
+            cells.append(_cell(r) if r else "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _cell(r: Mapping[str, Any]) -> str:
+    """A summary line the headline's way: failed writes (requests) / stall / p99 (steady) / p99.9 / leader changes."""
+    return (f"{r['failed_writes_total']} ({r['failed_write_requests_total']}) / {r['longest_stall_max_s']:.3f} s / "
+            f"{r['write_p99_ms']:.0f} ms ({r['steady_write_p99_ms']:.0f}) / {r['write_p999_ms']:.0f} ms / "
+            f"{r['leader_changes_max']}")
+
+
+def _builds_headline(summary: Sequence[Mapping[str, Any]]) -> str:
+    """One table: engine builds down, the strategies across."""
+    if not summary:
+        return "(the per-engine scale-in produced no rows)"
+    strategies = _present([r["strategy"] for r in summary])
+    head = ["3\u21922 members, 0 ms", *(LABELS[s] for s in strategies)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for engine in dict.fromkeys(r["engine"] for r in summary):
+        cells = [engine]
+        for strategy in strategies:
+            r = next((x for x in summary if x["engine"] == engine and x["strategy"] == strategy), None)
+            cells.append(_cell(r) if r else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _upgrade_path(rows: Sequence[Mapping[str, Any]]) -> str:
+    return " \u2192 ".join(dict.fromkeys(v for r in rows for v in (r["from_version"], r["to_version"]))) or "no rolls"
 
 
 def _recovery_headline(rows: Sequence[Mapping[str, Any]]) -> str:

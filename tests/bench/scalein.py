@@ -51,9 +51,10 @@ from raftset.membership import parse_step
 from raftset.operator import planner
 from raftset.operator.heartbeats import from_leases
 from raftset.workloads import ADVANCED_STATEFULSET
-from tests.bench.labs import ETCD_DEFAULTS, grow
+from tests.bench.labs import engine_defaults, grow
 from tests.bench.load import Load, Observed
 from tests.bench.stats import Sample, leader_changes, leaders_in_window, started_in, window_stats
+from tests.harness.engines import DEFAULT, EngineUnderTest
 from tests.harness.lab import Lab, wait_for
 from tests.harness.toxiproxy import Toxiproxy, route_peers
 
@@ -121,7 +122,7 @@ def _lease_dicts(lab: Lab) -> list[dict[str, Any]]:
     return [serialise(lease) for lease in lab.leases().values()]
 
 
-async def _member_ids(lab: Lab, ordinals: Sequence[int]) -> dict[int, int]:
+async def member_ids(lab: Lab, ordinals: Sequence[int]) -> dict[int, int]:
     return {int(m.name.rsplit("-", 1)[1]): m.id for m in await lab.members(*ordinals) if m.name}
 
 
@@ -166,7 +167,7 @@ async def _remove_member(lab: Lab, member_id: int, survivors: Sequence[int]) -> 
 async def scale_in_builtin_no_handoff(lab: Lab, start: int, target: int,
                                       sig: int = signal.SIGTERM) -> list[int]:
     victims = list(range(start - 1, target - 1, -1))
-    ids = await _member_ids(lab, range(start))
+    ids = await member_ids(lab, range(start))
     lab.scale(target)
     for ordinal in victims:
         _stop_like_kubelet_without_prestop(lab, ordinal, sig)
@@ -227,10 +228,10 @@ DRIVERS: dict[str, Callable[[Lab, int, int], Any]] = {
 
 
 async def run_once(kubeconfig: str, workdir: Path, strategy: str, start: int, target: int,
-                   repetition: int, baseline_s: float, one_way_ms: int = 0) -> Run:
+                   repetition: int, baseline_s: float, one_way_ms: int = 0, build: EngineUnderTest = DEFAULT) -> Run:
     advanced = strategy == STRATEGIES[2]
-    env = {**ETCD_DEFAULTS, **({"RAFTSET_WORKLOAD_KIND": "AdvancedStatefulSet"} if advanced else {})}
-    lab = Lab(kubeconfig, workdir, replicas=start, env_extra=env)
+    env = {**engine_defaults(build), **({"RAFTSET_WORKLOAD_KIND": "AdvancedStatefulSet"} if advanced else {})}
+    lab = Lab(kubeconfig, workdir, replicas=start, env_extra=env, engine=build)
     try:
         with Toxiproxy(workdir / "toxiproxy") as toxiproxy:
             route_peers(lab, toxiproxy, range(start), one_way_ms, round(one_way_ms * JITTER))
@@ -266,24 +267,10 @@ async def run_once(kubeconfig: str, workdir: Path, strategy: str, start: int, ta
             finally:
                 observed = load.stop()
             leader_after = await _leader(lab, survivors)
-            window = (t0, done + TAIL_S)
-            steady = window_stats(observed.writes, (steady_from, t0))
-            stats = window_stats(observed.writes, window)
-            reads = window_stats(observed.reads, window)
             row = {
-                "one_way_ms": one_way_ms, "strategy": strategy, "from_members": start, "to_members": target,
-                "repetition": repetition, "steady_writes_per_s": round(steady.per_s, 1),
-                "steady_write_p50_ms": round(steady.p50_ms, 2), "steady_write_p99_ms": round(steady.p99_ms, 2),
-                "steady_write_p999_ms": round(steady.p999_ms, 2),
-                "writes": stats.writes, "failed_writes": stats.failed_writes,
-                "failed_write_requests": started_in(observed.failed_write_requests, window),
-                "longest_stall_s": round(stats.longest_stall_s, 3),
-                "write_p50_ms": round(stats.p50_ms, 2), "write_p99_ms": round(stats.p99_ms, 2),
-                "write_p999_ms": round(stats.p999_ms, 2),
-                "reads": reads.writes, "failed_reads": reads.failed_writes,
-                "failed_read_requests": started_in(observed.failed_read_requests, window),
-                "longest_read_stall_s": round(reads.longest_stall_s, 3),
-                "leader_changes": leader_changes(leaders_in_window(observed.leaders, window)),
+                "engine": build.label, "one_way_ms": one_way_ms, "strategy": strategy, "from_members": start,
+                "to_members": target, "repetition": repetition,
+                **window_row(observed, (steady_from, t0), (t0, done + TAIL_S)),
                 "scale_in_s": round(done - t0, 3),
                 "victims": " ".join(f"demo-{v}" for v in victims),
                 "leader_before": f"demo-{leader_before}" if leader_before is not None else "",
@@ -297,6 +284,28 @@ async def run_once(kubeconfig: str, workdir: Path, strategy: str, start: int, ta
     finally:
         lab.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def window_row(observed: Observed, steady: tuple[float, float], window: tuple[float, float]) -> dict[str, Any]:
+    """What the load saw in `window` against its `steady` stretch before: the columns every
+    disruption under this load reports (a scale-in, an upgrade's roll)."""
+    before = window_stats(observed.writes, steady)
+    stats = window_stats(observed.writes, window)
+    reads = window_stats(observed.reads, window)
+    return {
+        "steady_writes_per_s": round(before.per_s, 1),
+        "steady_write_p50_ms": round(before.p50_ms, 2), "steady_write_p99_ms": round(before.p99_ms, 2),
+        "steady_write_p999_ms": round(before.p999_ms, 2),
+        "writes": stats.writes, "failed_writes": stats.failed_writes,
+        "failed_write_requests": started_in(observed.failed_write_requests, window),
+        "longest_stall_s": round(stats.longest_stall_s, 3),
+        "write_p50_ms": round(stats.p50_ms, 2), "write_p99_ms": round(stats.p99_ms, 2),
+        "write_p999_ms": round(stats.p999_ms, 2),
+        "reads": reads.writes, "failed_reads": reads.failed_writes,
+        "failed_read_requests": started_in(observed.failed_read_requests, window),
+        "longest_read_stall_s": round(reads.longest_stall_s, 3),
+        "leader_changes": leader_changes(leaders_in_window(observed.leaders, window)),
+    }
 
 
 def error_kinds(errors: Sequence[str], request: str) -> str:
@@ -318,7 +327,8 @@ def timeline(run: Run, before_s: float = 1.0, samples: Sequence[Sample] | None =
 
 async def bench(kubeconfig: str, workdir: Path, sizes: Sequence[tuple[int, int]], repetitions: int,
                 baseline_s: float, strategies: Sequence[str] = STRATEGIES,
-                log: Callable[[str], None] = print, latencies_ms: Sequence[int] = (0,)) -> list[Run]:
+                log: Callable[[str], None] = print, latencies_ms: Sequence[int] = (0,),
+                build: EngineUnderTest = DEFAULT) -> list[Run]:
     """Every latency x size x repetition x strategy; strategies interleave so machine noise hits all alike."""
     runs: list[Run] = []
     for one_way_ms in latencies_ms:
@@ -327,12 +337,12 @@ async def bench(kubeconfig: str, workdir: Path, sizes: Sequence[tuple[int, int]]
                 for strategy in strategies:
                     t = time.monotonic()
                     run = await run_once(
-                        kubeconfig, workdir / f"{strategy}-{one_way_ms}ms-{start}to{target}-{repetition}",
-                        strategy, start, target, repetition, baseline_s, one_way_ms)
+                        kubeconfig, workdir / f"{build.label}-{strategy}-{one_way_ms}ms-{start}to{target}-{repetition}",
+                        strategy, start, target, repetition, baseline_s, one_way_ms, build)
                     runs.append(run)
                     r = run.row
                     log(f"  row {json.dumps(r)}")  # a long run that fails later still leaves its rows
-                    log(f"  scale-in {one_way_ms} ms {strategy} {start}->{target} #{repetition}: "
+                    log(f"  scale-in {build.label} {one_way_ms} ms {strategy} {start}->{target} #{repetition}: "
                         f"{r['failed_writes']} failed of {r['writes']} ({r['failed_write_requests']} failed "
                         f"requests), stall {r['longest_stall_s']:.3f}s, "
                         f"p99 {r['write_p99_ms']} ms (steady {r['steady_write_p99_ms']} ms, "

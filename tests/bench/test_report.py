@@ -93,3 +93,19 @@ def test_the_footprint_summary_puts_the_largest_sidecar_next_to_the_target() -> 
         {"figure": "sidecar RSS (MiB, largest)", "measured": 64.9, "target": "\u2264 50"},
         {"figure": "sidecar idle CPU (% of one core, largest)", "measured": 0.37, "target": "none set"}]
     assert footprint.summarise([]) == []
+
+
+def test_each_engine_build_gets_its_own_summary_and_headline_row_in_the_order_they_ran() -> None:
+    rows = [_row(0, "b-builtin-sidecar-handoff", 3, engine="etcd-3.7.3", longest_stall_s=0.1),
+            _row(0, "b-builtin-sidecar-handoff", 3, engine="xline-0.6.1", failed_writes=4, failed_write_requests=6,
+                 longest_stall_s=1.2, leader_changes=1),
+            _row(0, "c-advanced-planner", 3, engine="xline-0.6.1", longest_stall_s=0.2)]
+    summary = report.summarise_builds(rows)
+    assert [(r["engine"], r["strategy"]) for r in summary] == [
+        ("etcd-3.7.3", "b-builtin-sidecar-handoff"), ("xline-0.6.1", "b-builtin-sidecar-handoff"),
+        ("xline-0.6.1", "c-advanced-planner")]
+    assert all(set(report.SUMMARIES["engines_summary"]) <= set(r) for r in summary)
+    table = report._builds_headline(summary)
+    assert "| 3\u21922 members, 0 ms | (b) builtin + sidecar | (c) Advanced + planner |" in table
+    assert "| etcd-3.7.3 | 0 (0) / 0.100 s / 0 ms (0) / 0 ms / 0 | - |" in table
+    assert "| xline-0.6.1 | 4 (6) / 1.200 s / 0 ms (0) / 0 ms / 1 | 0 (0) / 0.200 s" in table

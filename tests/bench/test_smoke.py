@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench import footprint, report
+from tests.bench import report
 from tests.harness import engines
 from tests.harness.engines import EngineUnderTest
 
@@ -34,8 +34,7 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     results = json.loads((out / "results.json").read_text())
     assert results["smoke"] is True
     assert results["machine"]["logical_cpus"] >= 1 and results["machine"]["etcd"] == etcd.version
-    tables = {**report.TABLES, "scale_in_summary": report.SUMMARY_COLUMNS,
-              "footprint_summary": footprint.SUMMARY_COLUMNS}
+    tables = {**report.TABLES, **report.SUMMARIES}
     for name, columns in tables.items():
         rows = results[name]
         assert rows, f"{name}: no rows"
@@ -51,7 +50,15 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     # The smoke's one latency went through Toxiproxy, under the concurrent load, with a steady phase.
     assert {r["one_way_ms"] for r in results["scale_in"]} == {20}
     assert all(r["steady_writes_per_s"] > 0 and r["steady_write_p50_ms"] > 0 for r in results["scale_in"])
-    assert set(results["measured"]) == {"scale_in", "scale_out", "operator", "footprint", "recovery", "backup"}
+    assert set(results["measured"]) == {"scale_in", "scale_out", "operator", "footprint", "recovery", "backup",
+                                        "engines", "upgrade"}
+    # The per-engine scale-in in its smallest form: Xline, the planner; the upgrade's first roll.
+    assert {r["engine"] for r in results["engines"]} == {engines.XLINE.label}
+    [roll] = results["upgrade"]
+    assert (roll["from_version"], roll["to_version"]) == tuple(e.version for e in sorted(
+        engines.ETCDS, key=lambda e: tuple(map(int, e.version.split(".")))))[:2]
+    assert roll["member_ids_unchanged"] is True and roll["acked_read_back"] > 0
+    assert roll["restart_order"].endswith(roll["leader_before"]) and roll["handed_off_to"] != roll["leader_before"]
     [backed] = results["backup"]
     assert backed["acked_read_back"] == backed["acked_in_snapshot"] > 0 and backed["hash_kv_equal"] is True
     assert {r["scenario"] for r in results["recovery"]} == {"lights-out", "quorum-loss"}
@@ -60,6 +67,7 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     page = (out / "benchmarks.md").read_text()
     for heading in ("## Machine", "## Scale-in availability", "## Scale-out", "## Operator cost",
                     "## Sidecar footprint", "| sidecar RSS (MiB, largest) |", "## Recovery time (RTO)",
-                    "## Backup and restore", "| 20 ms one-way |", "*Measured "):
+                    "## Backup and restore", "| 20 ms one-way |", "*Measured ", "## Scale-in on every engine build",
+                    "## Upgrade under load"):
         assert heading in page
     assert all(f"]({png}" in page or f"/{png})" in page for png in report.PLOTS)

@@ -50,7 +50,13 @@ class Pod:
     lab: Lab
     ordinal: int
     env_extra: dict[str, str] = field(default_factory=dict)
+    # The build this pod runs from its next start, where it differs from the lab's (an upgrade's roll).
+    build: EngineUnderTest | None = None
     _containers: kubelet.MemberContainers | None = None
+
+    @property
+    def engine(self) -> EngineUnderTest:
+        return self.build or self.lab.engine
 
     @property
     def containers(self) -> kubelet.MemberContainers:
@@ -126,10 +132,10 @@ class Pod:
             SidecarEnv.CLEAN_GRACE: str(lab.clean_grace),
             SidecarEnv.LEAVE_TIMEOUT: "30",
             SidecarEnv.LOG_LEVEL: "INFO",
-            SidecarEnv.OPTIONS: lab.engine.options_json,
+            SidecarEnv.OPTIONS: self.engine.options_json,
             "PYTHONUNBUFFERED": "1",
             # The engine's tools (etcdutl, for a restore) as the sidecar image carries them.
-            "PATH": f"{lab.engine.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PATH": f"{self.engine.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         }
         env.update(lab.env_extra)
         env.update(self.env_extra)
@@ -149,7 +155,9 @@ class Pod:
         # The run dir is an emptyDir: a new pod starts without the old startup file.
         for stale in self.run_dir.iterdir():
             stale.unlink()
-        self.containers.sidecar_env = self.env()  # env_extra may have changed since the last start
+        # env_extra and the build may have changed since the last start
+        self.containers.sidecar_env = self.env()
+        self.containers.store_env = self.store_env()
         self.containers.start_sidecar()
 
     def startup_ok(self) -> bool:
@@ -164,7 +172,7 @@ class Pod:
 
     def store_env(self) -> dict[str, str]:
         """The engine's command names its binary: the chosen build comes first on PATH."""
-        return {**os.environ, "PATH": f"{self.lab.engine.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+        return {**os.environ, "PATH": f"{self.engine.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
     def start_store(self) -> None:
         self.containers.start_store()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from raftset.etcdclient import MAX_RECONNECT_BACKOFF_S
 from tests.harness.checker import Verdict, Writer, check
@@ -101,13 +102,14 @@ async def start_together(lab: Lab, ordinals: Iterable[int], timeout: float = 60.
         pod.wait_ready()
 
 
-async def restart_in_place(lab: Lab, ordinal: int, voters: int = 3) -> None:
+async def restart_in_place(lab: Lab, ordinal: int, voters: int = 3) -> dict[str, Any]:
     """One pod of a rolling update: its preStop leaves Raft alone (the member stays), it comes
     back ready on its data, and all `voters` vote again before the next pod goes.
 
     Then it settles, as the operator's roll does (a heartbeat interval from the new pod): a
     client's channel to the member that just came back may fail fast until its reconnect
     backoff ends, and the next restart must not take a second endpoint from it meanwhile.
+    Returns what its /leave did (`moved_leader_to`: the leader's hand-off).
     """
     pod = lab.pod(ordinal)
     result = pod.terminate()
@@ -116,3 +118,4 @@ async def restart_in_place(lab: Lab, ordinal: int, voters: int = 3) -> None:
     pod.wait_ready()
     await lab.wait_voting(voters)
     await reconnected()
+    return result
