@@ -51,6 +51,7 @@ class Params:
     strategies: tuple[str, ...] = scalein.STRATEGIES
     repetitions: int = 3
     recovery_repetitions: int = 2
+    recovery_sizes: tuple[int, ...] = (3, 5)
     baseline_s: float = 2.0  # load before the scale-in starts
     data_mib: tuple[int, ...] = (0, 64, 256)
     join_settle_s: float = scaleout.SETTLE_S
@@ -72,7 +73,7 @@ FULL = Params()
 # One latency, the far zone, so the Toxiproxy path is exercised. Per engine: Xline alone (the engine
 # that differs) with the planner, and the upgrade's first roll.
 SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.STRATEGIES[:3], repetitions=1,
-               recovery_repetitions=1, baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
+               recovery_repetitions=1, recovery_sizes=(3,), baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
                spec_changes=2, rest_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0,
                engine_builds=(engines.XLINE.label,), engine_strategies=builds.STRATEGIES[1:], engine_repetitions=1,
                upgrade_path=FULL.upgrade_path[:2])
@@ -113,7 +114,7 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
     if only in (None, "recovery"):
         log("recovery time (lights-out, quorum loss)")
         rto = await sections.run("recovery", lambda: recovery.bench(
-            kubeconfig, work / "recovery", p.recovery_repetitions, log=log), [])
+            kubeconfig, work / "recovery", p.recovery_repetitions, sizes=p.recovery_sizes, log=log), [])
     backed: list[dict[str, Any]] = []
     if only in (None, "backup"):
         log(f"backup and restore ({p.backup_mib} MiB, versitygw)")

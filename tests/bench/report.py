@@ -381,7 +381,7 @@ The same scale-in on every engine build, 3\u21922 at 0 ms (see [Every engine bui
 {_stamp(results, "engines")}
 {_builds_headline(results.get("engines_summary") or [])}
 
-Recovery time of the bad days, 3 members, a writer running (see [Recovery time](#recovery-time-rto)):
+Recovery time of the bad days, a writer running (see [Recovery time](#recovery-time-rto)):
 {_stamp(results, "recovery")}
 {_recovery_headline(results.get("recovery") or [])}
 
@@ -579,14 +579,15 @@ acknowledged write reads back and HashKV agrees (`acked_read_back`). The steps a
 the etcd tier's tests (`tests/etcd/test_lights_out.py`, `tests/etcd/test_quorum_loss.py`),
 {recovery_reps} repetition(s) each.
 
-- **lights-out**: every store and sidecar of a 3-member cluster SIGKILLed at once, data
-  kept; then every pod starts at once (Parallel pod management). Timed from the power
+- **lights-out**: every store and sidecar of a 3- or 5-member cluster SIGKILLed at once,
+  data kept; then every pod starts at once (Parallel pod management). Timed from the power
   coming back: `rto_writable_s` until the writer's first acknowledged put, `rto_full_s`
-  until all three vote. `same_member_ids`: the members came back as themselves.
-- **quorum-loss**: 2 of 3 members lost with their volumes; the bench plays the operator's
-  part (reads the survivor's heartbeat Lease, records the recovery on the workload,
-  restarts the survivor's pod; then the two lost pods join on empty volumes, one learner
-  at a time). Timed from the recovery's start (the operator recording it, by policy or on
+  until all vote. `same_member_ids`: the members came back as themselves.
+- **quorum-loss**: 2 of 3 (3 of 5) members lost with their volumes; the bench plays the
+  operator's part (reads the survivors' heartbeat Leases, chooses the most up-to-date one
+  with the operator's `choose`, records the recovery on the workload, restarts the
+  survivors' pods, the chosen one first, the other moving its data aside and joining as a
+  learner; then the lost pods join on empty volumes, one learner at a time). Timed from the recovery's start (the operator recording it, by policy or on
   a user's request; docs/operations.md has the end-to-end times through the operator).
   `acked_lost`: acknowledged writes above the survivor's committed index, which a forced
   one-member restart cannot keep.
@@ -682,17 +683,18 @@ def _recovery_headline(rows: Sequence[Mapping[str, Any]]) -> str:
     """One line per scenario: the median times to writable and to full size, the writes lost."""
     if not rows:
         return "(the recovery benchmark produced no rows)"
-    lines = ["| scenario | to writable (median, max) | to full size (median, max) | acknowledged writes lost |",
-             "|---|---|---|---|"]
-    for scenario in recovery.SCENARIOS:
-        rs = [r for r in rows if r["scenario"] == scenario]
-        if not rs:
-            continue
-        writable = [r["rto_writable_s"] for r in rs]
-        full = [r["rto_full_s"] for r in rs]
-        lines.append(f"| {scenario} | {statistics.median(writable):.1f} s, {max(writable):.1f} s | "
-                     f"{statistics.median(full):.1f} s, {max(full):.1f} s | "
-                     f"{sum(r['acked_lost'] for r in rs)} of {sum(r['acked_before'] for r in rs)} |")
+    lines = ["| scenario | members | to writable (median, max) | to full size (median, max) | acknowledged writes lost |",
+             "|---|---|---|---|---|"]
+    for size in sorted({int(r.get("members") or 3) for r in rows}):
+        for scenario in recovery.SCENARIOS:
+            rs = [r for r in rows if r["scenario"] == scenario and int(r.get("members") or 3) == size]
+            if not rs:
+                continue
+            writable = [r["rto_writable_s"] for r in rs]
+            full = [r["rto_full_s"] for r in rs]
+            lines.append(f"| {scenario} | {size} | {statistics.median(writable):.1f} s, {max(writable):.1f} s | "
+                         f"{statistics.median(full):.1f} s, {max(full):.1f} s | "
+                         f"{sum(r['acked_lost'] for r in rs)} of {sum(r['acked_before'] for r in rs)} |")
     return "\n".join(lines)
 
 

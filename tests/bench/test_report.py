@@ -73,15 +73,22 @@ def test_write_errors_are_counted_by_reason_without_the_address() -> None:
     assert scalein.error_kinds(errors, "get") == "1x etcdserver: leader changed"
 
 
-def test_the_recovery_headline_gives_medians_and_the_worst_per_scenario() -> None:
-    rows = [{"scenario": "lights-out", "rto_writable_s": 4.0, "rto_full_s": 6.0, "acked_lost": 0, "acked_before": 120},
-            {"scenario": "lights-out", "rto_writable_s": 2.0, "rto_full_s": 5.0, "acked_lost": 0, "acked_before": 110},
-            {"scenario": "lights-out", "rto_writable_s": 3.0, "rto_full_s": 9.0, "acked_lost": 0, "acked_before": 100},
-            {"scenario": "quorum-loss", "rto_writable_s": 8.5, "rto_full_s": 30.0, "acked_lost": 1,
-             "acked_before": 101}]
+def test_the_recovery_headline_gives_medians_and_the_worst_per_scenario_and_size() -> None:
+    rows = [{"scenario": "lights-out", "members": 3, "rto_writable_s": 4.0, "rto_full_s": 6.0, "acked_lost": 0,
+             "acked_before": 120},
+            {"scenario": "lights-out", "members": 3, "rto_writable_s": 2.0, "rto_full_s": 5.0, "acked_lost": 0,
+             "acked_before": 110},
+            {"scenario": "lights-out", "members": 3, "rto_writable_s": 3.0, "rto_full_s": 9.0, "acked_lost": 0,
+             "acked_before": 100},
+            {"scenario": "quorum-loss", "members": 3, "rto_writable_s": 8.5, "rto_full_s": 30.0, "acked_lost": 1,
+             "acked_before": 101},
+            {"scenario": "quorum-loss", "members": 5, "rto_writable_s": 9.5, "rto_full_s": 50.0, "acked_lost": 0,
+             "acked_before": 99}]
     table = report._recovery_headline(rows)
-    assert "| lights-out | 3.0 s, 4.0 s | 6.0 s, 9.0 s | 0 of 330 |" in table
-    assert "| quorum-loss | 8.5 s, 8.5 s | 30.0 s, 30.0 s | 1 of 101 |" in table
+    assert "| lights-out | 3 | 3.0 s, 4.0 s | 6.0 s, 9.0 s | 0 of 330 |" in table
+    assert "| quorum-loss | 3 | 8.5 s, 8.5 s | 30.0 s, 30.0 s | 1 of 101 |" in table
+    assert "| quorum-loss | 5 | 9.5 s, 9.5 s | 50.0 s, 50.0 s | 0 of 99 |" in table
+    assert "| lights-out | 5 |" not in table, "a size without rows gets none"
     assert report._recovery_headline([]) == "(the recovery benchmark produced no rows)"
 
 
