@@ -562,7 +562,9 @@ get there, until the last one that did). At rest: CPU
 (user+system) of the operator process over {p['rest_s']:.0f} s and its RSS. Latency: one
 cluster at a time, a label added to `spec.podTemplate.labels`, until the StatefulSet's
 `metadata.generation` moved (polled every 20 ms); {p['spec_changes']} changes per size,
-on settled clusters only. `settled` is how many clusters got their StatefulSet and an
+on settled clusters only; a change not in the workload after {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s counts
+as {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s (a lower bound, `spec_changes_timed_out`), and after
+{operator_cost.MAX_TIMEOUTS} of those the size's other changes are not tried. `settled` is how many clusters got their StatefulSet and an
 observed status. The local control plane serves ClusterIP Services from a /21
 (`tools/devcluster/net.py`), room for about 2000 client Services.
 
