@@ -151,7 +151,9 @@ def _run(kubeconfig: str, namespace: str, runner: PodRunner, toxiproxy: Toxiprox
                         f"{contract.ANNOTATION_RECOVER_QUORUM}=auto")
             requested_at = time.monotonic()
             if kill_at == "record-written":
-                wait_for(lambda: watch.ids, 60, "the recovery record on the workload", interval=0.02)
+                # Under Automatic the operator's own timer must find the grace over, each of its
+                # reconciles slowed by the delay: minutes, not the seconds an annotation takes.
+                wait_for(lambda: watch.ids, 240, "the recovery record on the workload", interval=0.02)
             else:
                 wait_for(lambda: "Rejoining" in watch.reasons, 180, "the survivor leading alone (Rejoining)")
             recorded_at = time.monotonic()
