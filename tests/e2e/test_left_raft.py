@@ -3,8 +3,9 @@
 The reverse of tests/e2e/test_membership.py's refused leave (a member in Raft with no pod): here
 the pod keeps running and its sidecar keeps renewing its heartbeat Lease, while its member is
 removed behind its back with a raw MemberRemove. Raft is the truth: the status lists the pod's
-member as not in Raft, names the disagreement, and neither Available nor the quorum guard counts
-it as a voter (never "3 of 3"). What the product does next is the join decided again (fault c):
+member as not in Raft, names the disagreement and, in Progressing, the pod and member; Available
+does not count it as a voter (never "3 of 3"; nor does the scale-in quorum guard:
+tests/unit/test_planner.py). What the product does next is the join decided again (fault c):
 etcd's removed member exits, its sidecar moves the data aside and joins as a new member, and the
 cluster settles at three voters with every acknowledged write.
 
