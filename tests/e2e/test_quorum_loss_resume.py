@@ -12,11 +12,14 @@ each direction of the operator's API link, the operator learns that its record w
 2 s after the apiserver stored it, while the test (on a direct link) sees it at once and
 SIGKILLs the operator in between, before it posted the start Event, removed the request or
 restarted a pod. The second kill point is while the other members rejoin.
+
+Both kill points run under both policies (the annotation under Manual, the grace period under
+Automatic) and on both backends: four cases that cover every pair of kill point, policy and
+backend, rather than all eight.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections import Counter
@@ -26,25 +29,25 @@ from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
 
 from raftset import contract
 from raftset.quorumloss import parse_record
-from tests.harness.checker import Writer, check
+from tests.e2e.test_fullstack import FAST, stack
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, install_crds, kubectl, wait_for
+from tests.harness.quorum import lose_majority, recovered, survivor_kept, survivor_writing
 from tests.harness.toxiproxy import Toxiproxy
 from tests.harness.view import ClusterView
 from tools.devcluster.net import free_port
-from tools.devcluster.podrunner import PodRunner, pod_ip
+from tools.devcluster.podrunner import PodRunner
 
 pytestmark = pytest.mark.e2e
 
-FAST = {
-    "sidecar": {"heartbeatIntervalSeconds": 2, "cleanIntervalSeconds": 2, "cleanGracePeriodSeconds": 120},
-    "options": {"heartbeat-interval": "50", "election-timeout": "500"},
-}
 API_DELAY_MS = 2000  # each way on the first operator's API link: the kill lands well inside it
+GRACE_SECONDS = 10  # spec.recovery.quorumLossGracePeriodSeconds under Automatic: time to slow the link first
+# (kill point, spec.recovery.quorumLoss, workload kind): every pair of values appears once.
+CASES = [("record-written", "Manual", "StatefulSet"), ("rejoining", "Manual", "AdvancedStatefulSet"),
+         ("record-written", "Automatic", "AdvancedStatefulSet"), ("rejoining", "Automatic", "StatefulSet")]
 
 
 def proxied_kubeconfig(kubeconfig: str, server: str, path: Path) -> str:
@@ -109,10 +112,10 @@ def operators(control_plane: Any) -> Iterator[list[Operator]]:
         op.stop()
 
 
-@pytest.mark.parametrize("kill_at", ["record-written", "rejoining"])
+@pytest.mark.parametrize(("kill_at", "policy", "backend"), CASES)
 def test_the_operator_killed_mid_recovery_resumes_it_from_the_api(
         control_plane: Any, operators: list[Operator], namespace: str, runner: PodRunner, tmp_path: Path,
-        kill_at: str, etcd: EngineUnderTest) -> None:
+        kill_at: str, policy: str, backend: str, etcd: EngineUnderTest) -> None:
     kubeconfig = control_plane.kubeconfig
     toxiproxy = Toxiproxy(tmp_path / "toxiproxy", host=control_plane.host)
     try:
@@ -123,41 +126,34 @@ def test_the_operator_killed_mid_recovery_resumes_it_from_the_api(
                          tmp_path / "operator-1.log")
         operators.append(first)
         first.start()
-        _run(kubeconfig, namespace, runner, toxiproxy, operators, tmp_path, kill_at, etcd)
+        _run(kubeconfig, namespace, runner, toxiproxy, operators, tmp_path, kill_at, policy, backend, etcd)
     finally:
         toxiproxy.close()
 
 
 def _run(kubeconfig: str, namespace: str, runner: PodRunner, toxiproxy: Toxiproxy, operators: list[Operator],
-         tmp_path: Path, kill_at: str, etcd: EngineUnderTest) -> None:
-    kv = ClusterView(kubeconfig, contract.KIND_ETCD, "kv", namespace, member_url=lambda ordinal:
-                     f"http://{pod_ip(runner.addresses.prefix(namespace, 'kv'), ordinal)}:2379")
-    kv.create(3, workloadKind="StatefulSet", version=etcd.version, storage={"size": "1Gi"}, **FAST)
-    kv.wait_healthy(0, 1, 2)
-    survivor_id = next(m.id for m in kv.members(0, 1, 2) if m.name == "kv-0")
-    # Only the survivor acknowledges: a put it answered is applied in its own log, so no
-    # acknowledged write can be lost however the loss falls (tests/etcd/test_quorum_loss.py).
-    writer = Writer([kv.url(0)])
-    writer.start()
+         tmp_path: Path, kill_at: str, policy: str, backend: str, etcd: EngineUnderTest) -> None:
+    kv = stack(kubeconfig, namespace, "kv", runner)
+    survivor_id, writer = survivor_writing(
+        kv, backend, etcd.version, {"quorumLoss": policy, "quorumLossGracePeriodSeconds": GRACE_SECONDS}, **FAST)
     try:
-        wait_for(lambda: writer.ok > 100, 60, "the writer running")
-        core = client.CoreV1Api(kv.api)
         with Watch(kv) as watch:
             lost_at = time.monotonic()
-            for name in ("kv-1", "kv-2"):  # both at once: their nodes and disks are gone
-                core.delete_namespaced_pod(name, namespace)
-                runner.lose(namespace, name)
+            lose_majority(kv, runner)
             wait_for(lambda: [m for r, m in kv.events() if r == "QuorumLost"], 90, "the QuorumLost Event")
             reported = time.monotonic() - lost_at
             acked_at_loss = writer.ok
 
             if kill_at == "record-written":
                 toxiproxy.latency("apiserver", API_DELAY_MS)
-            kubectl(kubeconfig, "annotate", f"etcdclusters/{kv.name}", "-n", namespace,
-                    f"{contract.ANNOTATION_RECOVER_QUORUM}=auto")
+            if policy == "Manual":  # under Automatic the grace period, running since the loss, asks
+                kubectl(kubeconfig, "annotate", f"etcdclusters/{kv.name}", "-n", namespace,
+                        f"{contract.ANNOTATION_RECOVER_QUORUM}=auto")
             requested_at = time.monotonic()
             if kill_at == "record-written":
-                wait_for(lambda: watch.ids, 60, "the recovery record on the workload", interval=0.02)
+                # Under Automatic the operator's own timer must find the grace over, each of its
+                # reconciles slowed by the delay: minutes, not the seconds an annotation takes.
+                wait_for(lambda: watch.ids, 240, "the recovery record on the workload", interval=0.02)
             else:
                 wait_for(lambda: "Rejoining" in watch.reasons, 180, "the survivor leading alone (Rejoining)")
             recorded_at = time.monotonic()
@@ -171,19 +167,14 @@ def _run(kubeconfig: str, namespace: str, runner: PodRunner, toxiproxy: Toxiprox
             assert killed["record"], "killed while the recovery runs"
             if kill_at == "record-written":
                 # The window the proxy holds open: nothing after the record was done.
-                assert killed["started_events"] == 0 and killed["request"] == "auto", killed
+                assert killed["started_events"] == 0, killed
+                assert killed["request"] == ("auto" if policy == "Manual" else None), killed
             second = Operator(kubeconfig, tmp_path / "operator-2.log")
             operators.append(second)
             second.start()
             restarted_at = time.monotonic()
 
-            wait_for(lambda: writer.ok > acked_at_loss, 240, "writes accepted again")
-            writable = time.monotonic() - lost_at
-            wait_for(lambda: kv.condition("QuorumLost").get("reason") == "Recovered", 300, "every member votes again")
-            kv.wait_healthy(0, 1, 2)
-            full = time.monotonic() - lost_at
-        written = writer.ok
-        wait_for(lambda: writer.ok > written + 50, 60, "the writer writing on the grown cluster")
+            writable, full = recovered(kv, writer, acked_at_loss, lost_at)
     finally:
         writer.stop()
 
@@ -195,15 +186,13 @@ def _run(kubeconfig: str, namespace: str, runner: PodRunner, toxiproxy: Toxiprox
     print("events:\n" + "\n".join(f"  {t} {r}: {m}" for t, r, m in events))
     print(f"QuorumLost reasons seen: {watch.reasons}")
     assert reasons["QuorumRecoveryStarted"] == 1 and record_id in messages[0] and "kv-0" in messages[0], messages
+    assert f"({'auto' if policy == 'Manual' else 'Automatic'})" in messages[0], messages
     assert reasons["QuorumRecovered"] == 1 and reasons["QuorumRestored"] == 1, reasons
     assert reasons["RecoveryRefused"] == 0 and reasons["NoSurvivor"] == 0, reasons
     assert contract.ANNOTATION_RECOVER_QUORUM not in (kv.obj()["metadata"].get("annotations") or {})
     assert contract.ANNOTATION_QUORUM_RECOVERY not in (kv.workload()["metadata"].get("annotations") or {})
-    members = {m.name: m.id for m in kv.members(0, 1, 2) if m.started and not m.is_learner}
-    assert members.get("kv-0") == survivor_id and len(members) == 3, members
-    verdict = asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))
-    assert verdict.acknowledged == len(writer.acked) > 100
-    print(f"RTO, quorum loss with the operator SIGKILLed at {kill_at} and restarted: loss -> QuorumLost reported "
+    verdict = survivor_kept(kv, writer, survivor_id)
+    print(f"RTO, quorum loss ({policy}, {backend}) with the operator SIGKILLed at {kill_at} and restarted: loss -> QuorumLost reported "
           f"{reported:.1f} s; loss -> request {requested_at - lost_at:.1f} s; request -> killed "
           f"{recorded_at - requested_at:.1f} s; new operator started -> writable "
           f"{writable - (restarted_at - lost_at):.1f} s; loss -> writable {writable:.1f} s, -> 3 voters {full:.1f} s "

@@ -58,17 +58,23 @@ def garble_db(data_dir: Path) -> None:
 FAULTS = {"wal": garble_wal, "db": garble_db}
 
 
+def running_store(runner: PodRunner, namespace: str, pod: str) -> tuple[int, Path]:
+    """The pid of the pod's running store process and its data dir, as kubelet would run them."""
+    worker = next(w for w in runner.workers.values() if w.pod.key == f"{namespace}/{pod}")
+    store = worker.containers.store
+    assert store is not None and store.alive(), f"{pod}: its store does not run"
+    return store.pid, Path(worker.containers.sidecar_env[SidecarEnv.DATA_DIR])
+
+
 def store_fault(runner: PodRunner, namespace: str, pod: str, garble: Any) -> None:
     """Freeze the pod's store (no write can race), garble its data, then SIGKILL it: the runner
     restarts it, and it fails at every start."""
-    worker = next(w for w in runner.workers.values() if w.pod.key == f"{namespace}/{pod}")
-    store = worker.containers.store
-    assert store is not None and store.alive()
-    os.kill(store.pid, signal.SIGSTOP)
+    pid, data_dir = running_store(runner, namespace, pod)
+    os.kill(pid, signal.SIGSTOP)
     try:
-        garble(Path(worker.containers.sidecar_env[SidecarEnv.DATA_DIR]))
+        garble(data_dir)
     finally:
-        os.kill(store.pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
 
 
 def store_status(kv: ClusterView, ordinal: int) -> dict[str, Any]:

@@ -1,14 +1,18 @@
 """Quorum loss on a Lab: lose members with their data, read the survivors as the operator
-would, record a recovery on the workload as the operator does, and measure what came back.
+would, record a recovery on the workload as the operator does, and measure what came back;
+through the whole stack (a ClusterView), wait for the operator's recovery to end and check it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+
+from typing import Any
 
 from kubernetes import client as k8s
 
@@ -16,8 +20,10 @@ from raftset import contract
 from raftset.etcdclient import MemberClient
 from raftset.operator import heartbeats
 from raftset.quorumloss import RecoveryRecord, Survivor
-from tests.harness.checker import PREFIX, Ack
+from tests.harness.checker import PREFIX, Ack, Verdict, Writer, check
 from tests.harness.lab import Lab
+from tests.harness.view import ClusterView
+from tools.devcluster.podrunner import PodRunner
 from tests.harness.waiting import await_for, wait_for
 
 
@@ -95,3 +101,53 @@ class Clock:
     def report(self, label: str, lost_writes: int, acked: int) -> str:
         return (f"{label}: recovery start -> writable {self.writable - self.started:.1f} s, "
                 f"-> full size {self.full - self.started:.1f} s; acknowledged writes lost {lost_writes} of {acked}")
+
+
+def recovered(kv: ClusterView, writer: Writer, acked_at_loss: int, since: float) -> tuple[float, float]:
+    """The operator's recovery of a 3-member cluster to its end: writes accepted again, every member
+    voting (QuorumLost reason Recovered), the writer writing on the grown cluster. Seconds from
+    `since` (time.monotonic) to writable and to 3 voters."""
+    wait_for(lambda: writer.ok > acked_at_loss, 240, "writes accepted again")
+    writable = time.monotonic() - since
+    wait_for(lambda: kv.condition("QuorumLost").get("reason") == "Recovered", 300, "every member votes again")
+    kv.wait_healthy(0, 1, 2)
+    full = time.monotonic() - since
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 50, 60, "the writer writing on the grown cluster")
+    return writable, full
+
+
+def survivor_kept(kv: ClusterView, writer: Writer, survivor_id: int) -> Verdict:
+    """Three voters around the survivor's own member, and every acknowledged write read back (the
+    writer stopped)."""
+    members = {m.name: m.id for m in kv.members(0, 1, 2) if m.started and not m.is_learner}
+    assert members.get("kv-0") == survivor_id and len(members) == 3, members
+    verdict = asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))
+    assert verdict.acknowledged == len(writer.acked) > 100
+    return verdict
+
+
+def survivor_writing(kv: ClusterView, backend: str, version: str, recovery: dict[str, Any],
+                     **spec: Any) -> tuple[int, Writer]:
+    """A healthy 3-member cluster and a running writer on kv-0 only, the survivor to be: a put it
+    answered is applied in its own log, so no acknowledged write can be lost however the loss
+    falls (tests/etcd/test_quorum_loss.py). kv-0's member id and the writer."""
+    kv.create(3, workloadKind=backend, version=version, storage={"size": "1Gi"}, recovery=recovery, **spec)
+    kv.wait_healthy(0, 1, 2)
+    survivor_id = next(m.id for m in kv.members(0, 1, 2) if m.name == "kv-0")
+    writer = Writer([kv.url(0)])
+    writer.start()
+    try:
+        wait_for(lambda: writer.ok > 100, 60, "the writer running")
+    except AssertionError:
+        writer.stop()
+        raise
+    return survivor_id, writer
+
+
+def lose_majority(kv: ClusterView, runner: PodRunner) -> None:
+    """kv-1 and kv-2 at once: their nodes and disks are gone (the pod runner loses them)."""
+    core = k8s.CoreV1Api(kv.api)
+    for name in ("kv-1", "kv-2"):
+        core.delete_namespaced_pod(name, kv.namespace)
+        runner.lose(kv.namespace, name)

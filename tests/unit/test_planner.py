@@ -292,6 +292,20 @@ def test_refused_scale_in_of_two_members_with_one_unhealthy() -> None:
     assert result.refused and "fewer than 1 healthy voters" in result.message
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_member_that_left_raft_but_kept_its_lease_is_no_voter_for_the_quorum_guard(backend: Backend) -> None:
+    """3 -> 2 with ordinal 1's member removed behind its back while its Lease says healthy follower:
+    only 0 and 2 vote, so removing 2 (the victim on both backends: every record looks alike) would
+    leave 1 of the 2 a quorum of 2 needs. Counted by its Lease, 3 - 1 = 2 let it go."""
+    records = members(range(3), 0)
+    raft = raft_of([records[0], records[2]])
+    result = plan(CLUSTER, backend, 2, (3, []), records, raft, NOW)
+    assert result.refused and result.action == "wait", result
+    assert "removing ordinal 2 now would leave fewer than 2 healthy voters" in result.message
+    assert planner.membership([0, 1, 2], records, NOW, raft).voters == (0, 2)
+    assert planner.membership([0, 1, 2], records, NOW).voters == (0, 1, 2)
+
+
 # --- scale-out ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)

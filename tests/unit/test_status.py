@@ -348,6 +348,26 @@ def test_a_pod_whose_member_left_raft_is_named() -> None:
         ("demo-0", True), ("demo-1", True), ("demo-2", False)]
     assert out["disagreements"] == ["demo-2 runs no Raft member",
                                     f"demo-2 reports member {3:016x}, which Raft does not list"]
+    found = {c["type"]: c for c in out["conditions"]}
+    # Its Lease still says healthy follower, but Raft decides who votes: 2 of 3, not 3 of 3.
+    assert found["Available"]["message"] == "2 of 3 members healthy, leader demo-0"
+    assert (found["Progressing"]["status"], found["Progressing"]["reason"]) == ("True", "Waiting")
+    assert found["Progressing"]["message"].startswith(f"waiting for demo-2 (member {3:016x}): its heartbeat names "
+                                                      "a member that Raft does not list"), found["Progressing"]
+
+
+def test_without_a_published_membership_the_heartbeats_say_who_votes() -> None:
+    found = by_type(conditions(cluster(), STEADY3, members(range(3), 0), NOW, None, raft=None))
+    assert found["Available"].message == "3 of 3 members healthy, leader demo-0"
+
+
+def test_a_heartbeat_of_a_raft_learner_is_no_voter() -> None:
+    # The Lease says follower (written before the sidecar saw itself demoted, or by a stale pod):
+    # Raft, which lists the member as a learner, decides.
+    membership = raft([raft_member(0), raft_member(1), raft_member(2, learner=True)], 0)
+    found = by_type(conditions(cluster(), STEADY3, members(range(3), 0), NOW, None, raft=membership))
+    assert found["Available"].message == "2 of 3 members healthy, leader demo-0"
+    assert found["Progressing"].message == "waiting for ordinal 2 to join and report healthy"
 
 
 def test_two_raft_entries_of_one_ordinal_keep_unique_names() -> None:

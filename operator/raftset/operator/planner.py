@@ -104,13 +104,22 @@ class Membership:
     learners: tuple[str, ...]  # pods still joining
     missing: tuple[int, ...]  # kept ordinals without a fresh, healthy voter
     extra: tuple[int, ...]  # fresh records of ordinals the workload no longer runs
-    healthy_voters: int
+    voters: tuple[int, ...]  # kept ordinals with a fresh, healthy voter
+    outside_raft: tuple[str, ...] = ()  # "pod (member id)" of fresh records whose member Raft does not list
+
+    @property
+    def healthy_voters(self) -> int:
+        return len(self.voters)
 
     @property
     def settled(self) -> bool:
         return not (self.learners or self.missing or self.extra)
 
     def describe(self) -> str:
+        if self.outside_raft:
+            return (f"waiting for {', '.join(self.outside_raft)}: its heartbeat names a member that Raft does not "
+                    "list (it left Raft, or was removed, while its pod kept running); it is no voter until its "
+                    "sidecar joins it again as a new member")
         if self.learners:
             return f"waiting for learner {', '.join(self.learners)} to be promoted"
         if self.extra:
@@ -186,14 +195,23 @@ def _join(ordinals: Iterable[int]) -> str:
     return ", ".join(map(str, ordinals))
 
 
-def membership(kept: Sequence[int], members: Iterable[HeartbeatRecord], now: datetime) -> Membership:
+def membership(kept: Sequence[int], members: Iterable[HeartbeatRecord], now: datetime,
+               raft: RaftMembership | None = None) -> Membership:
+    """Who votes, by the heartbeats; where the leader published a membership, a heartbeat counts as a
+    voter only if Raft lists its member as one: a Lease outlives a member removed behind its back."""
     fresh = [m for m in members if m.fresh(now)]
-    voters = {m.ordinal for m in fresh if m.voting and m.healthy}
+    raft_voters = None if raft is None else {m.id for m in raft.members if m.voter}
+    listed = None if raft is None else {m.id for m in raft.members}
+    voters = {m.ordinal for m in fresh if m.voting and m.healthy
+              and (raft_voters is None or m.member_id in raft_voters)}
+    outside = () if listed is None else tuple(sorted(
+        f"{m.pod} (member {m.member_id})" for m in fresh if m.member_id and m.member_id not in listed))
     return Membership(
         learners=tuple(sorted(m.pod for m in fresh if m.role == contract.ROLE_LEARNER)),
         missing=tuple(sorted(set(kept) - voters)),
         extra=tuple(sorted({m.ordinal for m in fresh} - set(kept))),
-        healthy_voters=len(voters & set(kept)),
+        voters=tuple(sorted(voters & set(kept))),
+        outside_raft=outside,
     )
 
 
@@ -293,7 +311,7 @@ def plan(
     if unobserved is not None:
         return Plan(replicas, reserved, "wait", unobserved)
     kept = kept_ordinals(replicas, reserved)
-    state = membership(kept, members, now)
+    state = membership(kept, members, now)  # the waits compare heartbeats and Raft (`truth`) each on its own
     truth = raft_state(kept, raft)
 
     if desired > replicas:
@@ -339,10 +357,9 @@ def plan(
     if raft_joining:
         return Plan(replicas, reserved, "wait", "waiting for learner "
                     + ", ".join(_member(m) for m in raft_joining) + " to be promoted in Raft")
-    victim_member = by_ordinal.get(victim)
-    victim_votes = bool(victim_member and victim_member.fresh(now) and victim_member.voting
-                        and victim_member.healthy)
-    if state.healthy_voters - int(victim_votes) < quorum(step):
+    # The quorum guard counts a member only where its heartbeat and Raft both call it a voter.
+    voting = membership(kept, members, now, raft)
+    if voting.healthy_voters - int(victim in voting.voters) < quorum(step):
         return Plan(replicas, reserved, "wait",
                     f"removing ordinal {victim} now would leave fewer than {quorum(step)} "
                     f"healthy voters; waiting for the cluster to recover", refused=True)

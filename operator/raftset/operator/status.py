@@ -70,12 +70,13 @@ def conditions(
     problem: tuple[str, str] | None,
     unavailable_since: datetime | None = None,
     replacements: Sequence[Mapping[str, Any]] = (),
+    raft: RaftMembership | None = None,
 ) -> list[Condition]:
     """Available / Progressing / Degraded (and Encrypted), each with a reason and a message.
 
     `problem` is (reason, message) for something the user must fix; it makes the cluster
     Degraded without touching what already runs. `unavailable_since` is when Available
-    last turned False, if it is False.
+    last turned False, if it is False. `raft`, once published, decides who votes.
     """
     degraded = Condition("Degraded", False, "AsExpected", "no problem found")
     if problem is not None:
@@ -89,7 +90,7 @@ def conditions(
         ]
 
     kept = plan.kept
-    state = membership(kept, members, now)
+    state = membership(kept, members, now, raft)
     current_leader = leader(members, now)
     needed = quorum(len(kept))
     if current_leader is not None and state.healthy_voters >= needed:
@@ -178,7 +179,7 @@ def status(
     if old_available.get("status") == "False" and old_available.get("lastTransitionTime"):
         unavailable_since = parse_rfc3339(old_available["lastTransitionTime"])
     workload_status = (workload or {}).get("status") or {}
-    current = [*conditions(cluster, plan, members, now, problem, unavailable_since, replacements), *extra]
+    current = [*conditions(cluster, plan, members, now, problem, unavailable_since, replacements, raft), *extra]
     if cluster is not None and cluster.backup:
         current.append(Condition(*backup_status.ready(cluster, backup)))
     out: dict[str, Any] = {
