@@ -189,7 +189,8 @@ def main(argv: list[str] | None = None) -> None:
     sections = Sections()
     try:
         log(f"benchmarks ({'smoke' if args.smoke else 'full'}) in {work}")
-        etcd: dict[str, Any] = {"runs": [], "footprint": [], "scale_out": [], "recovery": [], "backup": []}
+        etcd: dict[str, Any] = {"runs": [], "footprint": [], "scale_out": [], "recovery": [], "backup": [],
+                                "engines": [], "upgrade": []}
         if args.only != "operator":
             with start(workdir=work / "apiserver", full=False) as plane:
                 scalein.install_kruise_crd(
