@@ -213,13 +213,8 @@ class Pod:
         reported: subprocess.Popen[bytes] | None = None
         liveness = kubelet.Liveness(probed=time.monotonic())
         while not stop.is_set():
+            liveness = await asyncio.to_thread(self.containers.probe_liveness, liveness, time.monotonic())
             store = self.store
-            now = time.monotonic()
-            if store is not None and store.poll() is None and liveness.due(now):
-                liveness = liveness.after(await asyncio.to_thread(self.containers.store_listening), now)
-                if liveness.failed:  # kubelet: preStop, then the store stops; restarted below
-                    await asyncio.to_thread(self.kill_store_for_liveness)
-                    liveness = kubelet.Liveness(probed=now)
             if store is not None and store.poll() is not None and store is not reported:
                 self.report_exit(restarts + 1, store.returncode)
                 reported = store
@@ -229,12 +224,6 @@ class Pod:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval)
         return restarts
-
-    def kill_store_for_liveness(self) -> None:
-        with contextlib.suppress(OSError):
-            self.containers.pre_stop(timeout=5.0)
-        assert self.containers.store is not None
-        self.containers.supervisor.stop(self.containers.store, grace_s=5.0)
 
     def wait_ready(self, timeout: float = 40.0) -> None:
         wait_for(self.ready, timeout, f"{self.name} /readyz (voting member serving)")

@@ -11,6 +11,7 @@ lets a test take each step by hand (start the sidecar alone, kill both, ...).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -106,6 +107,19 @@ class MemberContainers:
                 return True
         except OSError:
             return False
+
+    def probe_liveness(self, liveness: Liveness, now: float) -> Liveness:
+        """One round of the store's livenessProbe, when due; after enough failures in a row, as
+        kubelet does: the preStop hook, then the store is stopped (the caller restarts it)."""
+        if self.store is None or not self.store.alive() or not liveness.due(now):
+            return liveness
+        liveness = liveness.after(self.store_listening(), now)
+        if not liveness.failed:
+            return liveness
+        with contextlib.suppress(OSError):
+            self.pre_stop(timeout=5.0)
+        self.supervisor.stop(self.store, grace_s=5.0)
+        return Liveness(probed=now)
 
     def pre_stop(self, timeout: float) -> tuple[int, str]:
         """The store container's preStop hook: GET /leave on the sidecar."""

@@ -29,7 +29,6 @@ the pod and on its cluster, saying why.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
 import random
@@ -423,17 +422,7 @@ class _Worker(threading.Thread):
         due: dict[str, float] = {}  # an exited container: when it starts again
         liveness = kubelet.Liveness(probed=time.monotonic())
         while not self._stopped():
-            store = self.containers.store
-            now = time.monotonic()
-            if store is not None and store.alive() and liveness.due(now):
-                liveness = liveness.after(self.containers.store_listening(), now)
-                if liveness.failed:  # as kubelet: preStop, then stop; restarted below like any exit
-                    log.warning("%s: store failed its liveness probe (client port closed): stopping it",
-                                self.pod.key)
-                    with contextlib.suppress(OSError):
-                        self.containers.pre_stop(timeout=5.0)
-                    self.runner.supervisor.stop(store, grace_s=5.0)
-                    liveness = kubelet.Liveness(probed=now)
+            liveness = self.containers.probe_liveness(liveness, time.monotonic())
             for what in ("sidecar", "store"):
                 proc: procs.Proc | None = getattr(self.containers, what)
                 now = time.monotonic()

@@ -104,6 +104,8 @@ class Restorer(Shell):
         different data on different members."""
         settings, kube = self.settings, self.agent.kube
         name = contract.restore_lease_name(settings.cluster)
+        # Not leases.lease(): its holder and renew time differ per member, and would make every claim
+        # after the first a conflict even when the key agrees. Only the key is claimed.
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": name, "namespace": settings.namespace,
                              "labels": contract.selector_labels(settings.cluster),
