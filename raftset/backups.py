@@ -123,6 +123,7 @@ class Stored:
 
     key: str
     taken: datetime
+    revision: int
 
 
 def expired(backups: Iterable[Stored], *, keep: int | None, max_age: timedelta | None, now: datetime,
@@ -132,7 +133,9 @@ def expired(backups: Iterable[Stored], *, keep: int | None, max_age: timedelta |
     The newest backup and the one "latest" names are never removed, whatever the
     settings say: retention must not leave nothing to restore from.
     """
-    ordered = sorted(backups, key=lambda b: (b.taken, b.key), reverse=True)
+    # Names carry whole seconds and an unpadded revision: two backups in one second order
+    # by revision, never by name ("r118" sorts before "r72").
+    ordered = sorted(backups, key=lambda b: (b.taken, b.revision, b.key), reverse=True)
     out: list[str] = []
     for index, backup in enumerate(ordered):
         if index == 0 or backup.key == latest:
@@ -192,8 +195,8 @@ def published(keys: Iterable[str]) -> list[Stored]:
     for key in present:
         parsed = parse_snapshot_key(key)
         if parsed is not None and manifest_key(key) in present:
-            out.append(Stored(key, parsed[0]))
-    return sorted(out, key=lambda s: s.key)
+            out.append(Stored(key, *parsed))
+    return sorted(out, key=lambda s: (s.taken, s.revision, s.key))
 
 
 # ---- manifests

@@ -76,7 +76,7 @@ def test_parse_age_refuses(text: str) -> None:
 
 def stored(n: int) -> list[Stored]:
     """n backups, one an hour, newest last."""
-    return [Stored(f"k{i}", T0 + timedelta(hours=i)) for i in range(n)]
+    return [Stored(f"k{i}", T0 + timedelta(hours=i), 10 * i) for i in range(n)]
 
 
 def test_retention_by_count_keeps_the_newest() -> None:
@@ -100,6 +100,14 @@ def test_retention_never_removes_the_newest_or_latest() -> None:
     now = T0 + timedelta(days=30)
     got = backups.expired(stored(3), keep=1, max_age=timedelta(hours=1), now=now, latest="k0")
     assert sorted(got) == ["k1"]  # k2 is the newest, k0 is what "latest" names
+
+
+def test_retention_orders_backups_of_one_second_by_revision_not_by_name() -> None:
+    """CI saw r118 removed and r72 kept: by name, "r118" sorts before "r72"."""
+    keys = [backups.snapshot_key("", "ns", "demo", T0, r) for r in (72, 118, 171)]
+    listed = backups.published(keys + [backups.manifest_key(k) for k in keys])
+    assert [s.revision for s in listed] == [72, 118, 171]
+    assert backups.expired(listed, keep=2, max_age=None, now=T0, latest=keys[2]) == [keys[0]]
 
 
 def test_retention_without_settings_keeps_everything() -> None:
@@ -132,7 +140,7 @@ def test_only_snapshots_with_a_manifest_are_published() -> None:
     done = backups.snapshot_key("", "ns", "demo", T0, 1)
     half = backups.snapshot_key("", "ns", "demo", T0 + timedelta(hours=1), 2)
     keys = [done, backups.manifest_key(done), half, backups.latest_key("", "ns", "demo"), "ns/demo/other"]
-    assert backups.published(keys) == [Stored(done, T0)]
+    assert backups.published(keys) == [Stored(done, T0, 1)]
 
 
 def test_restore_manifest_key() -> None:
