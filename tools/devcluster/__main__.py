@@ -72,6 +72,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         shutdown.shield()
         if p is not None:
             p.stop()
+        shutdown.stopped()
     return 0
 
 
@@ -252,6 +253,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             p.stop()
         elif workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+        shutdown.stopped()
         print("stopped: every process ended, temporary files removed", flush=True)
 
 

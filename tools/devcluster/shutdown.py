@@ -43,3 +43,14 @@ def shield() -> None:
     for sig in STOP_SIGNALS:
         signal.signal(sig, _noted)
 
+
+def stopped() -> None:
+    """The teardown is over: stop signals are ignored from here to the exit.
+
+    Python restores the default action of every signal it handled when the interpreter
+    finalizes, so a late second SIGTERM (make's forwarded one) would otherwise kill the
+    process on its way out and turn a clean exit 0 into -15. An ignored signal stays ignored.
+    """
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+
