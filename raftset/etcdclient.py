@@ -411,27 +411,21 @@ class MemberClient:
         return KVHash(member_id=int(r.header.member_id), revision=revision, hash=int(r.hash),
                       compact_revision=int(r.compact_revision))
 
-    async def snapshot(self, sink: Callable[[bytes], Awaitable[None]], timeout: float = 600.0) -> int:
-        """Stream Maintenance.Snapshot into `sink`, chunk by chunk; returns the revision the
-        member reported with it (0 if it reported none).
+    async def snapshot(self, sink: Callable[[bytes], Awaitable[None]], timeout: float = 600.0) -> None:
+        """Stream Maintenance.Snapshot into `sink`, chunk by chunk.
 
-        Through the generated stub, not etcd3aio's facade, because the facade drops the
-        response header that carries the revision. Never retried: a broken stream means
-        the caller discards what it has.
+        The response header's revision is not returned: etcd and Xline both read it after the
+        database snapshot was taken, so a write that lands in between counts in it and is not in
+        the snapshot (CI lost revision 296 of an Xline backup that way). Never retried: a broken
+        stream means the caller discards what it has.
         """
-        revision = 0
-
-        async def stream() -> int:
-            nonlocal revision
+        async def stream() -> None:
             call = MaintenanceStub(self._channel).Snapshot(SnapshotRequest(), timeout=timeout)
             async for response in call:
-                if response.HasField("header") and response.header.revision:
-                    revision = max(revision, int(response.header.revision))
                 if response.blob:
                     await sink(bytes(response.blob))
-            return revision
 
-        return await self._call("Snapshot", stream, timeout)
+        await self._call("Snapshot", stream, timeout)
 
     async def alarms(self) -> list[Alarm]:
         """The cluster's active alarms (NOSPACE, CORRUPT), as this member knows them."""

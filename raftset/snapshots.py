@@ -34,7 +34,9 @@ from raftset.objectstore import PART_SIZE, ObjectStore, StoreError, Upload
 
 log = logging.getLogger(__name__)
 
-# A key nobody writes: reading it tells the revision a snapshot taken next holds at least.
+# A key nobody writes: a linearizable read of it on the member about to be snapshotted tells a
+# revision that member has applied, so the snapshot taken next holds every write up to it. That
+# lower bound is the manifest's revision (the snapshot stream's own header may overstate it).
 REVISION_PROBE = "raftset.dev/backup-revision-probe"
 
 
@@ -54,10 +56,10 @@ async def take(client: MemberClient, store: ObjectStore, target: Target, engine:
     While its upload is open, its id is in `in_flight`: a sweep given the same set leaves it alone.
     """
     try:
-        revision_hint, _ = await client.get_prefix(REVISION_PROBE)
+        revision, _ = await client.get_prefix(REVISION_PROBE)
     except EtcdClientError as exc:
         raise StoreError(backups.SNAPSHOT_FAILED, str(exc)) from exc
-    key = backups.snapshot_key(target.prefix, target.namespace, target.cluster, now, revision_hint)
+    key = backups.snapshot_key(target.prefix, target.namespace, target.cluster, now, revision)
     upload: Upload = await asyncio.to_thread(store.begin, key)
     in_flight = set() if in_flight is None else in_flight
     in_flight.add(upload.upload_id)
@@ -77,7 +79,7 @@ async def take(client: MemberClient, store: ObjectStore, target: Target, engine:
     completed = False
     try:
         try:
-            revision = await client.snapshot(sink) or revision_hint
+            await client.snapshot(sink)
         except EtcdClientError as exc:
             raise StoreError(backups.SNAPSHOT_FAILED, str(exc)) from exc
         if buffer or size == 0:
