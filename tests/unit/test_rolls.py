@@ -10,7 +10,7 @@ import pytest
 from raftset import contract
 from raftset.operator import rolls
 from raftset.operator.planner import STEP_REASONS, Plan
-from tests.unit.builders import NOW, member, members
+from tests.unit.builders import NOW, member, members, raft, raft_member, raft_of
 
 pytestmark = pytest.mark.unit
 
@@ -74,6 +74,19 @@ def test_waits_until_every_member_is_a_fresh_healthy_voter(overrides: dict[int, 
     pods = [pod(0), pod(1), pod(2, NEW)]
     step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0, overrides=overrides), NOW)
     assert step.action == "wait" and not step.restart, step
+
+
+def test_raft_holds_the_roll_where_a_lease_still_says_voter() -> None:
+    """demo-1's Lease is fresh and says "voter", but the published membership lists only demo-0
+    and demo-2 (demo-1 was removed behind its back): restarting another member would leave one
+    voter of two reachable. A learner in Raft holds it the same way."""
+    records = members(range(3), leader=0)
+    pods = [pod(0), pod(1, NEW), pod(2)]
+    assert rolls.next_step(STEADY, NEW, pods, records, NOW, raft=raft_of(records)).restart == ("demo-2",)
+    for published, why in ((raft([raft_member(0), raft_member(2)]), "demo-1 (member"),
+                           (raft([raft_member(0), raft_member(1, learner=True), raft_member(2)]), "ordinal 1 to join")):
+        step = rolls.next_step(STEADY, NEW, pods, records, NOW, raft=published)
+        assert step.action == "wait" and not step.restart and why in step.message, step
 
 
 def test_waits_for_the_restarted_pod_to_report_from_its_new_pod() -> None:

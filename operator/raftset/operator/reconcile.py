@@ -160,7 +160,8 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         revision = rolls.update_revision(workload)
         assert revision is not None  # rolls.pending checked it
         return rolls.next_step(plan, revision, rolls.pod_revisions(pods, cluster.name), members, now,
-                               settle=timedelta(seconds=cluster.sidecar.heartbeat_interval), hand_off=hand_off)
+                               settle=timedelta(seconds=cluster.sidecar.heartbeat_interval), hand_off=hand_off,
+                               raft=raft)
 
     workload = cached if cached is not None else await read_workload()
     plan = await next_step(workload)

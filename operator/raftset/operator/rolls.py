@@ -3,12 +3,14 @@
 The workload's update strategy is OnDelete on both backends, so no controller restarts a
 member on its own; the operator deletes one outdated pod per step and the workload
 controller re-creates it on the new template with its volume (its member). A step waits
-until every member of the kept ordinals is a fresh, healthy voter whose heartbeat was
-renewed by the pod that runs now, so a member that has not come back yet is never counted
+until every member of the kept ordinals is a fresh, healthy voter (one Raft lists as a
+voter, where the leader published the membership) whose heartbeat was renewed by the pod
+that runs now, so a member that has not come back yet is never counted
 twice. The leader goes last, and its sidecar hands leadership away on the preStop path
 before its store stops: one leader change per roll, the leader's own.
 
-Pure: from the workload's status, the pods' revision labels and the heartbeat records.
+Pure: from the workload's status, the pods' revision labels, the heartbeat records and
+the published Raft membership.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from raftset.membership import RaftMembership
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.operator.planner import Plan, awaiting_renewal, leader, leader_going, membership
 from raftset.times import parse_rfc3339
@@ -69,13 +72,16 @@ def pod_revisions(pods: Sequence[Mapping[str, Any]], cluster: str) -> list[PodRe
 
 
 def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: Sequence[HeartbeatRecord],
-              now: datetime, settle: timedelta = timedelta(0), hand_off: bool = True) -> Plan:
+              now: datetime, settle: timedelta = timedelta(0), hand_off: bool = True,
+              raft: RaftMembership | None = None) -> Plan:
     """The steady `plan` turned into the next roll step: restart one pod, wait, or nothing to do.
 
     `settle` (the sidecars' heartbeat interval) is how long a member must have reported
     from its new pod before the next one goes: one refresh as a healthy voter, time for a
     restarted member to catch up with the log it missed. `hand_off` is the engine's
     Capabilities.hand_off: whether the leader's sidecar moves leadership away before it restarts.
+    `raft` is the leader's published membership: where it is known, a member whose Lease says
+    "voter" but whom Raft does not list as one holds the roll, as it holds a scale step.
     """
     kept = plan.kept
     outdated = [p for p in pods if p.ordinal in kept and p.revision != revision]
@@ -89,7 +95,7 @@ def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: S
     restarting = [p.name for p in pods if p.terminating]
     if restarting:
         return wait(f"waiting for {', '.join(restarting)} to restart")
-    state = membership(kept, members, now)
+    state = membership(kept, members, now, raft)
     if not state.settled:
         return wait(state.describe())
     by_pod = {m.pod: m for m in members}
