@@ -60,6 +60,13 @@ def test_a_refused_leave_blocks_the_next_step_and_is_reported(
         row = next(m for m in st["members"] if m["name"] == "refuse-4")
         assert row["inRaft"] and row["id"] == member_id(4) and not row["healthy"]
         assert any("runs no pod for ordinal 4" in d for d in st["disagreements"])
+        # Outlasting a step (RAFTSET_STEP_STUCK_SECONDS), the disagreement gets one Warning, once.
+        def disagreement_events() -> list[str]:
+            return [m for reason, m in c.events() if reason == "MembershipDisagreement"]
+        wait_for(lambda: any("runs no pod for ordinal 4" in m for m in disagreement_events()), STEP_TIMEOUT,
+                 "a MembershipDisagreement Warning naming ordinal 4's member")
+        time.sleep(3)  # more reconciles: no repeat
+        assert len([m for m in disagreement_events() if "runs no pod for ordinal 4" in m]) == 1, disagreement_events()
 
         sidecars.refusing.clear()  # membership-clean (or a retried leave) removes the member
         c.wait_pods(0, 1, 2)

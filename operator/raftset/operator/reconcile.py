@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from raftset.membership import ScaleStep, parse_membership, parse_step
-from raftset.operator import backup_requests, diagnosis, planner, recovery_shell, replacements, rolls, spec, status
+from raftset.operator import backup_requests, diagnosis, lasting, planner, recovery_shell, replacements, rolls, spec, status
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
 from raftset.operator.freshness import Sighting
@@ -46,6 +46,8 @@ class Runtime:
     # When each heartbeat Lease was last seen to change (raftset.operator.freshness); a
     # restart starts afresh, every Lease unconfirmed until its next renewal.
     sightings: dict[Key, dict[str, Sighting]] = field(default_factory=dict)
+    # When each of a cluster's status.disagreements was first seen (raftset.operator.lasting).
+    disagreements: dict[Key, dict[str, lasting.Seen]] = field(default_factory=dict)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
     def forget(self, key: Key) -> None:
@@ -53,6 +55,7 @@ class Runtime:
         self.locks.pop(key, None)
         self.applied_at.pop(key, None)
         self.published.pop(key, None)
+        self.disagreements.pop(key, None)
         self.metrics.clusters.forget(key)
 
 
@@ -115,6 +118,10 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         new = status.status(cluster, plan, workload, members, old_status, generation, now, problem, raft=raft,
                             extra=extra, backup=backup, replacements=replacing)
         announced = status.announcements(runtime.published.get(key, old_status), new)
+        seen, lasted = lasting.track(runtime.disagreements.get(key, {}), new.get("disagreements") or [], now,
+                                     timedelta(seconds=runtime.settings.stuck_seconds))
+        runtime.disagreements[key] = seen
+        announced += [lasting.event(text, now - seen[text].since) for text in lasted]
         for kind, reason, message in announced:
             kopf.event(body, type=kind, reason=reason, message=message)
         runtime.metrics.announced(key, str(body.get("kind", "")), announced)
