@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -219,3 +221,16 @@ def install_crds(kubeconfig: str) -> None:
     for engine in engines.ENGINES.values():
         kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{engine.plural}.{contract.GROUP}",
                 "--timeout=60s")
+
+
+@contextmanager
+def running_operator(kubeconfig: str, log: Path, default_kind: str = "StatefulSet", **env: str) -> Iterator[Operator]:
+    """The CRDs installed and the operator running as a process until the block ends: the
+    tiers' `operator` fixtures and the benchmarks that go through the product share it."""
+    install_crds(kubeconfig)
+    op = Operator(kubeconfig, log, default_kind=default_kind, **env)
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()
