@@ -26,15 +26,13 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from pathlib import Path
 
 from raftset import contract
-from raftset.operator.settings import Settings
 from tests.bench.load import Load
 from tests.bench.scalein import JITTER, OPERATOR_STRATEGY, TAIL_S, Run, error_kinds, window_row
 from tests.harness import engines
-from tests.harness.operator import Operator, kubectl, running_operator, wait_for
+from tests.harness.operator import Operator, kubectl, product_intervals, running_operator, wait_for
 from tests.harness.toxiproxy import Toxiproxy, peer_listen
 from tests.harness.view import ClusterView
 from tools.devcluster.podrunner import PodRunner, pod_ip
@@ -44,15 +42,6 @@ BACKEND = "AdvancedStatefulSet"
 NAME = "demo"  # the cluster's name: its pods are demo-N, as in the other strategies' rows
 GROW_TIMEOUT_S = 300.0  # 5 real members joining one by one, on a shared 2-core box
 SCALE_TIMEOUT_S = 300.0
-
-
-def product_operator(kubeconfig: str, log: Path) -> AbstractContextManager[Operator]:
-    """The operator with the product's own intervals (the tiers' defaults are faster)."""
-    defaults = Settings()
-    return running_operator(kubeconfig, log, BACKEND,
-                            RAFTSET_RECONCILE_INTERVAL=str(defaults.reconcile_interval),
-                            RAFTSET_RESYNC_SECONDS=str(defaults.resync_seconds),
-                            RAFTSET_RETRY_SECONDS=str(defaults.retry_seconds))
 
 
 def settled_at(view: ClusterView, size: int) -> list[int] | None:
@@ -142,7 +131,7 @@ def bench(kubeconfig: str, workdir: Path, sizes: Sequence[tuple[int, int]], repe
     """Every latency, size and repetition, under one operator process for all of them."""
     runs: list[Run] = []
     workdir.mkdir(parents=True, exist_ok=True)
-    with product_operator(kubeconfig, workdir / "operator.log") as operator:
+    with running_operator(kubeconfig, workdir / "operator.log", BACKEND, **product_intervals()) as operator:
         for one_way_ms in latencies_ms:
             for start, target in sizes:
                 for repetition in range(repetitions):

@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract, engines
 from raftset.membership import RaftMember, RaftMembership
+from raftset.operator.settings import Settings
 from raftset.sidecar import membership
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 from tools.devcluster.net import free_port
@@ -101,6 +102,15 @@ class Operator:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+def product_intervals() -> dict[str, str]:
+    """The operator's own reconcile, resync and retry intervals (`Operator` defaults to faster
+    ones for the tiers): what the benchmarks measure."""
+    defaults = Settings()
+    return {"RAFTSET_RECONCILE_INTERVAL": str(defaults.reconcile_interval),
+            "RAFTSET_RESYNC_SECONDS": str(defaults.resync_seconds),
+            "RAFTSET_RETRY_SECONDS": str(defaults.retry_seconds)}
 
 
 def member_id(ordinal: int) -> str:
