@@ -135,14 +135,33 @@ def summarise_builds(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             for line in summarise([r for r in rows if r["engine"] == label])]
 
 
+# The parameters (tests/bench/__main__.py Params) each section was measured with: a kept section
+# keeps its own, so the page describes what was measured (baseline_s: the scale-in's, shared).
+PARAMS_OF = {
+    "scale_in": ("scale_in_sizes", "latencies_ms", "strategies", "repetitions", "baseline_s"),
+    "scale_out": ("data_mib", "join_settle_s"),
+    "operator": ("cluster_counts", "spec_changes", "rest_s"),
+    "footprint": ("footprint_settle_s", "idle_s"),
+    "recovery": ("recovery_repetitions", "recovery_sizes"),
+    "backup": ("backup_mib", "backup_steady_s"),
+    "engines": ("engine_builds", "engine_strategies", "engine_repetitions"),
+    "upgrade": ("upgrade_path",),
+}
+
+
 def keep_earlier(results: Mapping[str, Any], earlier: Mapping[str, Any], kept: Sequence[str]) -> dict[str, Any]:
-    """`results` with the `kept` sections taken from an earlier run, each stamped with when it was measured."""
+    """`results` with the `kept` sections taken from an earlier run, each stamped with when it was
+    measured and with the parameters it was measured with."""
     merged = dict(results)
     measured = dict(results["measured"])
+    params = dict(results.get("params") or {})
     for section in kept:
         merged[section] = earlier.get(section, [])  # a section newer than the earlier run: no rows
         measured[section] = _earlier_stamp(earlier, section)
+        params.update({k: v for k, v in (earlier.get("params") or {}).items() if k in PARAMS_OF.get(section, ())})
     merged["measured"] = measured
+    if params:
+        merged["params"] = params
     return merged
 
 
@@ -165,6 +184,9 @@ def keep_other_strategies(results: Mapping[str, Any], earlier: Mapping[str, Any]
     stamp = {**results["measured"]["scale_in"], "strategies": [s for s in STRATEGIES if s in strategies],
              "others": {k: v for k, v in _earlier_stamp(earlier, "scale_in").items() if k not in ("others", "strategies")}}
     merged["measured"] = {**results["measured"], "scale_in": stamp}
+    if "params" in results:
+        merged["params"] = {**results["params"], "strategies": [
+            s for s in STRATEGIES if s in {r["strategy"] for r in merged["scale_in"]}]}
     return merged
 
 
