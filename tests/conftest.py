@@ -16,7 +16,7 @@ import pytest
 from tests.harness import engines
 from tests.harness import s3 as s3_harness
 from tests.harness.engines import EngineUnderTest
-from tests.harness.operator import Operator, install_crds
+from tests.harness.operator import Operator, running_operator
 from tools.devcluster import Plane, start
 from tools.devcluster.s3 import S3Server
 
@@ -55,11 +55,8 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 
 def _operator(kubeconfig: str, tmp_path_factory: pytest.TempPathFactory, default_kind: str) -> Iterator[Operator]:
     """The CRDs installed and the operator running as a process until the module is done."""
-    install_crds(kubeconfig)
-    op = Operator(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log", default_kind=default_kind)
-    op.start()
-    yield op
-    op.stop()
+    with running_operator(kubeconfig, tmp_path_factory.mktemp("operator") / "operator.log", default_kind) as op:
+        yield op
 
 
 @pytest.fixture(scope="module")

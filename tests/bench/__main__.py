@@ -2,12 +2,15 @@
 
     python -m tests.bench [--smoke] [--out DIR] [--doc FILE] [--page-only]
                           [--only scale-in|recovery|backup|footprint|operator|engines] [--repetitions N]
-                          [--backup-mib N] [--latencies MS,MS,...]
+                          [--backup-mib N] [--latencies MS,MS,...] [--strategies S,S,...]
+                          [--sizes FROM-TO,...]
 
 The etcd benchmarks run against a bare kube-apiserver of their own (with OpenKruise's
 StatefulSet CRD, so the sidecars can read an Advanced StatefulSet); the operator's cost
-is measured on a full local control plane started afterwards. Both planes, and every
-process the benchmarks start, are gone when this exits.
+is measured on a full local control plane started afterwards, where scale-in strategy (c)
+also runs through the product (`scalein_operator`: the operator process, the real Advanced
+StatefulSet controller, the pod runner's real members). Both planes, and every process the
+benchmarks start, are gone when this exits.
 
 `--only scale-in` (or `recovery`, `backup`, `footprint`, `operator`, `engines`: the scale-in on every
 engine build and the upgrade) measures that benchmark alone and keeps the other sections of
@@ -32,7 +35,8 @@ from typing import Any, TypeVar
 
 from tools.devcluster import build, start
 from tools.devcluster.plane import kruise_source
-from tests.bench import backup, builds, footprint, operator_cost, recovery, report, scalein, scaleout, upgrade
+from tests.bench import (
+    backup, builds, footprint, operator_cost, recovery, report, scalein, scalein_operator, scaleout, upgrade)
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
 from tests.harness import engines
 from tests.harness.lab import Lab
@@ -48,7 +52,7 @@ DEFAULT_OUT = ROOT / "docs" / "benchmarks"
 class Params:
     scale_in_sizes: tuple[tuple[int, int], ...] = ((3, 2), (5, 3))
     latencies_ms: tuple[int, ...] = (0, 2, 20)  # one-way, between every two members (Toxiproxy)
-    strategies: tuple[str, ...] = scalein.STRATEGIES
+    strategies: tuple[str, ...] = scalein.REPORTED
     repetitions: int = 3
     recovery_repetitions: int = 2
     recovery_sizes: tuple[int, ...] = (3, 5)
@@ -70,9 +74,10 @@ class Params:
 
 FULL = Params()
 # The smoke leaves out the SIGKILL reference: its driver differs from (a) by the signal only.
-# One latency, the far zone, so the Toxiproxy path is exercised. Per engine: Xline alone (the engine
+# One latency, the far zone, so the Toxiproxy path is exercised; (c) through the operator too (about
+# 45 s on the full plane the operator cost starts anyway). Per engine: Xline alone (the engine
 # that differs) with the planner, and the upgrade's first roll.
-SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.STRATEGIES[:3], repetitions=1,
+SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.REPORTED[:4], repetitions=1,
                recovery_repetitions=1, recovery_sizes=(3,), baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
                spec_changes=2, rest_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0,
                engine_builds=(engines.XLINE.label,), engine_strategies=builds.STRATEGIES[1:], engine_repetitions=1,
@@ -105,10 +110,11 @@ class Sections:
 async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sections,
                            only: str | None = None) -> dict[str, Any]:
     runs: list[scalein.Run] = []
-    if only in (None, "scale-in"):
+    bare = bare_strategies(p)
+    if only in (None, "scale-in") and bare:
         log("scale-in availability")
         runs = await sections.run("scale-in", lambda: scalein.bench(
-            kubeconfig, work / "scale-in", p.scale_in_sizes, p.repetitions, p.baseline_s, p.strategies, log,
+            kubeconfig, work / "scale-in", p.scale_in_sizes, p.repetitions, p.baseline_s, bare, log,
             p.latencies_ms), [])
     rto: list[dict[str, Any]] = []
     if only in (None, "recovery"):
@@ -149,6 +155,11 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
             "footprint": idle, "scale_out": joins}
 
 
+def bare_strategies(p: Params) -> tuple[str, ...]:
+    """The scale-in strategies the bare kube-apiserver runs (every one but (c) through the operator)."""
+    return tuple(s for s in p.strategies if s in scalein.DRIVERS)
+
+
 async def _one(row: Awaitable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [await row]
 
@@ -166,6 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repetitions", type=int, help="scale-in repetitions (default: 3, smoke 1)")
     parser.add_argument("--backup-mib", type=int, help="data size of the backup benchmark (default 256, smoke 2)")
     parser.add_argument("--latencies", help="one-way peer latencies in ms, comma-separated (default 0,2,20)")
+    parser.add_argument("--strategies", help="scale-in strategies, comma-separated (default: "
+                        f"{','.join(scalein.REPORTED)}; the smoke leaves out {scalein.STRATEGIES[3]})")
+    parser.add_argument("--sizes", help="scale-in sizes FROM-TO, comma-separated (default 3-2,5-3)")
     args = parser.parse_args(argv)
     # The members and `etcdctl member add` are the default etcd's build, not whatever is on PATH.
     os.environ["PATH"] = f"{build.ETCD.out_dir}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -176,6 +190,14 @@ def main(argv: list[str] | None = None) -> None:
         params = replace(params, backup_mib=args.backup_mib)
     if args.latencies:
         params = replace(params, latencies_ms=tuple(int(x) for x in args.latencies.split(",")))
+    if args.strategies:
+        unknown = set(args.strategies.split(",")) - set(scalein.REPORTED)
+        if unknown:
+            parser.error(f"unknown strategies {sorted(unknown)}: choose from {','.join(scalein.REPORTED)}")
+        params = replace(params, strategies=tuple(s for s in scalein.REPORTED if s in args.strategies.split(",")))
+    if args.sizes:
+        params = replace(params, scale_in_sizes=tuple(
+            (int(a), int(b)) for a, b in (size.split("-") for size in args.sizes.split(","))))
     out: Path = args.out.resolve()
     doc: Path = (args.doc or (ROOT / "docs" / "benchmarks.md" if out == DEFAULT_OUT else out / "benchmarks.md"))
     if args.page_only:
@@ -191,18 +213,26 @@ def main(argv: list[str] | None = None) -> None:
         log(f"benchmarks ({'smoke' if args.smoke else 'full'}) in {work}")
         etcd: dict[str, Any] = {"runs": [], "footprint": [], "scale_out": [], "recovery": [], "backup": [],
                                 "engines": [], "upgrade": []}
-        if args.only != "operator":
+        if args.only != "operator" and (args.only != "scale-in" or bare_strategies(params)):
             with start(workdir=work / "apiserver", full=False) as plane:
                 scalein.install_kruise_crd(
                     plane.kubeconfig, kruise_source() / "config" / "crd" / "bases" / "apps.kruise.io_statefulsets.yaml")
                 etcd = asyncio.run(_etcd_benchmarks(plane.kubeconfig, work, params, sections, args.only))
         operator: list[dict[str, Any]] = []
-        if args.only in (None, "operator"):
-            log("operator cost (full control plane)")
+        through_operator = args.only in (None, "scale-in") and scalein.OPERATOR_STRATEGY in params.strategies
+        if args.only in (None, "operator") or through_operator:
             with start(workdir=work / "control-plane", full=True, nodes=4) as plane:
-                operator = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
-                    operator_cost.bench, plane.kubeconfig, logs / "operator", params.cluster_counts,
-                    params.spec_changes, params.rest_s, log), []))
+                if through_operator:  # first: it removes its namespaces, the operator cost starts clean
+                    log("scale-in availability, (c) through the operator (full control plane)")
+                    etcd["runs"] += asyncio.run(sections.run("scale-in (c) through the operator", lambda: (
+                        asyncio.to_thread(scalein_operator.bench, plane.kubeconfig, logs / "scale-in-operator",
+                                          params.scale_in_sizes, params.repetitions, params.baseline_s, log,
+                                          params.latencies_ms)), []))
+                if args.only in (None, "operator"):
+                    log("operator cost (full control plane)")
+                    operator = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
+                        operator_cost.bench, plane.kubeconfig, logs / "operator", params.cluster_counts,
+                        params.spec_changes, params.rest_s, log), []))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = [run.row for run in etcd["runs"]]
@@ -231,16 +261,21 @@ def main(argv: list[str] | None = None) -> None:
         "errors": sections.errors,
         "measured": {section: stamp for section in SECTIONS},
     }
+    partial = False  # some strategies' scale-in rows are an earlier run's
     if earlier is not None:
         results = report.keep_earlier(results, earlier, kept=[s for s in SECTIONS if s not in ONLY[args.only]])
+        if args.only == "scale-in" and args.strategies:
+            results = report.keep_other_strategies(results, earlier, params.strategies)
+            partial = len(results["scale_in"]) > len(rows)
         results["scale_in_summary"] = report.summarise(results["scale_in"])
         results["footprint_summary"] = footprint.summarise(results["footprint"])
         results["engines_summary"] = report.summarise_builds(results["engines"])
     report.write_results(out, results)
-    report.plots(out, results, etcd["runs"])
+    # The timelines need every strategy's samples: a run that measured some strategies keeps the plot.
+    report.plots(out, results, [] if partial else etcd["runs"])
     report.write_doc(doc, out, results)
     log(f"results in {out}, page {doc} ({results['duration_s']:.0f}s)")
-    log(f"the operator's log: {logs / 'operator' / 'operator.log'}")
+    log(f"the operators' logs: {logs / 'operator' / 'operator.log'}, {logs / 'scale-in-operator' / 'operator.log'}")
     for r in results["scale_in_summary"] + results["engines_summary"]:
         log(f"  {r.get('engine', '')} {r['one_way_ms']:>3} ms {r['strategy']:<26} "
             f"{r['from_members']}->{r['to_members']}: failed writes "

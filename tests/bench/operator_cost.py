@@ -29,9 +29,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
-from raftset.operator.settings import Settings
 from tests.bench.stats import percentile
-from tests.harness.operator import ROOT, Operator, api, heartbeat_lease, kubectl
+from tests.harness.operator import ROOT, Operator, api, heartbeat_lease, kubectl, product_intervals
 
 COLUMNS = ("clusters", "settled", "create_s", "rss_mib", "cpu_rest_pct", "spec_changes", "spec_changes_timed_out",
            "spec_to_patch_p50_ms", "spec_to_patch_p95_ms", "spec_to_patch_max_ms")
@@ -192,12 +191,7 @@ def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: i
     kubectl(kubeconfig, "create", "namespace", namespace)
     api_client = api(kubeconfig)
     custom, apps = client.CustomObjectsApi(api_client), client.AppsV1Api(api_client)
-    # The product's own intervals: the harness's test defaults are faster.
-    defaults = Settings()
-    operator = Operator(kubeconfig, workdir / "operator.log",
-                        RAFTSET_RECONCILE_INTERVAL=str(defaults.reconcile_interval),
-                        RAFTSET_RESYNC_SECONDS=str(defaults.resync_seconds),
-                        RAFTSET_RETRY_SECONDS=str(defaults.retry_seconds))
+    operator = Operator(kubeconfig, workdir / "operator.log", **product_intervals())
     heartbeats = Heartbeats(api_client, namespace)
     rows: list[dict[str, Any]] = []
     rng = random.Random(7)

@@ -20,6 +20,10 @@ StatefulSet deletes first), starts the load, and scales in:
   r. reference: as (a), but the store is SIGKILLed (the end of an expired grace period, an
      OOM kill, a lost node): what a scale-in costs when nobody hands leadership off.
 
+(c) through the product, the operator process and the real Advanced StatefulSet controller
+with the bench only lowering `spec.replicas`, is `scalein_operator`: it needs the full
+control plane, not this module's bare kube-apiserver.
+
 Every member's peer port sits behind a real Toxiproxy (`tests.harness.toxiproxy`) in every
 run, so the latencies compared differ by the latency toxic only: 0 ms is the proxy alone,
 2 ms and 20 ms one-way emulate members in neighbouring and in far zones.
@@ -59,6 +63,10 @@ from tests.harness.lab import Lab, wait_for
 from tests.harness.toxiproxy import Toxiproxy, route_peers
 
 STRATEGIES = ("a-builtin-no-handoff", "b-builtin-sidecar-handoff", "c-advanced-planner", "r-builtin-sigkill")
+# (c) through the product: the operator and the real Advanced StatefulSet controller on the full
+# control plane (`scalein_operator`), not a driver of this module's bare kube-apiserver.
+OPERATOR_STRATEGY = "c-operator-advanced"
+REPORTED = (*STRATEGIES[:3], OPERATOR_STRATEGY, STRATEGIES[3])  # the order of tables and plots
 KUBELET_GRACE_S = 30.0  # terminationGracePeriodSeconds of a plain etcd StatefulSet (Kubernetes default)
 TAIL_S = 1.0  # the window ends this long after the scale-in is complete, so a late stall is seen
 JITTER = 0.1  # jitter of the latency toxic, as a share of the one-way latency

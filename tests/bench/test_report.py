@@ -56,6 +56,38 @@ def test_sections_not_measured_again_keep_their_rows_and_their_stamp() -> None:
     assert "*Measured yesterday on commit `old` with etcd 3.4.23, load average 9 / 9 / 9" in stamp
 
 
+def test_a_kept_section_keeps_the_parameters_it_was_measured_with() -> None:
+    from tests.bench.__main__ import Params
+    assert sorted(k for keys in report.PARAMS_OF.values() for k in keys) == sorted(Params.__dataclass_fields__)
+    stamp = {"finished": "today", "raftset_commit": "new", "smoke": False, "load_average_at_start": [1, 1, 1]}
+    results = {"scale_in": [], "footprint": [], "measured": {"scale_in": stamp, "footprint": stamp},
+               "params": {"repetitions": 2, "idle_s": 60.0}}
+    earlier = {"footprint": ["old fp"], "finished": "yesterday", "smoke": False, "params": {"repetitions": 3, "idle_s": 20.0},
+               "machine": {"raftset_commit": "old", "load_average_at_start": [9, 9, 9]}}
+    merged = report.keep_earlier(results, earlier, kept=("footprint",))
+    assert merged["params"] == {"repetitions": 2, "idle_s": 20.0}
+
+
+def test_measuring_some_strategies_keeps_the_others_earlier_rows_and_says_so() -> None:
+    new_stamp = {"finished": "today", "raftset_commit": "new", "etcd": "3.7.3", "smoke": False,
+                 "load_average_at_start": [1, 1, 1]}
+    results = {"scale_in": [_row(0, scalein.OPERATOR_STRATEGY, 3)], "measured": {"scale_in": new_stamp},
+               "params": {"strategies": [scalein.OPERATOR_STRATEGY]}}
+    earlier = {"scale_in": [_row(0, "b-builtin-sidecar-handoff", 3), _row(0, scalein.OPERATOR_STRATEGY, 3, writes=1)],
+               "finished": "yesterday", "smoke": False,
+               "machine": {"raftset_commit": "old", "etcd": "3.7.3", "load_average_at_start": [9, 9, 9]}}
+    merged = report.keep_other_strategies(results, earlier, [scalein.OPERATOR_STRATEGY])
+    assert [(r["strategy"], r["writes"]) for r in merged["scale_in"]] == [
+        ("b-builtin-sidecar-handoff", 0), (scalein.OPERATOR_STRATEGY, 0)]
+    assert merged["params"]["strategies"] == ["b-builtin-sidecar-handoff", scalein.OPERATOR_STRATEGY]
+    stamp = report._stamp(merged, "scale_in")
+    assert "*Measured today on commit `new`" in stamp
+    assert "measured (c) through the operator only; the other strategies' rows are from yesterday, commit `old`.*" in stamp
+    # Every strategy measured again: nothing earlier is kept, the stamp is the plain one.
+    assert report.keep_other_strategies(results, {**earlier, "scale_in": earlier["scale_in"][1:]},
+                                        [scalein.OPERATOR_STRATEGY]) == results
+
+
 def test_p999_over_time_takes_each_bin_s_acknowledged_puts() -> None:
     samples = [Sample(0.01, 0.02, True), Sample(0.1, 0.9, True), Sample(0.3, 0.31, True),
                Sample(0.3, 1.3, False), Sample(-0.2, -0.1, True)]

@@ -2,7 +2,8 @@
 
 Runs `python -m tests.bench --smoke` as `make bench` runs it (its own bare kube-apiserver
 for the real etcd members and sidecars, then a full local control plane for the
-operator); asserts what it wrote, never how fast anything was.
+operator: scale-in (c) through it, and its cost); asserts what it wrote, never how fast
+anything was.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
             assert tuple(reader.fieldnames or ()) == columns
             assert len(list(reader)) == len(rows)
     assert {r["strategy"] for r in results["scale_in"]} >= {
-        "a-builtin-no-handoff", "b-builtin-sidecar-handoff", "c-advanced-planner"}
+        "a-builtin-no-handoff", "b-builtin-sidecar-handoff", "c-advanced-planner", "c-operator-advanced"}
+    # (c) through the operator: only spec.replicas changed, the operator's plan kept the leader.
+    [operated] = [r for r in results["scale_in"] if r["strategy"] == "c-operator-advanced"]
+    assert operated["victims"] == "demo-1" and operated["leader_before"] == operated["leader_after"] == "demo-2"
     # The smoke's one latency went through Toxiproxy, under the concurrent load, with a steady phase.
     assert {r["one_way_ms"] for r in results["scale_in"]} == {20}
     assert all(r["steady_writes_per_s"] > 0 and r["steady_write_p50_ms"] > 0 for r in results["scale_in"])

@@ -16,6 +16,8 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract, engines
 from raftset.membership import RaftMember, RaftMembership
+from raftset.operator.settings import Settings
 from raftset.sidecar import membership
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 from tools.devcluster.net import free_port
@@ -99,6 +102,15 @@ class Operator:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+
+def product_intervals() -> dict[str, str]:
+    """The operator's own reconcile, resync and retry intervals (`Operator` defaults to faster
+    ones for the tiers): what the benchmarks measure."""
+    defaults = Settings()
+    return {"RAFTSET_RECONCILE_INTERVAL": str(defaults.reconcile_interval),
+            "RAFTSET_RESYNC_SECONDS": str(defaults.resync_seconds),
+            "RAFTSET_RETRY_SECONDS": str(defaults.retry_seconds)}
 
 
 def member_id(ordinal: int) -> str:
@@ -219,3 +231,16 @@ def install_crds(kubeconfig: str) -> None:
     for engine in engines.ENGINES.values():
         kubectl(kubeconfig, "wait", "--for=condition=Established", f"crd/{engine.plural}.{contract.GROUP}",
                 "--timeout=60s")
+
+
+@contextmanager
+def running_operator(kubeconfig: str, log: Path, default_kind: str = "StatefulSet", **env: str) -> Iterator[Operator]:
+    """The CRDs installed and the operator running as a process until the block ends: the
+    tiers' `operator` fixtures and the benchmarks that go through the product share it."""
+    install_crds(kubeconfig)
+    op = Operator(kubeconfig, log, default_kind=default_kind, **env)
+    op.start()
+    try:
+        yield op
+    finally:
+        op.stop()

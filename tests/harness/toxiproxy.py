@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +90,16 @@ def route_peers(lab: Lab, toxiproxy: Toxiproxy, ordinals: Iterable[int], one_way
         toxiproxy.proxy(peer_proxy_name(ordinal), f"{ip}:2380", f"{ip}:{PEER_BEHIND}")
         if one_way_ms:
             toxiproxy.latency(peer_proxy_name(ordinal), one_way_ms, jitter_ms)
+
+
+def peer_listen(toxiproxy: Toxiproxy, one_way_ms: int = 0, jitter_ms: int = 0) -> Callable[[str], int]:
+    """`route_peers` for the pod runner's members (its `peer_listen` hook): the proxy in front of
+    the address's :2380, made once per address (a re-created pod keeps its address and its proxy)."""
+    def route(ip: str) -> int:
+        name = f"peer-{ip}"
+        if name not in toxiproxy.proxies():
+            toxiproxy.proxy(name, f"{ip}:2380", f"{ip}:{PEER_BEHIND}")
+            if one_way_ms:
+                toxiproxy.latency(name, one_way_ms, jitter_ms)
+        return PEER_BEHIND
+    return route

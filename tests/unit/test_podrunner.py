@@ -73,6 +73,12 @@ def test_pod_ip_is_what_the_url_template_renders(ordinal: int, ip: str) -> None:
     assert ipaddress.ip_address(ip) in ipaddress.ip_network("127.0.0.0/8")
 
 
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_peer_hook_moves_only_the_listening_port(scheme: str) -> None:
+    """The member listens behind a forwarder (`PodRunner(peer_listen=...)`); what it advertises stays :2380."""
+    assert podrunner.with_port(f"{scheme}://127.9.8.12:2380", 2382) == f"{scheme}://127.9.8.12:2382"
+
+
 @pytest.mark.parametrize("ordinal", [-1, 100])
 def test_ordinals_without_an_address_are_refused(ordinal: int) -> None:
     with pytest.raises(ValueError):

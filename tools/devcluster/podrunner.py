@@ -35,7 +35,7 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -95,6 +95,11 @@ def pod_ip(prefix: str, ordinal: int) -> str:
     if not 0 <= ordinal <= 99:
         raise ValueError(f"ordinal {ordinal} has no loopback address")
     return f"{prefix}.1{ordinal}"
+
+
+def with_port(url: str, port: int) -> str:
+    """`url` (scheme://host:port) on another port."""
+    return f"{url.rsplit(':', 1)[0]}:{port}"
 
 
 def sidecar_spec(pod: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -494,12 +499,17 @@ class PodRunner:
     """
 
     def __init__(self, kubeconfig: str, workdir: Path, stop: threading.Event | None = None, *,
-                 namespace: str | None = None, addresses: AddressBook | None = None) -> None:
+                 namespace: str | None = None, addresses: AddressBook | None = None,
+                 peer_listen: Callable[[str], int] | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.workdir = Path(workdir)
         self.stop = stop or threading.Event()
         self.namespace = namespace
         self.addresses = addresses or random_book()
+        # Called with a pod's address before its member starts: the port the member listens for
+        # peers on instead of :2380, which stays its advertised peer URL. Whoever sets it forwards
+        # :2380 there (a benchmark's Toxiproxy adds the latency between zones that way).
+        self.peer_listen = peer_listen
         self.admin = yaml.safe_load(Path(kubeconfig).read_text())
         self.core = k8s.CoreV1Api(k8s_config.new_client_from_config(config_file=kubeconfig))
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
@@ -600,6 +610,9 @@ class PodRunner:
         store_env = kubelet.container_env(bin_dir)
         env = store_env | loopback_env(declared, prefix, ordinal, data_dir=volume / "data",
                                        run_dir=root / "run", kubeconfig=kubeconfig, tls_dir=tls_dir)
+        if self.peer_listen is not None:
+            port = self.peer_listen(pod_ip(prefix, ordinal))
+            env[SidecarEnv.LISTEN_PEER_URL] = with_port(env[SidecarEnv.LISTEN_PEER_URL], port)
         # The pod's own /tmp, as a container has: the kube client writes the pod's client key
         # there, and a killed pod must not leave it in the host's /tmp.
         (root / "tmp").mkdir(mode=0o700, exist_ok=True)
