@@ -434,3 +434,14 @@ def test_the_workload_carries_the_scale_step_it_is_written_with() -> None:
     assert parse_step(annotations["annotations"][contract.ANNOTATION_SCALE_STEP]) == step
     without = manifests.workload(cluster("EtcdCluster", "StatefulSet"), 2)["metadata"].get("annotations") or {}
     assert contract.ANNOTATION_SCALE_STEP not in without  # server-side apply drops a confirmed record
+
+
+def test_an_indexed_object_is_a_copy_without_managed_fields() -> None:
+    obj = {"metadata": {"name": "demo", "annotations": {"a": "b"}, "managedFields": [{"manager": "x"}]},
+           "spec": {"replicas": 3}}
+    kept = manifests.cached(obj)
+    assert kept == {"metadata": {"name": "demo", "annotations": {"a": "b"}}, "spec": {"replicas": 3}}
+    kept["spec"]["replicas"] = 5
+    kept["metadata"]["annotations"]["a"] = "c"
+    assert obj["spec"]["replicas"] == 3 and obj["metadata"]["annotations"]["a"] == "b"
+    assert "managedFields" in obj["metadata"]

@@ -20,9 +20,11 @@ from raftset.operator.status import (
     conditions,
     degraded,
     merge_conditions,
+    patch_due,
     status,
 )
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
+from raftset.times import rfc3339
 from tests.unit.builders import NOW, cluster, member, members, raft, raft_member
 
 pytestmark = pytest.mark.unit
@@ -439,3 +441,41 @@ def test_a_finished_replacement_is_announced_from_the_previous_status() -> None:
     before = status(cluster(), STEADY3, None, members(range(3), 0), {}, 1, NOW, replacements=REPLACING)
     after = status(cluster(), STEADY3, None, members(range(3), 0), before, 1, NOW)
     assert "Replaced" in [r for _, r, _ in announcements(before, after)]
+
+
+# --- when the status is patched --------------------------------------------------------------
+
+def _running_status(*, healthy: bool = True) -> dict[str, Any]:
+    """The status of a 3-member cluster whose members all renewed at NOW."""
+    records = members([0, 1, 2], leader=0, overrides={2: {"healthy": healthy}})
+    return status(cluster(), Plan(3, (), "steady", "3 members as desired"), None, records, {}, 4, NOW)
+
+
+def _shown(st: dict[str, Any], seconds_ago: float) -> dict[str, Any]:
+    """`st` as patched `seconds_ago` s before NOW: the renewal times it shows are that old."""
+    shown = rfc3339(NOW - timedelta(seconds=seconds_ago))
+    return {**st, "members": [{**row, "lastHeartbeat": shown} for row in st["members"]]}
+
+
+def test_an_unchanged_status_is_not_patched() -> None:
+    st = _running_status()
+    assert not patch_due(st, st, NOW, 60)
+
+
+def test_renewals_alone_are_patched_only_once_the_shown_renewal_is_old() -> None:
+    new = _running_status()
+    assert not patch_due(_shown(new, 59), new, NOW, 60)
+    assert patch_due(_shown(new, 60), new, NOW, 60)
+
+
+def test_a_change_besides_renewals_is_patched_at_once() -> None:
+    old = _shown(_running_status(), 10)
+    assert patch_due(old, _running_status(healthy=False), NOW, 60)
+    assert patch_due(old, {**_running_status(), "observedGeneration": 5}, NOW, 60)
+    assert patch_due({k: v for k, v in old.items() if k != "leader"}, _running_status(), NOW, 60)
+
+
+def test_a_renewal_shown_for_the_first_time_is_patched_at_once() -> None:
+    new = _running_status()
+    old = {**new, "members": [{k: v for k, v in row.items() if k != "lastHeartbeat"} for row in new["members"]]}
+    assert patch_due(old, new, NOW, 60)

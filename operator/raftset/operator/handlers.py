@@ -6,7 +6,6 @@ components of `raftset.operator.components`.
 
 from __future__ import annotations
 
-import copy
 import logging
 from datetime import datetime, timezone
 from typing import Any
@@ -102,7 +101,7 @@ def _owner_key(body: kopf.Body) -> Key | None:
 
 def _by_owner(body: kopf.Body) -> dict[Key, dict[str, Any]]:
     key = _owner_key(body)
-    return {key: copy.deepcopy(dict(body))} if key else {}
+    return {key: manifests.cached(body)} if key else {}
 
 
 # The workloads, so that a tick with nothing to do reads nothing from the apiserver.

@@ -7,6 +7,7 @@ scale fields: `replicas`, plus `reserveOrdinals` on OpenKruise).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -495,3 +496,10 @@ def edited_behind_our_back(event_type: str | None, obj: Mapping[str, Any]) -> bo
         return False
     generation = (obj.get("metadata") or {}).get("generation")
     return generation is None or generation != (obj.get("status") or {}).get("observedGeneration")
+
+
+def cached(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A private copy of an owned object for an index, without `metadata.managedFields`: nothing
+    here reads them, and they repeat the path of every field, for each of its writers."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return copy.deepcopy({**obj, "metadata": meta})

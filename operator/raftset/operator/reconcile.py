@@ -127,7 +127,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         runtime.metrics.announced(key, str(body.get("kind", "")), announced)
         runtime.metrics.clusters.observe(key, str(body.get("kind", "")), new)
         runtime.published[key] = new
-        if {k: old_status.get(k) for k in new} != new:
+        if status.patch_due(old_status, new, now, runtime.settings.status_refresh_seconds):
             patch.status.update(new)
 
     try:

@@ -18,6 +18,8 @@ class Settings:
     reconcile_interval: float = 5.0
     resync_seconds: float = 600.0  # drift is seen by watches; this is the safety net
     retry_seconds: float = 60.0  # the resync of a Degraded cluster: a fixed cause is noticed soon
+    # How old the heartbeat times shown in the status may grow while nothing else in it changes.
+    status_refresh_seconds: float = 60.0
     stuck_seconds: float = STUCK_AFTER_SECONDS  # a step Raft has not confirmed by then is Degraded
     metrics_address: str = ""  # host:port of /metrics; "" serves none (the manager Deployment sets it)
 
@@ -42,6 +44,7 @@ class Settings:
             reconcile_interval=float(env.get("RAFTSET_RECONCILE_INTERVAL", cls.reconcile_interval)),
             resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", cls.resync_seconds)),
             retry_seconds=float(env.get("RAFTSET_RETRY_SECONDS", cls.retry_seconds)),
+            status_refresh_seconds=float(env.get("RAFTSET_STATUS_REFRESH_SECONDS", cls.status_refresh_seconds)),
             stuck_seconds=float(env.get("RAFTSET_STEP_STUCK_SECONDS", cls.stuck_seconds)),
             metrics_address=env.get("RAFTSET_METRICS_ADDRESS", cls.metrics_address),
         )

@@ -329,3 +329,38 @@ def _warnings(old: Mapping[str, Any], new: Mapping[str, Any], *watched: tuple[st
                 status, after.get("message")):
             out.append(("Warning", after.get("reason", kind), after.get("message", "")))
     return out
+
+
+# Fields that move on every heartbeat renewal without anything a user acts on changing.
+RENEWAL_FIELDS = ("lastHeartbeat",)
+
+
+def _without_renewals(st: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(st)
+    if "members" in out:
+        out["members"] = [{k: v for k, v in row.items() if k not in RENEWAL_FIELDS} for row in out["members"] or []]
+    return out
+
+
+def patch_due(old: Mapping[str, Any], new: Mapping[str, Any], now: datetime, refresh_seconds: float) -> bool:
+    """Does `new` need a status patch over `old` (the status the object shows)?
+
+    Anything a user or a tool acts on (conditions, roles, health, sizes) is written at once.
+    A change in heartbeat renewal times alone is written only once the time shown is
+    `refresh_seconds` old: every sidecar renews every few seconds, and a patch per renewal
+    is a write and a watch event per cluster per renewal, which at hundreds of clusters
+    costs the apiserver and the operator more than all else they do at rest.
+    """
+    if {k: old.get(k) for k in new} == dict(new):
+        return False
+    steady_old, steady_new = _without_renewals(old), _without_renewals(new)
+    if {k: steady_old.get(k) for k in new} != steady_new:
+        return True
+    for before, after in zip(old.get("members") or [], new.get("members") or []):
+        for field in RENEWAL_FIELDS:
+            if before.get(field) == after.get(field):
+                continue
+            shown = parse_rfc3339(before.get(field))
+            if shown is None or (now - shown).total_seconds() >= refresh_seconds:
+                return True
+    return False
