@@ -74,16 +74,14 @@ class Heartbeats(threading.Thread):
         body = heartbeat_lease(self.namespace, cluster, pod, role=contract.ROLE_LEADER,
                                member_id=f"{abs(hash(cluster)) & 0xFFFFFFFF:x}",
                                lease_seconds=int(3 * HEARTBEAT_S))
-        name = body["metadata"]["name"]
+        # Server-side apply, as the sidecar writes it: the apiserver refuses a Lease update (PUT)
+        # without a resourceVersion (422), which left every cluster leaderless and Degraded.
         try:
-            self.leases.replace_namespaced_lease(name, self.namespace, body)
-        except ApiException as exc:
-            if exc.status != 404:
-                return  # a conflict or a busy apiserver: the next round renews it
-            try:
-                self.leases.create_namespaced_lease(self.namespace, body)
-            except ApiException:
-                return
+            self.leases.patch_namespaced_lease(
+                body["metadata"]["name"], self.namespace, body, field_manager="raftset-sidecar", force=True,
+                _content_type="application/apply-patch+yaml")
+        except ApiException:
+            return  # a busy apiserver: the next round renews it
 
     def stop(self) -> None:
         self._done.set()
