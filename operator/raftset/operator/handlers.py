@@ -37,9 +37,11 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 
 # --- indices: the API objects each reconcile needs, kept current by kopf's watches ---
+# (Coroutines although they never wait: kopf runs a plain function in a worker thread, a thread
+# hop per watch event, and heartbeat renewals are the most frequent events there are.)
 
 @kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_HEARTBEAT: "true"})
-def heartbeats(namespace: str, name: str, labels: dict[str, str], body: kopf.Body, memo: kopf.Memo,
+async def heartbeats(namespace: str, name: str, labels: dict[str, str], body: kopf.Body, memo: kopf.Memo,
                **_: Any) -> dict[Key, Any]:
     """The Lease with the operator's sighting of it: a watch event is the moment a renewal is observed."""
     cluster = labels.get(contract.LABEL_INSTANCE)
@@ -56,7 +58,7 @@ def heartbeats(namespace: str, name: str, labels: dict[str, str], body: kopf.Bod
 
 
 @kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_MEMBERSHIP: "true"})
-def memberships(namespace: str, labels: dict[str, str], annotations: dict[str, str], **_: Any) -> dict[Key, str]:
+async def memberships(namespace: str, labels: dict[str, str], annotations: dict[str, str], **_: Any) -> dict[Key, str]:
     """The Raft membership record the cluster's leader published (raftset.membership)."""
     cluster = labels.get(contract.LABEL_INSTANCE)
     raw = annotations.get(contract.ANNOTATION_MEMBERSHIP)
@@ -64,7 +66,7 @@ def memberships(namespace: str, labels: dict[str, str], annotations: dict[str, s
 
 
 @kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_BACKUP: "true"})
-def backup_records(namespace: str, labels: dict[str, str], annotations: dict[str, str],
+async def backup_records(namespace: str, labels: dict[str, str], annotations: dict[str, str],
                    **_: Any) -> dict[Key, dict[str, str]]:
     """The backup record and restore failure the leader's (or first member's) sidecar published."""
     cluster = labels.get(contract.LABEL_INSTANCE)
@@ -72,7 +74,7 @@ def backup_records(namespace: str, labels: dict[str, str], annotations: dict[str
 
 
 @kopf.index("pods", annotations={contract.ANNOTATION_SCALE_AWAY: kopf.PRESENT})
-def scale_away_marks(namespace: str, name: str, labels: dict[str, str], **_: Any) -> dict[Key, str]:
+async def scale_away_marks(namespace: str, name: str, labels: dict[str, str], **_: Any) -> dict[Key, str]:
     cluster = labels.get(contract.LABEL_INSTANCE)
     return {(namespace, cluster): name} if cluster else {}
 
@@ -82,7 +84,7 @@ def _replace_annotated(annotations: kopf.Annotations, **_: Any) -> bool:
 
 
 @kopf.index("pods", labels={contract.LABEL_NAME: contract.MANAGER}, when=_replace_annotated)
-def replace_requests(namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str],
+async def replace_requests(namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str],
                      **_: Any) -> dict[Key, dict[str, Any]]:
     """Pods asked to replace their member, and the sidecar's record of each step (raftset.sidecar.repair)."""
     cluster = labels.get(contract.LABEL_INSTANCE)
@@ -109,13 +111,13 @@ _MANAGED = {contract.LABEL_MANAGED_BY: contract.MANAGER}
 
 
 @kopf.index(STATEFULSET.group, STATEFULSET.version, STATEFULSET.plural, labels=_MANAGED)
-def statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+async def statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return _by_owner(body)
 
 
 @kopf.index(ADVANCED_STATEFULSET.group, ADVANCED_STATEFULSET.version, ADVANCED_STATEFULSET.plural,
             labels=_MANAGED)
-def advanced_statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
+async def advanced_statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return _by_owner(body)
 
 
@@ -168,6 +170,6 @@ for _owned in (
     ("policy", "v1", "poddisruptionbudgets"),
 ):
     @kopf.on.event(*_owned, labels=_MANAGED, id=f"drift-{'-'.join(_owned)}")
-    def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+    async def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
         if manifests.edited_behind_our_back(type, body):
             _mark_drift(body, memo)
