@@ -500,7 +500,9 @@ def _status() -> Schema:
             "healthy": _bool("Whether the member answered its last health check."),
             "indexLag": _int("How far the member's raft index trailed the leader's when the membership "
                              "was published.", format="int64", minimum=0),
-            "lastHeartbeat": _str("When the member's sidecar last renewed its heartbeat.", format="date-time"),
+            "lastHeartbeat": _str("When the member's sidecar last renewed its heartbeat, as of the last status write: "
+                                  "while nothing else in the status changes, it is written again once it is "
+                                  "RAFTSET_STATUS_REFRESH_SECONDS (60 s) old.", format="date-time"),
         },
         required=["name"],
     )
