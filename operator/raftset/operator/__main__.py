@@ -29,6 +29,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        from raftset.operator import logs
+
+        logging.getLogger("kopf.objects").addFilter(logs.DropRoutine())
     from raftset.operator import handlers  # noqa: F401  (registers the handlers)
 
     elector = None
