@@ -619,7 +619,8 @@ The real operator as a subprocess, default intervals (a reconcile timer every 5 
 cluster that reads kopf's indices only, a full re-apply every 600 s), on the full local control plane (kube-apiserver,
 controller-manager, scheduler, OpenKruise, kwok). Each cluster is a one-member EtcdCluster
 on the builtin StatefulSet (kwok pods), with a heartbeat Lease renewed every 10 s by a
-stand-in thread (the sidecar's default interval). `create_s`: from applying the new
+stand-in thread (the sidecar's default interval, applied server-side as the sidecar does), so
+that every cluster is Available and at rest. `create_s`: from applying the new
 clusters until every one has its StatefulSet and an observed status (or, when some never
 get there, until the last one that did). At rest: CPU
 (user+system) of the operator process over {p['rest_s']:.0f} s and its RSS. Latency: one
