@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from raftset.operator.diagnosis import (
-    DEFAULT_CLASS_ANNOTATION, NEVER_STARTED_AFTER_SECONDS, claim_problem, diagnose, never_started, pending_claims,
-    storage_class_problem)
+    DEFAULT_CLASS_ANNOTATION, NEVER_STARTED_AFTER_SECONDS, Diagnosed, claim_problem, diagnose, look_again,
+    never_started, pending_claims, storage_class_problem)
 from tests.unit.builders import CLUSTER, NOW, member
 
 pytestmark = pytest.mark.unit
@@ -166,3 +166,23 @@ def test_an_ephemeral_cluster_has_no_claims_to_blame() -> None:
     got = diagnose(CLUSTER, [0], storage_class=None, ephemeral=True, pvcs=[pvc(0)], events=[], classes=[],
                    pods=[pod(0)], records=[], store="etcd", now=NOW)
     assert got is not None and got[0] == "StoreNeverStarted"
+
+
+# --- how often the pods are listed again for a cause ------------------------------------------
+
+EVERY = timedelta(seconds=15)
+LAST = Diagnosed(missing=(0,), at=NOW, cause=("StoreNeverStarted", "demo-0 has been Running for 5m"))
+
+
+def test_the_first_look_is_due() -> None:
+    assert look_again(None, (0,), NOW, EVERY)
+
+
+def test_a_cause_stands_until_it_is_old() -> None:
+    assert not look_again(LAST, (0,), NOW + timedelta(seconds=14), EVERY)
+    assert look_again(LAST, (0,), NOW + timedelta(seconds=15), EVERY)
+
+
+def test_other_missing_members_or_a_spec_change_look_again_at_once() -> None:
+    assert look_again(LAST, (0, 1), NOW + timedelta(seconds=1), EVERY)
+    assert look_again(LAST, (0,), NOW + timedelta(seconds=1), EVERY, forced=True)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
@@ -190,6 +191,27 @@ def diagnose(cluster: str, missing: Sequence[int], *, storage_class: str | None,
 class KubeAPI(Protocol):
     async def list(self, api_version: str, kind: str, namespace: str | None, selector: str, *,
                    fields: str = "") -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class Diagnosed:
+    """The last look for a cause: which ordinals were missing, when, and the cause it named."""
+
+    missing: tuple[int, ...]
+    at: datetime
+    cause: Problem | None
+
+
+def look_again(last: Diagnosed | None, missing: Sequence[int], now: datetime, every: timedelta, *,
+               forced: bool = False) -> bool:
+    """Is a fresh look (one to four LISTs: pods, claims, Events) due, or does the last one stand?
+
+    A look lists from the apiserver, and a cluster with a missing member asks every tick: a
+    fleet of such clusters (a node pool down) listed pods hundreds of times a second, and the
+    spec changes' writes waited behind those reads. A cause changes slower than that; a new
+    set of missing ordinals or a spec change looks again at once.
+    """
+    return last is None or forced or last.missing != tuple(missing) or now - last.at >= every
 
 
 async def find_cause(kube: KubeAPI, cluster: Any, missing: Sequence[int], records: Sequence[HeartbeatRecord],

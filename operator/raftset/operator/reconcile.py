@@ -23,7 +23,7 @@ from raftset.operator import backup_requests, diagnosis, lasting, planner, recov
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
 from raftset.operator.freshness import Sighting
-from raftset.operator.heartbeats import from_observed
+from raftset.operator.heartbeats import HeartbeatRecord, from_observed
 from raftset.operator.metrics import (RESULT_ERROR, RESULT_FAILED, RESULT_INVALID, RESULT_OK,
                                       OperatorMetrics)
 from raftset.operator.settings import Settings
@@ -48,6 +48,8 @@ class Runtime:
     sightings: dict[Key, dict[str, Sighting]] = field(default_factory=dict)
     # When each of a cluster's status.disagreements was first seen (raftset.operator.lasting).
     disagreements: dict[Key, dict[str, lasting.Seen]] = field(default_factory=dict)
+    # The last look for why a cluster's members are missing (raftset.operator.diagnosis).
+    diagnosed: dict[Key, diagnosis.Diagnosed] = field(default_factory=dict)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
     def forget(self, key: Key) -> None:
@@ -56,6 +58,7 @@ class Runtime:
         self.applied_at.pop(key, None)
         self.published.pop(key, None)
         self.disagreements.pop(key, None)
+        self.diagnosed.pop(key, None)
         self.metrics.clusters.forget(key)
 
 
@@ -203,7 +206,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     if problem is None and not stepping:
         # A member that has not joined: name the real cause where one can be named.
         missing = planner.membership(plan.kept, members, now).missing
-        problem = await diagnosis.find_cause(runtime.kube, cluster, missing, members, now)
+        problem = await _cause(runtime, cluster, missing, members, now, forced=forced)
     extra: tuple[status.Condition, ...] = ()
     if step.workload is not None:
         try:
@@ -214,6 +217,22 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
             problem = problem or ("QuorumRecoveryFailed", api_error_message(error))
     publish(cluster, plan, step.workload, problem, extra)
     return RESULT_OK if problem is None else RESULT_FAILED
+
+
+async def _cause(runtime: Runtime, cluster: spec.Cluster, missing: tuple[int, ...],
+                 members: list[HeartbeatRecord], now: datetime, *, forced: bool) -> tuple[str, str] | None:
+    """Why members are missing, looked for again only when diagnosis.look_again says so."""
+    key = (cluster.namespace, cluster.name)
+    if not missing:
+        runtime.diagnosed.pop(key, None)
+        return None
+    last = runtime.diagnosed.get(key)
+    every = timedelta(seconds=runtime.settings.diagnosis_seconds)
+    if last is not None and not diagnosis.look_again(last, missing, now, every, forced=forced):
+        return last.cause
+    cause = await diagnosis.find_cause(runtime.kube, cluster, missing, members, now)
+    runtime.diagnosed[key] = diagnosis.Diagnosed(tuple(missing), now, cause)
+    return cause
 
 
 async def release(runtime: Runtime, namespace: str, name: str) -> None:

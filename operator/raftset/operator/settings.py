@@ -20,6 +20,8 @@ class Settings:
     retry_seconds: float = 60.0  # the resync of a Degraded cluster: a fixed cause is noticed soon
     # How old the heartbeat times shown in the status may grow while nothing else in it changes.
     status_refresh_seconds: float = 60.0
+    # How long the cause named for a missing member stands before the pods are listed again.
+    diagnosis_seconds: float = 15.0
     stuck_seconds: float = STUCK_AFTER_SECONDS  # a step Raft has not confirmed by then is Degraded
     metrics_address: str = ""  # host:port of /metrics; "" serves none (the manager Deployment sets it)
 
@@ -45,6 +47,7 @@ class Settings:
             resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", cls.resync_seconds)),
             retry_seconds=float(env.get("RAFTSET_RETRY_SECONDS", cls.retry_seconds)),
             status_refresh_seconds=float(env.get("RAFTSET_STATUS_REFRESH_SECONDS", cls.status_refresh_seconds)),
+            diagnosis_seconds=float(env.get("RAFTSET_DIAGNOSIS_SECONDS", cls.diagnosis_seconds)),
             stuck_seconds=float(env.get("RAFTSET_STEP_STUCK_SECONDS", cls.stuck_seconds)),
             metrics_address=env.get("RAFTSET_METRICS_ADDRESS", cls.metrics_address),
         )
