@@ -42,7 +42,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 @kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_HEARTBEAT: "true"})
 async def heartbeats(namespace: str, name: str, labels: dict[str, str], body: kopf.Body, memo: kopf.Memo,
-               **_: Any) -> dict[Key, Any]:
+                     **_: Any) -> dict[Key, Any]:
     """The Lease with the operator's sighting of it: a watch event is the moment a renewal is observed."""
     cluster = labels.get(contract.LABEL_INSTANCE)
     if not cluster:
@@ -67,7 +67,7 @@ async def memberships(namespace: str, labels: dict[str, str], annotations: dict[
 
 @kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_BACKUP: "true"})
 async def backup_records(namespace: str, labels: dict[str, str], annotations: dict[str, str],
-                   **_: Any) -> dict[Key, dict[str, str]]:
+                         **_: Any) -> dict[Key, dict[str, str]]:
     """The backup record and restore failure the leader's (or first member's) sidecar published."""
     cluster = labels.get(contract.LABEL_INSTANCE)
     return {(namespace, cluster): dict(annotations)} if cluster else {}
@@ -85,7 +85,7 @@ def _replace_annotated(annotations: kopf.Annotations, **_: Any) -> bool:
 
 @kopf.index("pods", labels={contract.LABEL_NAME: contract.MANAGER}, when=_replace_annotated)
 async def replace_requests(namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str],
-                     **_: Any) -> dict[Key, dict[str, Any]]:
+                           **_: Any) -> dict[Key, dict[str, Any]]:
     """Pods asked to replace their member, and the sidecar's record of each step (raftset.sidecar.repair)."""
     cluster = labels.get(contract.LABEL_INSTANCE)
     if not cluster:
