@@ -275,23 +275,35 @@ async def run_once(kubeconfig: str, workdir: Path, strategy: str, start: int, ta
             finally:
                 observed = load.stop()
             leader_after = await _leader(lab, survivors)
-            row = {
-                "engine": build.label, "one_way_ms": one_way_ms, "strategy": strategy, "from_members": start,
-                "to_members": target, "repetition": repetition,
-                **window_row(observed, (steady_from, t0), (t0, done + TAIL_S)),
-                "scale_in_s": round(done - t0, 3),
-                "victims": " ".join(f"demo-{v}" for v in victims),
-                "leader_before": f"demo-{leader_before}" if leader_before is not None else "",
-                "leader_after": f"demo-{leader_after}" if leader_after is not None else "",
-                "load_1m": round(load_1m, 2),  # the machine is shared: how busy it was during this run
-                # What a failed request was told: the reason behind a stall, in the results.
-                "first_error": observed.errors[0][:160] if observed.errors else "",
-                "write_errors": error_kinds(observed.errors, "put"),
-            }
+            row = scale_in_row(build, one_way_ms, strategy, (start, target), repetition, observed,
+                               (steady_from, t0, done), victims, (leader_before, leader_after), load_1m, "demo")
             return Run(row=row, t0=t0, observed=observed)
     finally:
         lab.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def scale_in_row(build: EngineUnderTest, one_way_ms: int, strategy: str, sizes: tuple[int, int], repetition: int,
+                 observed: Observed, times: tuple[float, float, float], victims: Sequence[int],
+                 leaders: tuple[int | None, int | None], load_1m: float, name: str) -> dict[str, Any]:
+    """One scale-in's row, whoever drove it: `times` are (steady from, scale-in began, done)."""
+    steady_from, t0, done = times
+
+    def pod(ordinal: int | None) -> str:
+        return f"{name}-{ordinal}" if ordinal is not None else ""
+
+    return {
+        "engine": build.label, "one_way_ms": one_way_ms, "strategy": strategy, "from_members": sizes[0],
+        "to_members": sizes[1], "repetition": repetition,
+        **window_row(observed, (steady_from, t0), (t0, done + TAIL_S)),
+        "scale_in_s": round(done - t0, 3),
+        "victims": " ".join(pod(v) for v in victims),
+        "leader_before": pod(leaders[0]), "leader_after": pod(leaders[1]),
+        "load_1m": round(load_1m, 2),  # the machine is shared: how busy it was during this run
+        # What a failed request was told: the reason behind a stall, in the results.
+        "first_error": observed.errors[0][:160] if observed.errors else "",
+        "write_errors": error_kinds(observed.errors, "put"),
+    }
 
 
 def window_row(observed: Observed, steady: tuple[float, float], window: tuple[float, float]) -> dict[str, Any]:

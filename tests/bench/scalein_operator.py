@@ -30,7 +30,7 @@ from pathlib import Path
 
 from raftset import contract
 from tests.bench.load import Load
-from tests.bench.scalein import JITTER, OPERATOR_STRATEGY, TAIL_S, Run, error_kinds, window_row
+from tests.bench.scalein import JITTER, OPERATOR_STRATEGY, TAIL_S, Run, scale_in_row
 from tests.harness import engines
 from tests.harness.operator import Operator, kubectl, product_intervals, running_operator, wait_for
 from tests.harness.toxiproxy import Toxiproxy, peer_listen
@@ -107,18 +107,8 @@ def run_once(kubeconfig: str, operator: Operator, workdir: Path, start: int, tar
                 raise AssertionError(f"the operator exited: see {operator.log}")
             leader_after = view.leader(*survivors)
             victims = sorted(set(range(start)) - set(survivors), reverse=True)
-            row = {
-                "engine": build.label, "one_way_ms": one_way_ms, "strategy": STRATEGY, "from_members": start,
-                "to_members": target, "repetition": repetition,
-                **window_row(observed, (steady_from, t0), (t0, done + TAIL_S)),
-                "scale_in_s": round(done - t0, 3),
-                "victims": " ".join(f"{NAME}-{v}" for v in victims),
-                "leader_before": f"{NAME}-{leader_before}" if leader_before is not None else "",
-                "leader_after": f"{NAME}-{leader_after}" if leader_after is not None else "",
-                "load_1m": round(load_1m, 2),
-                "first_error": observed.errors[0][:160] if observed.errors else "",
-                "write_errors": error_kinds(observed.errors, "put"),
-            }
+            row = scale_in_row(build, one_way_ms, STRATEGY, (start, target), repetition, observed,
+                               (steady_from, t0, done), victims, (leader_before, leader_after), load_1m, NAME)
             return Run(row=row, t0=t0, observed=observed)
     finally:
         # The runner has stopped the members and released its finalizers: the namespace goes at
