@@ -815,7 +815,9 @@ a leader change for every leader it restarts, and its successor may be next. Bot
 cluster, default first, each with the leader placed again; the window runs from the first restart
 until {scalein.TAIL_S:.0f} s after the last, against the {p['baseline_s']:.0f} s just before it (`steady_*`).
 Each roll has the checker's writer beside the load and ends with the checker on all three: every
-acknowledged write reads back and HashKV agrees (`acked_read_back`).
+acknowledged write reads back and HashKV agrees (`acked_read_back`). `write_errors`: what the load's
+failed put requests were told in the window, by reason (each request times out after
+{load.REQUEST_TIMEOUT_S:.0f} s, then the writer asks the next endpoint).
 
 {_table(results.get('rolls') or [], rolls.COLUMNS)}
 

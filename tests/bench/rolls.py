@@ -39,7 +39,7 @@ from typing import Any
 from raftset import contract
 from tests.bench.labs import engine_defaults, grow
 from tests.bench.load import Load
-from tests.bench.scalein import JITTER, KUBELET_GRACE_S, TAIL_S, member_ids, window_row
+from tests.bench.scalein import JITTER, KUBELET_GRACE_S, TAIL_S, error_kinds, member_ids, window_row
 from tests.harness.checker import Writer, check
 from tests.harness.engines import DEFAULT
 from tests.harness.lab import Lab
@@ -56,9 +56,9 @@ REPLACE_LEADER = 0
 WINDOW = ("steady_writes_per_s", "steady_write_p99_ms", "writes", "failed_writes", "failed_write_requests",
           "longest_stall_s", "write_p50_ms", "write_p99_ms", "write_p999_ms", "failed_reads", "leader_changes")
 COLUMNS = ("one_way_ms", "order", "repetition", *WINDOW, "restart_order", "leader_before", "leader_after", "roll_s",
-           "acked_read_back", "load_1m")
+           "acked_read_back", "load_1m", "write_errors")
 REPLACE_COLUMNS = ("one_way_ms", "target", "repetition", *WINDOW, "replaced", "leader_before", "leader_after",
-                   "replace_s", "acked_read_back", "load_1m")
+                   "replace_s", "acked_read_back", "load_1m", "write_errors")
 
 
 def roll_order(order: str, leader: int, size: int = SIZE) -> list[int]:
@@ -116,8 +116,10 @@ async def replace(lab: Lab, target: str) -> dict[str, Any]:
     return {"target": target, "replaced": pod.name, "replace_s": round(replace_s, 3)}
 
 
-async def _step(lab: Lab, place_leader: int, baseline_s: float, act: Awaitable[dict[str, Any]]) -> dict[str, Any]:
-    """One step under the running load, with a checker's writer of its own: its row, window columns unfilled."""
+async def _step(lab: Lab, errors: list[str], place_leader: int, baseline_s: float,
+                act: Awaitable[dict[str, Any]]) -> dict[str, Any]:
+    """One step under the running load (`errors`: what its failed requests were told), with a checker's
+    writer of its own: its row, window columns unfilled."""
     await lab.move_leader_to(place_leader, timeout=30)
     urls = [lab.pod(o).client_url for o in range(SIZE)]
     writer = Writer(urls)
@@ -129,17 +131,20 @@ async def _step(lab: Lab, place_leader: int, baseline_s: float, act: Awaitable[d
         before = await lab.leader_ordinal()
         load_1m = os.getloadavg()[0]
         t0 = time.monotonic()
+        first_error = len(errors)
         row = await act
         done = time.monotonic()
         await lab.wait_voting(SIZE)
         await asyncio.sleep(TAIL_S + 0.5)
         after = await lab.leader_ordinal()
+        told = errors[first_error:]
     finally:
         writer.stop()
     verdict = await check(urls, writer.acked)
     return {**row, "steady": (steady_from, t0), "window": (t0, done + TAIL_S), "roll_s": round(done - t0, 3),
             "leader_before": f"demo-{before}", "leader_after": f"demo-{after}" if after is not None else "",
-            "acked_read_back": verdict.acknowledged, "load_1m": round(load_1m, 2)}
+            "acked_read_back": verdict.acknowledged, "load_1m": round(load_1m, 2),
+            "write_errors": error_kinds(told, "put")}
 
 
 async def run_once(kubeconfig: str, workdir: Path, one_way_ms: int, repetition: int, baseline_s: float,
@@ -158,10 +163,10 @@ async def run_once(kubeconfig: str, workdir: Path, one_way_ms: int, repetition: 
             try:
                 load.wait_writes(20)
                 for order in ORDERS:
-                    steps.append(await _step(lab, ROLL_LEADER, baseline_s, roll(lab, order)))
+                    steps.append(await _step(lab, load.observed.errors, ROLL_LEADER, baseline_s, roll(lab, order)))
                     log(f"  roll {one_way_ms} ms {order}: {steps[-1]['restart_order']} in {steps[-1]['roll_s']}s")
                 for target in targets:
-                    steps.append(await _step(lab, REPLACE_LEADER, baseline_s,
+                    steps.append(await _step(lab, load.observed.errors, REPLACE_LEADER, baseline_s,
                                              replace(lab, target)))
                     log(f"  replace {one_way_ms} ms {target}: votes after {steps[-1]['replace_s']}s")
             finally:
