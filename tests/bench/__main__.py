@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, its results files, plots and docs/benchmarks.md.
 
     python -m tests.bench [--smoke] [--out DIR] [--doc FILE] [--page-only]
-                          [--only scale-in|recovery|backup|footprint|operator|engines] [--repetitions N]
+                          [--only scale-in|recovery|backup|footprint|operator|engines|rolls] [--repetitions N]
                           [--backup-mib N] [--latencies MS,MS,...] [--strategies S,S,...]
                           [--sizes FROM-TO,...]
 
@@ -13,8 +13,9 @@ StatefulSet controller, the pod runner's real members). Both planes, and every p
 benchmarks start, are gone when this exits.
 
 `--only scale-in` (or `recovery`, `backup`, `footprint`, `operator`, `engines`: the scale-in on every
-engine build and the upgrade) measures that benchmark alone and keeps the other sections of
-OUT/results.json as they were, each with the date, commit and load it was measured at.
+engine build and the upgrade; `rolls`: the rolling restarts and the member replacements) measures that
+benchmark alone and keeps the other sections of OUT/results.json as they were, each with the date,
+commit and load it was measured at.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any, TypeVar
 from tools.devcluster import build, start
 from tools.devcluster.plane import kruise_source
 from tests.bench import (
-    backup, builds, footprint, operator_cost, recovery, report, scalein, scalein_operator, scaleout, upgrade)
+    backup, builds, footprint, operator_cost, recovery, report, rolls, scalein, scalein_operator, scaleout, upgrade)
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
 from tests.harness import engines
 from tests.harness.lab import Lab
@@ -70,6 +71,8 @@ class Params:
     engine_strategies: tuple[str, ...] = builds.STRATEGIES
     engine_repetitions: int = 2
     upgrade_path: tuple[str, ...] = tuple(e.label for e in UPGRADE_PATH)
+    roll_repetitions: int = 1  # both rolls and the replacements on one cluster per latency and repetition
+    replace_targets: tuple[str, ...] = rolls.TARGETS
 
 
 FULL = Params()
@@ -81,11 +84,12 @@ SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.
                recovery_repetitions=1, recovery_sizes=(3,), baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
                spec_changes=2, rest_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0,
                engine_builds=(engines.XLINE.label,), engine_strategies=builds.STRATEGIES[1:], engine_repetitions=1,
-               upgrade_path=FULL.upgrade_path[:2])
-SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery", "backup", "engines", "upgrade")
+               upgrade_path=FULL.upgrade_path[:2], replace_targets=rolls.TARGETS[:1])
+SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery", "backup", "engines", "upgrade", "rolls",
+            "replace")
 # --only: the sections it measures
 ONLY = {"scale-in": ("scale_in",), "recovery": ("recovery",), "backup": ("backup",), "footprint": ("footprint",),
-        "operator": ("operator",), "engines": ("engines", "upgrade")}
+        "operator": ("operator",), "engines": ("engines", "upgrade"), "rolls": ("rolls", "replace")}
 
 
 def log(message: str) -> None:
@@ -136,6 +140,12 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
         log(f"upgrade under load ({' -> '.join(p.upgrade_path)})")
         upgraded = await sections.run("upgrade", lambda: upgrade.measure(
             kubeconfig, work / "upgrade", [BUILDS[b] for b in p.upgrade_path], p.baseline_s, log), [])
+    rolled: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    if only in (None, "rolls"):
+        log("rolling restarts (default order, leader last) and member replacement under load")
+        rolled = await sections.run("rolls", lambda: rolls.bench(
+            kubeconfig, work / "rolls", p.latencies_ms, p.roll_repetitions, p.baseline_s, p.replace_targets, log),
+            rolled)
     idle: list[dict[str, Any]] = []
     joins: list[dict[str, Any]] = []
     if only in (None, "footprint"):
@@ -152,7 +162,7 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
             lab.close()
             shutil.rmtree(work / "scale-out", ignore_errors=True)
     return {"runs": runs, "recovery": rto, "backup": backed, "engines": built, "upgrade": upgraded,
-            "footprint": idle, "scale_out": joins}
+            "footprint": idle, "scale_out": joins, "rolls": rolled[0], "replace": rolled[1]}
 
 
 def bare_strategies(p: Params) -> tuple[str, ...]:
@@ -212,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         log(f"benchmarks ({'smoke' if args.smoke else 'full'}) in {work}")
         etcd: dict[str, Any] = {"runs": [], "footprint": [], "scale_out": [], "recovery": [], "backup": [],
-                                "engines": [], "upgrade": []}
+                                "engines": [], "upgrade": [], "rolls": [], "replace": []}
         if args.only != "operator" and (args.only != "scale-in" or bare_strategies(params)):
             with start(workdir=work / "apiserver", full=False) as plane:
                 scalein.install_kruise_crd(
@@ -258,6 +268,8 @@ def main(argv: list[str] | None = None) -> None:
         "engines": build_rows,
         "engines_summary": report.summarise_builds(build_rows),
         "upgrade": etcd["upgrade"],
+        "rolls": etcd["rolls"],
+        "replace": etcd["replace"],
         "errors": sections.errors,
         "measured": {section: stamp for section in SECTIONS},
     }

@@ -34,6 +34,7 @@ READERS = 2
 VALUE_BYTES = 1024
 WRITE_PAUSE_S = 0.001  # yields the loop between requests; the rate is set by the members
 READ_PAUSE_S = 0.002
+REQUEST_TIMEOUT_S = 1.0  # each request's; then the next endpoint
 LEADER_POLL_S = 0.05
 MAX_SECONDS = 600  # a load never outlives its benchmark by much, even if stop() is never called
 
@@ -52,7 +53,7 @@ class Load(threading.Thread):
     """Writer + reader + leader watcher until `stop()`."""
 
     def __init__(self, endpoints: Sequence[str], watch: Sequence[str], tls: ClientTLS | None = None,
-                 timeout: float = 1.0, writers: int = WRITERS, readers: int = READERS) -> None:
+                 timeout: float = REQUEST_TIMEOUT_S, writers: int = WRITERS, readers: int = READERS) -> None:
         super().__init__(daemon=True, name="bench-load")
         self.endpoints = list(endpoints)
         self.watch = list(watch)

@@ -22,7 +22,7 @@ import psutil  # noqa: E402
 
 from tools.devcluster import versions  # noqa: E402
 from tests.bench import (  # noqa: E402
-    backup, builds, footprint, load, operator_cost, recovery, scalein, scaleout, upgrade)
+    backup, builds, footprint, load, operator_cost, recovery, rolls, scalein, scaleout, upgrade)
 from tests.bench.scalein import REPORTED as STRATEGIES, Run  # noqa: E402
 from tests.bench.stats import Sample, percentile  # noqa: E402
 from raftset.operator.settings import Settings  # noqa: E402
@@ -36,6 +36,8 @@ TABLES: dict[str, tuple[str, ...]] = {
     "backup": backup.COLUMNS,
     "engines": builds.COLUMNS,
     "upgrade": upgrade.COLUMNS,
+    "rolls": rolls.COLUMNS,
+    "replace": rolls.REPLACE_COLUMNS,
 }
 SUMMARY_COLUMNS = ("one_way_ms", "strategy", "from_members", "to_members", "repetitions", "steady_writes_per_s",
                    "steady_write_p99_ms", "steady_write_p999_ms", "failed_writes_total", "failed_writes_max",
@@ -146,6 +148,8 @@ PARAMS_OF = {
     "backup": ("backup_mib", "backup_steady_s"),
     "engines": ("engine_builds", "engine_strategies", "engine_repetitions"),
     "upgrade": ("upgrade_path",),
+    "rolls": ("roll_repetitions",),
+    "replace": ("replace_targets",),
 }
 
 
@@ -594,7 +598,7 @@ the WAL, so a raft snapshot on 3.6 must be past them (docs/engines.md). After th
 the checker's writer got acknowledged reads back and HashKV agrees on all three (`acked_read_back`).
 
 {_table(results.get('upgrade') or [], upgrade.COLUMNS)}
-
+{_rolls(results)}
 ## Scale-out
 {_stamp(results, "scale_out")}
 A three-member cluster (sidecar settings as the operator renders them by default) is filled with incompressible 1 MiB values to each
@@ -790,3 +794,43 @@ def _problems(errors: Sequence[str]) -> str:
 def write_doc(doc: Path, out: Path, results: Mapping[str, Any]) -> None:
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(markdown(results, doc, out))
+
+
+def _rolls(results: Mapping[str, Any]) -> str:
+    """The rolling-restart and member-replacement sections (tests/bench/rolls.py)."""
+    p = results["params"]
+    return f"""
+## Rolling restart: a StatefulSet's order against leader last
+{_stamp(results, "rolls")}
+A 3-member cluster of real etcd members (the default build, etcd's default raft timings) and their real
+sidecars, every peer port behind Toxiproxy as in the scale-in, under the scale-in's load, each member
+restarted once on its data, one at a time: each pod comes back ready with all three voting before the
+next goes. **default**: what a plain StatefulSet RollingUpdate does, highest ordinal first down to 0
+wherever the leader is; each pod stops without a preStop and without our sidecar (it is gone first, so
+its SIGTERM fallback hands nothing off), the store gets kubelet's SIGTERM. **leader-last**: raftset's
+roll, followers first (highest ordinal first), the leader last, its preStop keeping the member and
+handing leadership off. Both start with the leader on demo-{rolls.ROLL_LEADER}, the ordinal the default order
+restarts first (with the leader on demo-0 the two orders would be the same). etcd transfers leadership
+itself when it stops on SIGTERM as the leader, so the default order costs no election timeout, but
+a leader change for every leader it restarts, and its successor may be next. Both rolls run on the same
+cluster, default first, each with the leader placed again; the window runs from the first restart
+until {scalein.TAIL_S:.0f} s after the last, against the {p['baseline_s']:.0f} s just before it (`steady_*`).
+Each roll has the checker's writer beside the load and ends with the checker on all three: every
+acknowledged write reads back and HashKV agrees (`acked_read_back`). `write_errors`: what the load's
+failed put requests were told in the window, by reason (each request times out after
+{load.REQUEST_TIMEOUT_S:.0f} s, then the writer asks the next endpoint).
+
+{_table(results.get('rolls') or [], rolls.COLUMNS)}
+
+## Member replacement under load
+{_stamp(results, "replace")}
+On the same cluster after the rolls, `raftset.dev/replace=true` on a pod, as a user asks for a repair
+(the store's container restarting as kubelet restarts it): the follower demo-{rolls.replace_target("follower")} with the
+leader on demo-{rolls.REPLACE_LEADER}, then{"" if any(r["target"] == "leader" for r in results.get("replace") or []) else " (not in this run)"} the leader
+demo-{rolls.replace_target("leader")} itself, whose sidecar hands leadership off first. The sidecar moves the data aside,
+the old member is removed and the pod joins as a new learner and is promoted. `replace_s`: from the
+annotation until the pod's new member votes beside the other two. Window columns as in the roll; the
+checker on all three ends each replacement.
+
+{_table(results.get('replace') or [], rolls.REPLACE_COLUMNS)}
+"""

@@ -55,7 +55,7 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     assert {r["one_way_ms"] for r in results["scale_in"]} == {20}
     assert all(r["steady_writes_per_s"] > 0 and r["steady_write_p50_ms"] > 0 for r in results["scale_in"])
     assert set(results["measured"]) == {"scale_in", "scale_out", "operator", "footprint", "recovery", "backup",
-                                        "engines", "upgrade"}
+                                        "engines", "upgrade", "rolls", "replace"}
     # The per-engine scale-in in its smallest form: Xline, the planner; the upgrade's first roll.
     assert {r["engine"] for r in results["engines"]} == {engines.XLINE.label}
     [roll] = results["upgrade"]
@@ -63,6 +63,14 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
         engines.ETCDS, key=lambda e: tuple(map(int, e.version.split(".")))))[:2]
     assert roll["member_ids_unchanged"] is True and roll["acked_read_back"] > 0
     assert roll["restart_order"].endswith(roll["leader_before"]) and roll["handed_off_to"] != roll["leader_before"]
+    # Both rolls at the smoke's one latency, the leader restarted last only by raftset's; a follower replaced.
+    default, last = results["rolls"]
+    assert (default["order"], last["order"]) == ("default", "leader-last")
+    assert default["restart_order"] == "demo-2 demo-1 demo-0" and default["leader_before"] == "demo-2"
+    assert last["restart_order"].endswith(last["leader_before"])
+    [replaced] = results["replace"]
+    assert replaced["target"] == "follower" and replaced["replace_s"] > 0
+    assert all(r["acked_read_back"] > 0 and r["one_way_ms"] == 20 for r in results["rolls"] + results["replace"])
     [backed] = results["backup"]
     assert backed["acked_read_back"] == backed["acked_in_snapshot"] > 0 and backed["hash_kv_equal"] is True
     assert {r["scenario"] for r in results["recovery"]} == {"lights-out", "quorum-loss"}
@@ -72,6 +80,6 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     for heading in ("## Machine", "## Scale-in availability", "## Scale-out", "## Operator cost",
                     "## Sidecar footprint", "| sidecar RSS (MiB, largest) |", "## Recovery time (RTO)",
                     "## Backup and restore", "| 20 ms one-way |", "*Measured ", "## Scale-in on every engine build",
-                    "## Upgrade under load"):
+                    "## Upgrade under load", "## Rolling restart", "## Member replacement under load"):
         assert heading in page
     assert all(f"]({png}" in page or f"/{png})" in page for png in report.PLOTS)

@@ -26,6 +26,7 @@ from typing import Any
 
 from tests.bench.labs import grow
 from tests.bench.load import Load
+from tests.bench.rolls import roll_order
 from tests.bench.scalein import TAIL_S, member_ids, window_row
 from tests.harness.checker import Writer, check
 from tests.harness.engines import EngineUnderTest, ready
@@ -84,7 +85,7 @@ async def measure(kubeconfig: str, workdir: Path, path: Sequence[EngineUnderTest
                     await asyncio.sleep(baseline_s)
                     leader = await lab.leader_ordinal()
                     assert leader is not None, "no leader before the roll"
-                    order = [*sorted(set(range(3)) - {leader}, reverse=True), leader]
+                    order = roll_order("leader-last", leader)
                     t0 = time.monotonic()
                     load_1m = os.getloadavg()[0]
                     for ordinal in order:

@@ -111,11 +111,16 @@ async def restart_in_place(lab: Lab, ordinal: int, voters: int = 3) -> dict[str,
     backoff ends, and the next restart must not take a second endpoint from it meanwhile.
     Returns what its /leave did (`moved_leader_to`: the leader's hand-off).
     """
-    pod = lab.pod(ordinal)
-    result = pod.terminate()
+    result = lab.pod(ordinal).terminate()
     assert result is not None and not result["removed"], result
+    await back_in_place(lab, ordinal, voters)
+    return result
+
+
+async def back_in_place(lab: Lab, ordinal: int, voters: int = 3) -> None:
+    """A stopped pod of a roll starts again on its data: ready, all `voters` voting, channels settled."""
+    pod = lab.pod(ordinal)
     pod.start()
     pod.wait_ready()
     await lab.wait_voting(voters)
     await reconnected()
-    return result
