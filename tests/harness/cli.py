@@ -13,12 +13,14 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from tests.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+REPEAT_S = 0.05  # a repeated stop signal's interval: many land within a teardown of a second
 
 
 def _stat(pid: int) -> tuple[int, str, int] | None:
@@ -89,20 +91,25 @@ class Cli:
     def processes(self) -> dict[int, int]:
         return descendants(self.popen.pid)
 
-    def stop(self, signals: Sequence[signal.Signals], timeout: float) -> int:
-        """Send `signals` to the command (as make forwards them: to the process), wait for its exit.
+    def stop(self, sig: signal.Signals, timeout: float, *, repeat: bool = False) -> int:
+        """Send `sig` to the command (as make forwards it: to the process) and wait for its exit.
 
-        A later signal goes once the command has said it is stopping: two pending signals of one
-        kind arrive as one, so a second sent before the first was handled would test nothing."""
-        for i, sig in enumerate(signals):
-            if i:
-                self.wait_match(r"stopping \(", 30)
-            self.popen.send_signal(sig)
+        With `repeat`, `sig` goes again every REPEAT_S until the command has exited, as make's
+        forwarded second signal and an impatient user's do. Waiting for the command to say it is
+        stopping before a second signal raced with the teardown itself (CI: a fast teardown was
+        over before the second arrived); repeated from the start, some land while the teardown
+        runs, and the last ones after it, on the way out.
+        """
+        deadline = time.monotonic() + timeout
+        self.popen.send_signal(sig)
+        while repeat and self.popen.poll() is None and time.monotonic() < deadline:
+            time.sleep(REPEAT_S)
+            self.popen.send_signal(sig)  # after the exit, before our wait reaps it: a no-op
         try:
-            code = self.popen.wait(timeout=timeout)
+            code = self.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"still running {timeout:.0f}s after {[s.name for s in signals]}:\n"
+            raise AssertionError(f"still running {timeout:.0f}s after {sig.name}{' (repeated)' if repeat else ''}:\n"
                                  f"{self.output[-6000:]}") from None
         self._reader.join(timeout=10)
         return code
