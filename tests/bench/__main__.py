@@ -51,7 +51,8 @@ DEFAULT_OUT = ROOT / "docs" / "benchmarks"
 
 @dataclass(frozen=True)
 class Params:
-    """What one `make bench` measures. The defaults fit the issue's 45 minutes on a 2-core box: one
+    """What one `make bench` measures. The defaults are cut to the issue's 45 minutes on a 2-core box
+    (measured: 2686 s in `tests.bench`, 2750 s with `make`'s venv, beside a CI run): one
     repetition of each scale-in cell (each run holds thousands of writes; `--repetitions` adds
     more), and (c) through the operator rather than the bench's own planner loop, which the
     per-engine section still drives."""
