@@ -182,12 +182,13 @@ async def measure(lab: Lab, toxiproxy: Toxiproxy, sizes_mib: Sequence[int], late
         have = size
         await asyncio.sleep(max(settle_s, 1.0))
         _, db_size = await _cluster_index(lab)  # after bbolt's batched commits
-        for one_way_ms in latencies_ms:
+        for i, one_way_ms in enumerate(latencies_ms):
             set_latency(toxiproxy, one_way_ms, round(one_way_ms * JITTER))
+            if i:  # at rest after the join before (the wait after the fill is the first's)
+                await asyncio.sleep(settle_s)
             base = await baseline_join(lab, f"base-{size}-{one_way_ms}")
             await asyncio.sleep(settle_s)
             side, store_started = await sidecar_join(lab)
-            await asyncio.sleep(settle_s)
             rows.append({"one_way_ms": one_way_ms, "data_mib": size, "db_size_mib": round(db_size / 2**20, 1),
                          "sidecar_join_s": round(side, 3), "sidecar_store_started_s": round(store_started, 3),
                          "baseline_join_s": round(base, 3), "sidecar_vs_baseline": ratio(side, base)})
