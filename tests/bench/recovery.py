@@ -152,7 +152,9 @@ async def _cluster(kubeconfig: str, work: Path, size: int, repetition: int, scen
     try:
         with Toxiproxy(work / "toxiproxy") as toxiproxy:
             route_peers(lab, toxiproxy, range(size))
+            t = time.monotonic()
             await grow(lab, size)
+            log(f"  recovery: {size} members grown in {time.monotonic() - t:.0f}s, once for every scenario and latency")
             for scenario in scenarios:
                 for one_way_ms in latencies_ms:
                     set_latency(toxiproxy, one_way_ms, round(one_way_ms * JITTER))
