@@ -51,11 +51,13 @@ DEFAULT_OUT = ROOT / "docs" / "benchmarks"
 
 @dataclass(frozen=True)
 class Params:
-    """What one `make bench` measures. The defaults are cut to the issue's 45 minutes on a 2-core box
+    """What one `make bench` measures. The defaults were cut to the issue's 45 minutes on a 2-core box
     (measured: 2686 s in `tests.bench`, 2750 s with `make`'s venv, beside a CI run): one
     repetition of each scale-in cell (each run holds thousands of writes; `--repetitions` adds
     more), and (c) through the operator rather than the bench's own planner loop, which the
-    per-engine section still drives."""
+    per-engine section still drives. Scale-out and the recovery times at every latency came
+    after that run and take 4-5 minutes more (each section measured alone at load 15-20:
+    recovery 367 s where it took 263 s, the scale-out about 280 s where it took about 105 s)."""
 
     scale_in_sizes: tuple[tuple[int, int], ...] = ((3, 2), (5, 3))
     latencies_ms: tuple[int, ...] = (0, 2, 20)  # one-way, between every two members (Toxiproxy)
