@@ -1,8 +1,9 @@
 """Sidecar footprint: RSS, unique memory and idle CPU of each sidecar process.
 
-Measured on the scale-out benchmark's cluster before it grows: three members with the
-settings the operator renders by default (heartbeat Lease every 10 s, membership-clean
-every 30 s, member poll every 2 s, etcd's own raft timings); nothing writes to it. The
+Measured on the scale-out benchmark's cluster before it grows: three members (their peer
+ports behind the scale-out's Toxiproxy proxies, no toxic) with the settings the operator
+renders by default (heartbeat Lease every 10 s, membership-clean every 30 s, member poll
+every 2 s, etcd's own raft timings); nothing writes to it. The
 cluster first sits idle for `settle_s`, so the figures are the steady state rather than
 the joins' tail. RSS is VmRSS of /proc/<pid>/status, the figure a container's memory
 limit is compared with. etcd's own figures are listed next to them for scale.
@@ -41,7 +42,8 @@ async def measure(lab: Lab, settle_s: float, idle_s: float,
     """Each sidecar's and etcd's RSS, USS and CPU while `lab` (grown) sits idle for `idle_s` after `settle_s`."""
     await asyncio.sleep(settle_s)
     procs: dict[str, psutil.Process] = {}
-    for ordinal in sorted(lab.pods):
+    # The pods started: the scale-out's joiner has its proxy already, not its processes.
+    for ordinal in sorted(o for o, pod in lab.pods.items() if pod.sidecar is not None):
         pod = lab.pod(ordinal)
         assert pod.sidecar is not None and pod.store is not None
         procs[f"sidecar {pod.name}"] = psutil.Process(pod.sidecar.pid)

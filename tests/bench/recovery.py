@@ -16,6 +16,13 @@ the acknowledged-write checker at the end of every run, as in the etcd tier's te
 
 "writable" is the first put the writer gets acknowledged after that moment; "full" is every
 member voting again.
+
+Every member's peer port sits behind a real Toxiproxy proxy, as in the scale-in (a lost pod
+comes back on its address, so behind its proxy). One cluster per size and repetition runs
+every scenario at every latency: growing it is the fixed cost, and each run ends with the
+cluster whole again (every member voting, the recovery record cleared), as the next run
+starts. Between runs only the latency toxic changes (`tests.harness.toxiproxy.set_latency`);
+each run has a writer and a checker of its own.
 """
 
 from __future__ import annotations
@@ -28,15 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
+from tests.bench.scalein import JITTER
 from tests.harness.checker import Writer, check
 from tests.harness.lab import Lab
 from tests.harness.quorum import end_recovery, frozen_revision, lose, lost_by_revision, record_recovery, survivors
+from tests.harness.toxiproxy import Toxiproxy, route_peers, set_latency
 from tests.harness.waiting import wait_for
 from raftset.quorumloss import choose
 
 SCENARIOS = ("lights-out", "quorum-loss")
-COLUMNS = ("scenario", "members", "repetition", "acked_before", "rto_writable_s", "rto_full_s", "acked_lost",
-           "acked_read_back", "same_member_ids", "load_1m")
+COLUMNS = ("one_way_ms", "scenario", "members", "repetition", "acked_before", "rto_writable_s", "rto_full_s",
+           "acked_lost", "acked_read_back", "same_member_ids", "load_1m")
 WARM_WRITES = 100
 TIMEOUT_S = 120.0
 
@@ -50,7 +59,6 @@ def _writer(lab: Lab, size: int) -> Writer:
 
 async def lights_out(lab: Lab, size: int) -> dict[str, Any]:
     members = range(size)
-    await grow(lab, size)
     ids = {m.name: m.id for m in await lab.members(*members)}
     writer = _writer(lab, size)
     try:
@@ -84,7 +92,6 @@ async def quorum_loss(lab: Lab, size: int) -> dict[str, Any]:
     operator's choice among them (the most up to date) restarts alone, the other survivor moves
     its data aside and joins as a learner, then the lost pods one at a time."""
     kept = range(size // 2)
-    await grow(lab, size)
     writer = _writer(lab, size)
     try:
         lose(lab, *range(size // 2, size))
@@ -127,28 +134,45 @@ DRIVERS: dict[str, Callable[[Lab, int], Any]] = {SCENARIOS[0]: lights_out, SCENA
 
 
 async def bench(kubeconfig: str, workdir: Path, repetitions: int, scenarios: Sequence[str] = SCENARIOS,
-                sizes: Sequence[int] = (3,), log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+                sizes: Sequence[int] = (3,), latencies_ms: Sequence[int] = (0,),
+                log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Every scenario at every one-way peer latency, on one cluster per size and repetition."""
     rows = []
     for repetition in range(repetitions):
         for size in sizes:
-            for scenario in scenarios:
-                rows.append(await _one(kubeconfig, workdir, scenario, size, repetition, log))
+            rows += await _cluster(kubeconfig, workdir / f"{size}-{repetition}", size, repetition, scenarios,
+                                   latencies_ms, log)
     return rows
 
 
-async def _one(kubeconfig: str, workdir: Path, scenario: str, size: int, repetition: int,
-               log: Callable[[str], None]) -> dict[str, Any]:
-    work = workdir / f"{scenario}-{size}-{repetition}"
+async def _cluster(kubeconfig: str, work: Path, size: int, repetition: int, scenarios: Sequence[str],
+                   latencies_ms: Sequence[int], log: Callable[[str], None]) -> list[dict[str, Any]]:
     lab = Lab(kubeconfig, work, replicas=size, env_extra=PRODUCT_DEFAULTS)
-    load_1m = os.getloadavg()[0]
-    t = time.monotonic()
+    rows = []
     try:
-        measured = await DRIVERS[scenario](lab, size)
+        with Toxiproxy(work / "toxiproxy") as toxiproxy:
+            route_peers(lab, toxiproxy, range(size))
+            t = time.monotonic()
+            await grow(lab, size)
+            log(f"  recovery: {size} members grown in {time.monotonic() - t:.0f}s, once for every scenario and latency")
+            for scenario in scenarios:
+                for one_way_ms in latencies_ms:
+                    set_latency(toxiproxy, one_way_ms, round(one_way_ms * JITTER))
+                    rows.append(await _one(lab, scenario, size, repetition, one_way_ms, log))
     finally:
         lab.close()
         shutil.rmtree(work, ignore_errors=True)
-    row = {"scenario": scenario, "members": size, "repetition": repetition, **measured, "load_1m": round(load_1m, 2)}
-    log(f"  recovery {scenario} ({size} members) #{repetition}: writable {row['rto_writable_s']}s, "
+    return rows
+
+
+async def _one(lab: Lab, scenario: str, size: int, repetition: int, one_way_ms: int,
+               log: Callable[[str], None]) -> dict[str, Any]:
+    load_1m = os.getloadavg()[0]
+    t = time.monotonic()
+    measured = await DRIVERS[scenario](lab, size)
+    row = {"one_way_ms": one_way_ms, "scenario": scenario, "members": size, "repetition": repetition, **measured,
+           "load_1m": round(load_1m, 2)}
+    log(f"  recovery {scenario} ({size} members, {one_way_ms} ms) #{repetition}: writable {row['rto_writable_s']}s, "
         f"full {row['rto_full_s']}s, acknowledged lost {row['acked_lost']} of {row['acked_before']}, "
         f"read back {row['acked_read_back']} ({time.monotonic() - t:.0f}s)")
     return row

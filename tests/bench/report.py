@@ -311,7 +311,23 @@ def plot_timelines(runs: Sequence[Run], path: Path) -> None:
 
 
 def plot_scale_out(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    fig, axis = plt.subplots(figsize=(7, 4))
+    """One panel per one-way latency: both joins at each data size."""
+    latencies = sorted({_one_way(r) for r in rows})
+    fig, axes = plt.subplots(1, len(latencies), figsize=(6 * len(latencies), 4), sharey=True, squeeze=False)
+    top = max([r["sidecar_join_s"] for r in rows] + [r["baseline_join_s"] for r in rows] + [0.1])
+    for axis, latency in zip(axes[0], latencies):
+        _plot_scale_out_at(sorted((r for r in rows if _one_way(r) == latency), key=lambda r: r["data_mib"]), axis)
+        axis.set_ylim(0, top * 1.45)
+        axis.set_title(f"{latency} ms one-way", fontsize=10)
+    axes[0][0].set_ylabel("seconds")
+    axes[0][0].legend(fontsize=8, loc="upper left")
+    fig.suptitle("Scale-out: a fourth member joins, from an empty volume")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_scale_out_at(rows: Sequence[Mapping[str, Any]], axis: Any) -> None:
     xs = list(range(len(rows)))
     bars = (
         (-0.2, "sidecar_join_s", "sidecar: to voting and caught up", COLORS["b-builtin-sidecar-handoff"]),
@@ -325,16 +341,13 @@ def plot_scale_out(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
             for x, v in zip(xs, values):
                 axis.annotate(f"{v:.2f}s", (x + offset, v), ha="center", va="bottom", fontsize=8,
                               xytext=(0, 2), textcoords="offset points")
-    top = max([r["sidecar_join_s"] for r in rows] + [r["baseline_join_s"] for r in rows] + [0.1])
-    axis.set_ylim(0, top * 1.45)
     axis.set_xticks(xs, [f"{r['data_mib']} MiB\n(db {r['db_size_mib']} MiB)" for r in rows])
-    axis.set_ylabel("seconds")
-    axis.set_title("Scale-out: a fourth member joins, from an empty volume")
-    axis.legend(fontsize=8, loc="upper left")
     axis.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+
+
+def _one_way(row: Mapping[str, Any]) -> int:
+    """The row's one-way peer latency; rows of runs from before these sections had one were at 0 ms."""
+    return int(row.get("one_way_ms") or 0)
 
 
 def plot_operator(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
@@ -429,9 +442,17 @@ The same scale-in on every engine build, 3\u21922 at 0 ms (see [Every engine bui
 {_stamp(results, "engines")}
 {_builds_headline(results.get("engines_summary") or [])}
 
-Recovery time of the bad days, a writer running (see [Recovery time](#recovery-time-rto)):
+Recovery time of the bad days, a writer running, every Raft message delayed by the one-way latency
+in the column head (see [Recovery time](#recovery-time-rto)). Per cell: seconds to writable / to
+full size (the median, the worst in brackets when repeated):
 {_stamp(results, "recovery")}
 {_recovery_headline(results.get("recovery") or [])}
+
+Scale-out, a fourth member joining from an empty volume at each data size (see [Scale-out](#scale-out)).
+Per cell: the sidecar's join / `etcdctl member add` and etcd by hand, and the sidecar's time as a
+multiple of the by-hand one:
+{_stamp(results, "scale_out")}
+{_scale_out_headline(results.get("scale_out") or [])}
 
 ## Machine
 
@@ -602,7 +623,12 @@ the checker's writer got acknowledged reads back and HashKV agrees on all three 
 ## Scale-out
 {_stamp(results, "scale_out")}
 A three-member cluster (sidecar settings as the operator renders them by default) is filled with incompressible 1 MiB values to each
-size; a fourth member then joins twice from an empty volume. **sidecar**: timed from the
+size; a fourth member then joins twice from an empty volume, at each one-way latency in turn
+({', '.join(f"{ms} ms" for ms in sorted({_one_way(r) for r in results['scale_out']})) or 'none measured'}).
+Every peer port, the joining members' too, sits behind its Toxiproxy proxy as in the scale-in,
+made before that member first starts; between latencies only the latency toxic changes on the
+live proxies (the fill itself runs at 0 ms), so every join starts from the same three members
+at rest holding the same data. **sidecar**: timed from the
 sidecar process starting (kubelet order: sidecar, startupProbe, store) until the member is
 promoted from learner, started, and has applied every entry the cluster had when the join
 began. **by hand**: `etcdctl member add` (a voting member at once, no learner step) and
@@ -611,7 +637,10 @@ The by-hand member counts towards quorum before it has any data; the learner doe
 `sidecar_store_started_s` is the part until etcd could start (the sidecar process starting,
 its learner added, the startupProbe passing). After that the sidecar polls its member
 every 0.25 s until it answers, asks for the promotion, and backs off (0.25 s doubling to
-2 s) while etcd still calls the learner not in sync.
+2 s) while etcd still calls the learner not in sync. `sidecar_vs_baseline`: `sidecar_join_s`
+over `baseline_join_s`, the two joins at the same latency and size.
+
+{_scale_out_headline(results['scale_out'])}
 
 ![scale-out times]({img[PLOTS[2]]})
 
@@ -643,11 +672,17 @@ observed status. The local control plane serves ClusterIP Services from a /21
 ## Recovery time (RTO)
 {_stamp(results, "recovery")}
 Real etcd {m['etcd']} members and their real sidecars with the operator's default sidecar settings
-and etcd's default raft timings, on loopback without added latency, a writer putting keys
-throughout (`tests/harness/checker.py`), and every run ends with the checker: every
-acknowledged write reads back and HashKV agrees (`acked_read_back`). The steps are those of
-the etcd tier's tests (`tests/etcd/test_lights_out.py`, `tests/etcd/test_quorum_loss.py`),
-{recovery_reps} repetition(s) each.
+and etcd's default raft timings, a writer putting keys throughout (`tests/harness/checker.py`),
+and every run ends with the checker: every acknowledged write reads back and HashKV agrees
+(`acked_read_back`). The steps are those of the etcd tier's tests
+(`tests/etcd/test_lights_out.py`, `tests/etcd/test_quorum_loss.py`), {recovery_reps} repetition(s)
+of each scenario and size at each one-way latency
+({', '.join(f"{ms} ms" for ms in sorted({_one_way(r) for r in results.get('recovery') or []})) or 'none measured'}).
+Every member's peer port sits behind its Toxiproxy proxy as in the scale-in (a pod that comes
+back keeps its address, so its proxy). One cluster per size and repetition runs every
+scenario at every latency, lights-out first: each run leaves it whole again (every member
+voting, the recovery record cleared), and between runs only the latency toxic changes on the
+live proxies; each run has its own writer and checker.
 
 - **lights-out**: every store and sidecar of a 3- or 5-member cluster SIGKILLed at once,
   data kept; then every pod starts at once (Parallel pod management). Timed from the power
@@ -750,21 +785,53 @@ def _upgrade_path(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _recovery_headline(rows: Sequence[Mapping[str, Any]]) -> str:
-    """One line per scenario: the median times to writable and to full size, the writes lost."""
+    """Scenarios and sizes down, latencies across: the times to writable and to full size, the writes lost."""
     if not rows:
         return "(the recovery benchmark produced no rows)"
-    lines = ["| scenario | members | to writable (median, max) | to full size (median, max) | acknowledged writes lost |",
-             "|---|---|---|---|---|"]
+    latencies = sorted({_one_way(r) for r in rows})
+    head = ["scenario", "members", *(f"{ms} ms one-way" for ms in latencies), "acknowledged writes lost"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for size in sorted({int(r.get("members") or 3) for r in rows}):
         for scenario in recovery.SCENARIOS:
             rs = [r for r in rows if r["scenario"] == scenario and int(r.get("members") or 3) == size]
             if not rs:
                 continue
-            writable = [r["rto_writable_s"] for r in rs]
-            full = [r["rto_full_s"] for r in rs]
-            lines.append(f"| {scenario} | {size} | {statistics.median(writable):.1f} s, {max(writable):.1f} s | "
-                         f"{statistics.median(full):.1f} s, {max(full):.1f} s | "
-                         f"{sum(r['acked_lost'] for r in rs)} of {sum(r['acked_before'] for r in rs)} |")
+            cells = [scenario, str(size)]
+            for ms in latencies:
+                at = [r for r in rs if _one_way(r) == ms]
+                cells.append(_rto_cell(at) if at else "-")
+            cells.append(f"{sum(r['acked_lost'] for r in rs)} of {sum(r['acked_before'] for r in rs)}")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _rto_cell(rows: Sequence[Mapping[str, Any]]) -> str:
+    """To writable / to full size: the median over the repetitions, the worst in brackets when repeated."""
+    def figure(column: str) -> str:
+        values = [r[column] for r in rows]
+        median = f"{statistics.median(values):.1f}"
+        return f"{median} s" if len(values) == 1 else f"{median} ({max(values):.1f}) s"
+    return f"{figure('rto_writable_s')} / {figure('rto_full_s')}"
+
+
+def _scale_out_headline(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Data sizes down, latencies across: the sidecar's join against the by-hand one, and their ratio."""
+    if not rows:
+        return "(the scale-out benchmark produced no rows)"
+    latencies = sorted({_one_way(r) for r in rows})
+    head = ["data", *(f"{ms} ms one-way" for ms in latencies)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for size in sorted({r["data_mib"] for r in rows}):
+        cells = [f"{size} MiB"]
+        for ms in latencies:
+            r = next((x for x in rows if x["data_mib"] == size and _one_way(x) == ms), None)
+            if r is None:
+                cells.append("-")
+                continue
+            times = r.get("sidecar_vs_baseline") or scaleout.ratio(r["sidecar_join_s"], r["baseline_join_s"])
+            cells.append(f"{r['sidecar_join_s']:.2f} s / {r['baseline_join_s']:.2f} s"
+                         + (f" (\u00d7{times:.2f})" if times is not None else ""))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

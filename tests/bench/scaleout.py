@@ -13,30 +13,68 @@ entry the cluster had when the join began. Between the two joins the joined memb
 removed and its data deleted, so each join starts from an empty volume. The sidecars run
 with the settings the operator renders by default (heartbeat poll every 2 s; a joining
 member polls its own status every 0.25 s until it is promoted).
+
+Every peer port sits behind a real Toxiproxy proxy, as in the scale-in: the three members',
+the joining pod's and the by-hand member's, each made before that member first starts. At
+each data size both joins run at every one-way latency in turn, only the latency toxic
+changing between them (`tests.harness.toxiproxy.set_latency`): the fill is the fixed cost,
+and each join starts from the same three members at rest holding the same data.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from raftset.etcdclient import EtcdClientError, MemberClient
+from tests.bench.labs import PRODUCT_DEFAULTS
+from tests.bench.scalein import JITTER
 from tests.harness.lab import Lab
+from tests.harness.toxiproxy import PEER_BEHIND, Toxiproxy, route_peers, set_latency
 from tools.devcluster import procs
 
-COLUMNS = ("data_mib", "db_size_mib", "sidecar_join_s", "sidecar_store_started_s", "baseline_join_s")
+COLUMNS = ("one_way_ms", "data_mib", "db_size_mib", "sidecar_join_s", "sidecar_store_started_s", "baseline_join_s",
+           "sidecar_vs_baseline")
+JOINER = 3  # the joining pod's ordinal
 VALUE_BYTES = 1024 * 1024 - 1024  # below etcd's 1.5 MiB request limit, a MiB per put with overhead
 BASELINE_HOST = "200"  # 127.a.b.200: outside the sidecars' peer URL template (127.a.b.1<ordinal>)
 POLL_S = 0.05
 # etcd refuses membership changes until every voter has been connected for 5 s: both joins
 # start from a cluster at rest, not from the refusal window of the change before.
 SETTLE_S = 6.0
+
+
+@contextlib.contextmanager
+def routed_lab(kubeconfig: str, workdir: Path) -> Iterator[tuple[Lab, Toxiproxy]]:
+    """The benchmark's three-member lab, not grown yet, with a proxy in front of every peer port the
+    benchmark uses (ordinals 0-2, the joining pod, the by-hand member): a member's proxy must be
+    there before it first starts. The footprint is measured on the same lab (the proxy alone)."""
+    lab = Lab(kubeconfig, workdir, replicas=3, env_extra=PRODUCT_DEFAULTS)
+    try:
+        with Toxiproxy(workdir / "toxiproxy") as toxiproxy:
+            route_peers(lab, toxiproxy, range(JOINER + 1))
+            ip = _baseline_ip(lab)
+            toxiproxy.proxy("peer-baseline", f"{ip}:2380", f"{ip}:{PEER_BEHIND}")
+            yield lab, toxiproxy
+    finally:
+        lab.close()
+
+
+def _baseline_ip(lab: Lab) -> str:
+    return f"{lab.prefix}.{BASELINE_HOST}"
+
+
+def ratio(sidecar_s: float, baseline_s: float) -> float | None:
+    """How many times the by-hand join's time the sidecar's took (None: the by-hand time was 0)."""
+    return round(sidecar_s / baseline_s, 2) if baseline_s > 0 else None
 
 
 async def _fill(lab: Lab, upto_mib: int, have_mib: int) -> None:
@@ -78,8 +116,8 @@ async def _wait_caught_up(lab: Lab, peer_url: str, client_url: str, index: int, 
 
 async def sidecar_join(lab: Lab) -> tuple[float, float]:
     """(seconds to voting and caught up, seconds until the store could start: learner added)."""
-    pod = lab.pod(3)
-    lab.scale(4)
+    pod = lab.pod(JOINER)
+    lab.scale(JOINER + 1)
     index, _ = await _cluster_index(lab)
     t0 = time.monotonic()
     pod.start(timeout=120)
@@ -107,7 +145,8 @@ def _member_add(lab: Lab, name: str, peer: str, timeout: float = 30) -> str:
 
 
 async def baseline_join(lab: Lab, name: str) -> float:
-    ip = f"{lab.prefix}.{BASELINE_HOST}"
+    """The by-hand join, its member listening for peers behind its proxy (`routed_lab`)."""
+    ip = _baseline_ip(lab)
     peer, client = f"http://{ip}:2380", f"http://{ip}:2379"
     data = lab.workdir / name
     index, _ = await _cluster_index(lab)
@@ -117,7 +156,7 @@ async def baseline_join(lab: Lab, name: str) -> float:
     assert initial, f"etcdctl member add said: {added}"
     supervisor = procs.Supervisor(lab.workdir)
     etcd = supervisor.start(name, [
-        "etcd", f"--name={name}", f"--data-dir={data}", f"--listen-peer-urls={peer}",
+        "etcd", f"--name={name}", f"--data-dir={data}", f"--listen-peer-urls=http://{ip}:{PEER_BEHIND}",
         f"--initial-advertise-peer-urls={peer}", f"--listen-client-urls={client}",
         f"--advertise-client-urls={client}", f"--initial-cluster={initial.group(1)}",
         "--initial-cluster-state=existing"])
@@ -132,23 +171,27 @@ async def baseline_join(lab: Lab, name: str) -> float:
     return done - t0
 
 
-async def measure(lab: Lab, sizes_mib: Sequence[int], settle_s: float = SETTLE_S,
-                  log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Both joins at each size, on `lab`: three grown members, ordinals 0-2."""
+async def measure(lab: Lab, toxiproxy: Toxiproxy, sizes_mib: Sequence[int], latencies_ms: Sequence[int] = (0,),
+                  settle_s: float = SETTLE_S, log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+    """Both joins at each size and one-way latency, on `routed_lab`'s lab grown to ordinals 0-2."""
     rows: list[dict[str, Any]] = []
     have = 0
     for size in sorted(sizes_mib):
+        set_latency(toxiproxy, 0)  # the fill is not measured
         await _fill(lab, size, have)
         have = size
         await asyncio.sleep(max(settle_s, 1.0))
         _, db_size = await _cluster_index(lab)  # after bbolt's batched commits
-        base = await baseline_join(lab, f"base-{size}")
-        await asyncio.sleep(settle_s)
-        side, store_started = await sidecar_join(lab)
-        await asyncio.sleep(settle_s)
-        rows.append({"data_mib": size, "db_size_mib": round(db_size / 2**20, 1),
-                     "sidecar_join_s": round(side, 3), "sidecar_store_started_s": round(store_started, 3),
-                     "baseline_join_s": round(base, 3)})
-        log(f"  scale-out {size} MiB (db {db_size / 2**20:.0f} MiB): sidecar {side:.2f}s, "
-            f"etcdctl by hand {base:.2f}s")
+        for i, one_way_ms in enumerate(latencies_ms):
+            set_latency(toxiproxy, one_way_ms, round(one_way_ms * JITTER))
+            if i:  # at rest after the join before (the wait after the fill is the first's)
+                await asyncio.sleep(settle_s)
+            base = await baseline_join(lab, f"base-{size}-{one_way_ms}")
+            await asyncio.sleep(settle_s)
+            side, store_started = await sidecar_join(lab)
+            rows.append({"one_way_ms": one_way_ms, "data_mib": size, "db_size_mib": round(db_size / 2**20, 1),
+                         "sidecar_join_s": round(side, 3), "sidecar_store_started_s": round(store_started, 3),
+                         "baseline_join_s": round(base, 3), "sidecar_vs_baseline": ratio(side, base)})
+            log(f"  scale-out {size} MiB (db {db_size / 2**20:.0f} MiB) at {one_way_ms} ms: sidecar {side:.2f}s, "
+                f"etcdctl by hand {base:.2f}s ({rows[-1]['sidecar_vs_baseline']}x)")
     return rows

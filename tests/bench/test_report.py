@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.bench import footprint, report, scalein
+from tests.bench import footprint, report, scalein, scaleout
 from tests.bench.stats import Sample
 
 pytestmark = pytest.mark.unit
@@ -105,23 +106,48 @@ def test_write_errors_are_counted_by_reason_without_the_address() -> None:
     assert scalein.error_kinds(errors, "get") == "1x etcdserver: leader changed"
 
 
-def test_the_recovery_headline_gives_medians_and_the_worst_per_scenario_and_size() -> None:
-    rows = [{"scenario": "lights-out", "members": 3, "rto_writable_s": 4.0, "rto_full_s": 6.0, "acked_lost": 0,
-             "acked_before": 120},
-            {"scenario": "lights-out", "members": 3, "rto_writable_s": 2.0, "rto_full_s": 5.0, "acked_lost": 0,
-             "acked_before": 110},
-            {"scenario": "lights-out", "members": 3, "rto_writable_s": 3.0, "rto_full_s": 9.0, "acked_lost": 0,
-             "acked_before": 100},
-            {"scenario": "quorum-loss", "members": 3, "rto_writable_s": 8.5, "rto_full_s": 30.0, "acked_lost": 1,
-             "acked_before": 101},
-            {"scenario": "quorum-loss", "members": 5, "rto_writable_s": 9.5, "rto_full_s": 50.0, "acked_lost": 0,
-             "acked_before": 99}]
+def test_the_recovery_headline_gives_medians_and_the_worst_per_scenario_size_and_latency() -> None:
+    def rto(ms: int, scenario: str, size: int, writable: float, full: float, lost: int, before: int) -> dict[str, Any]:
+        return {"one_way_ms": ms, "scenario": scenario, "members": size, "rto_writable_s": writable,
+                "rto_full_s": full, "acked_lost": lost, "acked_before": before}
+    rows = [rto(0, "lights-out", 3, 4.0, 6.0, 0, 120), rto(0, "lights-out", 3, 2.0, 5.0, 0, 110),
+            rto(0, "lights-out", 3, 3.0, 9.0, 0, 100), rto(20, "lights-out", 3, 3.5, 3.6, 0, 90),
+            rto(0, "quorum-loss", 3, 8.5, 30.0, 1, 101), rto(20, "quorum-loss", 3, 9.0, 40.0, 0, 100),
+            rto(0, "quorum-loss", 5, 9.5, 50.0, 0, 99)]
     table = report._recovery_headline(rows)
-    assert "| lights-out | 3 | 3.0 s, 4.0 s | 6.0 s, 9.0 s | 0 of 330 |" in table
-    assert "| quorum-loss | 3 | 8.5 s, 8.5 s | 30.0 s, 30.0 s | 1 of 101 |" in table
-    assert "| quorum-loss | 5 | 9.5 s, 9.5 s | 50.0 s, 50.0 s | 0 of 99 |" in table
+    assert "| scenario | members | 0 ms one-way | 20 ms one-way | acknowledged writes lost |" in table
+    assert "| lights-out | 3 | 3.0 (4.0) s / 6.0 (9.0) s | 3.5 s / 3.6 s | 0 of 420 |" in table
+    assert "| quorum-loss | 3 | 8.5 s / 30.0 s | 9.0 s / 40.0 s | 1 of 201 |" in table
+    assert "| quorum-loss | 5 | 9.5 s / 50.0 s | - | 0 of 99 |" in table, "a latency without rows is a dash"
     assert "| lights-out | 5 |" not in table, "a size without rows gets none"
     assert report._recovery_headline([]) == "(the recovery benchmark produced no rows)"
+    # Rows of a run from before the latency column were at 0 ms.
+    old = {k: v for k, v in rows[4].items() if k != "one_way_ms"}
+    assert "| quorum-loss | 3 | 8.5 s / 30.0 s | 1 of 101 |" in report._recovery_headline([old])
+
+
+def test_the_scale_out_headline_puts_the_sidecar_against_the_hand_join_per_size_and_latency() -> None:
+    def join(ms: int, mib: int, sidecar: float, baseline: float) -> dict[str, Any]:
+        return {"one_way_ms": ms, "data_mib": mib, "db_size_mib": mib, "sidecar_join_s": sidecar,
+                "sidecar_store_started_s": 0.5, "baseline_join_s": baseline,
+                "sidecar_vs_baseline": scaleout.ratio(sidecar, baseline)}
+    rows = [join(0, 0, 1.14, 0.32), join(20, 0, 2.0, 1.0), join(0, 64, 8.09, 7.1), join(20, 64, 9.0, 0.0)]
+    assert [r["sidecar_vs_baseline"] for r in rows] == [3.56, 2.0, 1.14, None]
+    table = report._scale_out_headline(rows)
+    assert "| data | 0 ms one-way | 20 ms one-way |" in table
+    assert "| 0 MiB | 1.14 s / 0.32 s (\u00d73.56) | 2.00 s / 1.00 s (\u00d72.00) |" in table
+    assert "| 64 MiB | 8.09 s / 7.10 s (\u00d71.14) | 9.00 s / 0.00 s |" in table
+    assert report._scale_out_headline([]) == "(the scale-out benchmark produced no rows)"
+    # A row of a run from before the latency and ratio columns: 0 ms, the ratio worked out.
+    old = {k: v for k, v in rows[2].items() if k not in ("one_way_ms", "sidecar_vs_baseline")}
+    assert "| 64 MiB | 8.09 s / 7.10 s (\u00d71.14) |" in report._scale_out_headline([old])
+
+
+def test_the_scale_out_plot_takes_rows_of_several_latencies(tmp_path: Path) -> None:
+    rows = [{"one_way_ms": ms, "data_mib": mib, "db_size_mib": mib, "sidecar_join_s": 1.0,
+             "sidecar_store_started_s": 0.5, "baseline_join_s": 0.5} for ms in (0, 2, 20) for mib in (0, 64)]
+    report.plot_scale_out(rows, tmp_path / "scale-out.png")
+    assert (tmp_path / "scale-out.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_the_footprint_summary_puts_the_largest_sidecar_next_to_the_target() -> None:

@@ -74,6 +74,10 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     [backed] = results["backup"]
     assert backed["acked_read_back"] == backed["acked_in_snapshot"] > 0 and backed["hash_kv_equal"] is True
     assert {r["scenario"] for r in results["recovery"]} == {"lights-out", "quorum-loss"}
+    # Recovery and scale-out at the smoke's one latency too, through the proxies; each recovery checked.
+    assert all(r["one_way_ms"] == 20 and r["acked_read_back"] > 0 for r in results["recovery"])
+    assert [(r["one_way_ms"], r["data_mib"]) for r in results["scale_out"]] == [(20, 0), (20, 2)]
+    assert all(r["sidecar_vs_baseline"] > 0 for r in results["scale_out"])
     for png in report.PLOTS:
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
     page = (out / "benchmarks.md").read_text()

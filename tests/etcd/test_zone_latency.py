@@ -18,7 +18,7 @@ import pytest
 
 from raftset.etcdclient import MemberClient
 from tests.harness.scenarios import STALL_BOUND_S, grow, scale_in_under_writer
-from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers
+from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers, set_latency
 
 pytestmark = pytest.mark.etcd
 
@@ -47,6 +47,35 @@ async def test_every_commit_crosses_the_zone_link(make_lab, toxiproxy: Toxiproxy
     median_ms = statistics.median(took) * 1000
     print(f"put latency through a {ONE_WAY_MS} ms one-way link: median {median_ms:.1f} ms")
     assert median_ms >= 2 * ONE_WAY_MS * 0.9, f"a commit took {median_ms:.1f} ms: the proxy is not on the path"
+
+
+async def _median_put_ms(client: MemberClient, key: str, puts: int = 15) -> float:
+    took = []
+    for i in range(puts):
+        start = time.monotonic()
+        await client.put(f"/zone/{key}/{i}", "x")
+        took.append(time.monotonic() - start)
+    return statistics.median(took) * 1000
+
+
+async def test_a_latency_changed_on_live_proxies_delays_the_open_connections(make_lab, toxiproxy: Toxiproxy) -> None:
+    """The bench measures one cluster at several latencies, changing only the toxic between runs
+    (`set_latency`): the members' peer streams stay open across the change, and the next commit
+    already pays the new latency, and no longer pays it once it is removed."""
+    lab = make_lab(replicas=3)
+    route_peers(lab, toxiproxy, range(3))
+    await grow(lab, 3)
+    leader = await lab.leader_ordinal(0, 1, 2)
+    async with MemberClient(lab.pod(leader).client_url) as client:
+        before = await _median_put_ms(client, "before")
+        set_latency(toxiproxy, ONE_WAY_MS)
+        delayed = await _median_put_ms(client, "delayed")
+        set_latency(toxiproxy, 0)
+        after = await _median_put_ms(client, "after")
+    print(f"median put: {before:.1f} ms, {delayed:.1f} ms at {ONE_WAY_MS} ms one-way, {after:.1f} ms without again")
+    assert delayed >= 2 * ONE_WAY_MS * 0.9, f"a commit took {delayed:.1f} ms: the new toxic is not on the path"
+    assert after <= delayed - ONE_WAY_MS, f"a commit still took {after:.1f} ms: the toxic was not removed"
+    assert all(not proxy["toxics"] for proxy in toxiproxy.proxies().values())
 
 
 async def test_scale_in_of_the_leader_across_zones_keeps_every_write(make_lab, toxiproxy: Toxiproxy) -> None:

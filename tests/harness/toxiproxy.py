@@ -73,6 +73,11 @@ class Toxiproxy:
                 "attributes": {"latency": one_way_ms, "jitter": jitter_ms},
             })
 
+    def clear(self, name: str) -> None:
+        """Remove the proxy's toxics: its connections pass unchanged from now on."""
+        for toxic in self._call("GET", f"/proxies/{name}/toxics") or []:
+            self._call("DELETE", f"/proxies/{name}/toxics/{toxic['name']}")
+
     def proxies(self) -> dict[str, Any]:
         return self._call("GET", "/proxies")
 
@@ -90,6 +95,16 @@ def route_peers(lab: Lab, toxiproxy: Toxiproxy, ordinals: Iterable[int], one_way
         toxiproxy.proxy(peer_proxy_name(ordinal), f"{ip}:2380", f"{ip}:{PEER_BEHIND}")
         if one_way_ms:
             toxiproxy.latency(peer_proxy_name(ordinal), one_way_ms, jitter_ms)
+
+
+def set_latency(toxiproxy: Toxiproxy, one_way_ms: int, jitter_ms: int = 0) -> None:
+    """Every proxy's latency set to `one_way_ms` now (0: the proxy alone). Toxiproxy applies a toxic
+    added or removed to the connections already open too, so one cluster is measured at several
+    latencies without growing it again for each."""
+    for name in toxiproxy.proxies():
+        toxiproxy.clear(name)
+        if one_way_ms:
+            toxiproxy.latency(name, one_way_ms, jitter_ms)
 
 
 def peer_listen(toxiproxy: Toxiproxy, one_way_ms: int = 0, jitter_ms: int = 0) -> Callable[[str], int]:
