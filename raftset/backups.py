@@ -3,7 +3,9 @@ drops, why one failed, and what status and condition the last results give.
 
 The shells (raftset/snapshots.py moves the bytes, the sidecar's backuper decides when) call
 these functions with plain data; nothing here does I/O, so every rule is unit-tested.
-Cron expressions are parsed by croniter (the same five-field syntax as a Kubernetes CronJob).
+Cron expressions are parsed by croniter (the same five-field syntax as a Kubernetes CronJob),
+imported at the first schedule read: a sidecar with neither a backup nor a defragmentation
+schedule (the default) never loads it and its dateutil (0.6 MiB of RSS).
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
-
-from croniter import croniter
 
 from raftset import fields, records
 from raftset.times import parse_rfc3339, rfc3339
@@ -80,6 +80,8 @@ def schedule_error(schedule: str) -> str | None:
     """Why `schedule` is not a five-field cron expression, or None if it is."""
     if not schedule.startswith("@") and len(schedule.split()) != 5:
         return f"schedule {schedule!r} must have five fields (minute hour day-of-month month day-of-week)"
+    from croniter import croniter  # noqa: PLC0415 - only with a schedule (module docstring)
+
     if not croniter.is_valid(schedule):
         return f"schedule {schedule!r} is not a valid cron expression"
     return None
@@ -90,6 +92,8 @@ def next_run(schedule: str, after: datetime) -> datetime:
     error = schedule_error(schedule)
     if error:
         raise ConfigError(error)
+    from croniter import croniter  # noqa: PLC0415 - only with a schedule (module docstring)
+
     return croniter(schedule, after.astimezone(timezone.utc)).get_next(datetime)
 
 

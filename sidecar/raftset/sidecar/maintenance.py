@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
 
-from croniter import croniter
-
 from raftset.contract import quorum
 from raftset.etcdclient import Alarm, AlarmKind, Member, Status
 
@@ -90,6 +88,8 @@ def schedule_error(schedule: str) -> str | None:
     """Why a cron expression is unusable, or None."""
     if not schedule:
         return None
+    from croniter import croniter  # noqa: PLC0415 - only with a schedule (raftset.backups says why)
+
     return None if croniter.is_valid(schedule) else f"not a cron expression: {schedule!r}"
 
 
@@ -97,6 +97,8 @@ def next_scheduled(schedule: str, after: datetime) -> datetime | None:
     """When the schedule next fires after `after`; None without a (valid) schedule."""
     if not schedule or schedule_error(schedule):
         return None
+    from croniter import croniter  # noqa: PLC0415 - only with a schedule (raftset.backups says why)
+
     return croniter(schedule, after).get_next(datetime)
 
 
