@@ -134,6 +134,7 @@ class Pod:
             SidecarEnv.LOG_LEVEL: "INFO",
             SidecarEnv.OPTIONS: self.engine.options_json,
             "PYTHONUNBUFFERED": "1",
+            **contract.SIDECAR_PROCESS_ENV,  # as the operator renders it
             # The engine's tools (etcdutl, for a restore) as the sidecar image carries them.
             "PATH": f"{self.engine.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         }

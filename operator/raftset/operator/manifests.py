@@ -91,7 +91,7 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
         plain[SidecarEnv.BACKUP_MOUNTS] = backups.mounts(cluster.backup)
     return [
         {"name": SidecarEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        *({"name": k, "value": v} for k, v in plain.items()),
+        *({"name": k, "value": v} for k, v in {**plain, **contract.SIDECAR_PROCESS_ENV}.items()),
     ]
 
 
