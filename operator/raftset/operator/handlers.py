@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from raftset import contract, engines, replacement
-from raftset.operator import freshness, manifests
+from raftset.operator import apiorder, freshness, manifests
 from raftset.operator.heartbeats import LEASE, SIGHTING
 from raftset.operator.kube import Kube, load_config
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
@@ -22,6 +22,9 @@ from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 
 SETTINGS = Settings.from_env()
 RECONCILE_INTERVAL = SETTINGS.reconcile_interval
+# A spec change's API calls go first, then a new cluster's, then every other reconcile's: a burst
+# of reconciles (an operator restart, a thousand new clusters) never queues ahead of a spec change.
+URGENCY = {kopf.Reason.UPDATE: apiorder.SPEC_CHANGE, kopf.Reason.CREATE: apiorder.CREATION}
 
 
 @kopf.on.startup()
@@ -127,13 +130,14 @@ def _register(engine: engines.Engine) -> None:
     @kopf.on.resume(*resource, id=f"{engine.name}-resume")
     @kopf.on.create(*resource, id=f"{engine.name}-create")
     @kopf.on.update(*resource, id=f"{engine.name}-update", field="spec")
-    async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
+    async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, reason: kopf.Reason,
                       heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
                       replace_requests: kopf.Index, statefulsets: kopf.Index, advanced_statefulsets: kopf.Index,
                       backup_records: kopf.Index, **_: Any) -> None:
         indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
                              advanced_statefulsets, backup_records)
-        await reconcile(body, patch, memo.runtime, indices, forced=True)
+        await reconcile(body, patch, memo.runtime, indices, forced=True,
+                        urgency=URGENCY.get(reason, apiorder.BACKGROUND))
 
     @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
     async def step(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,

@@ -1,7 +1,8 @@
 """The operator's few Kubernetes API calls, kept apart from every decision.
 
 The official client is synchronous; calls run in worker threads so kopf's event loop
-never blocks. Writes are server-side apply with one field manager, so a repeated apply
+never blocks, at most `API_WORKERS` at once, the most urgent reconcile's first
+(`raftset.operator.apiorder`). Writes are server-side apply with one field manager, so a repeated apply
 of the same manifest is a no-op and someone else's edits to our fields are taken back.
 """
 
@@ -10,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from raftset.operator import apiorder
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -19,6 +23,8 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 FIELD_MANAGER = "raftset-operator"
+API_WORKERS = 6  # threads (and so calls in flight); asyncio's default pool on a 2-core machine
+T = TypeVar("T")
 
 
 def load_config() -> client.ApiClient:
@@ -39,6 +45,13 @@ class Kube:
         # has_api's rediscovery) rebuilds it, and a concurrent lookup in another worker
         # thread then fails with KeyError('resources'), failing that reconcile.
         self._discovery = threading.Lock()
+        self._pool = ThreadPoolExecutor(API_WORKERS, thread_name_prefix="kube")
+        self._gate = apiorder.Gate(API_WORKERS)
+
+    async def _call(self, call: Callable[[], T]) -> T:
+        """`call` in a worker thread, once the gate lets this reconcile's calls through."""
+        async with self._gate.slot(apiorder.CURRENT.get()):
+            return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     def _resource(self, api_version: str, kind: str) -> Any:
         with self._discovery:
@@ -58,7 +71,7 @@ class Kube:
                     return True
                 except ResourceNotFoundError:
                     return False
-        return await asyncio.to_thread(probe)
+        return await self._call(probe)
 
     async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         def call() -> dict[str, Any]:
@@ -68,7 +81,7 @@ class Kube:
                 body=dict(manifest), name=meta["name"], namespace=meta.get("namespace"),
                 field_manager=FIELD_MANAGER, force_conflicts=True)
             return result.to_dict()
-        return await asyncio.to_thread(call)
+        return await self._call(call)
 
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         def call() -> dict[str, Any] | None:
@@ -76,7 +89,7 @@ class Kube:
                 return self._resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
             except NotFoundError:
                 return None
-        return await asyncio.to_thread(call)
+        return await self._call(call)
 
     async def list(self, api_version: str, kind: str, namespace: str | None, selector: str, *,
                    fields: str = "") -> list[dict[str, Any]]:
@@ -85,7 +98,7 @@ class Kube:
             found = self._resource(api_version, kind).get(namespace=namespace, label_selector=selector,
                                                           field_selector=fields or None)
             return [item.to_dict() for item in found.items]
-        return await asyncio.to_thread(call)
+        return await self._call(call)
 
     async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str,
                           patch: Mapping[str, Any]) -> None:
@@ -96,7 +109,7 @@ class Kube:
                     content_type="application/merge-patch+json")
             except NotFoundError:
                 pass
-        await asyncio.to_thread(call)
+        await self._call(call)
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         def call() -> None:
@@ -104,7 +117,7 @@ class Kube:
                 self._resource(api_version, kind).delete(name=name, namespace=namespace)
             except NotFoundError:
                 pass
-        await asyncio.to_thread(call)
+        await self._call(call)
 
 
 def api_error_message(error: ApiException) -> str:

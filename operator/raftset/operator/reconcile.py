@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from raftset.membership import ScaleStep, parse_membership, parse_step
-from raftset.operator import backup_requests, diagnosis, lasting, planner, recovery_shell, replacements, rolls, spec, status
+from raftset.operator import apiorder, backup_requests, diagnosis, lasting, planner, recovery_shell, replacements, rolls, spec, status
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
 from raftset.operator.freshness import Sighting
@@ -90,15 +90,20 @@ def _now() -> datetime:
 
 
 async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indices: Indices, *,
-                    forced: bool) -> None:
+                    forced: bool, urgency: int = apiorder.BACKGROUND) -> None:
+    """One cluster's reconcile, its API calls in the order of `urgency` (`raftset.operator.apiorder`)."""
     key = (body.metadata.namespace, body.metadata.name)
     kind = str(body.get("kind", ""))
+    observed = (body.get("status") or {}).get("observedGeneration")
     async with runtime.locks.setdefault(key, asyncio.Lock()):
+        order = apiorder.begin(apiorder.urgency_of(urgency, int(body.metadata.get("generation") or 0),
+                                                   observed if isinstance(observed, int) else None))
         started = time.perf_counter()
         result = RESULT_ERROR
         try:
             result = await _reconcile(runtime, body, patch, indices, forced=forced)
         finally:
+            apiorder.CURRENT.reset(order)
             runtime.metrics.reconciles.labels(kind, result).inc()
             runtime.metrics.duration.labels(kind).observe(time.perf_counter() - started)
 
