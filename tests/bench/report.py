@@ -207,6 +207,15 @@ def write_results(out: Path, results: Mapping[str, Any]) -> None:
 
 # --- plots ---
 
+def _save(fig: Any, path: Path, title: str | None = None, dpi: int = 110) -> None:
+    """Title, lay out, write and free a figure: every plot ends so."""
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+
+
 def _present(strategies: Sequence[str]) -> list[str]:
     return [s for s in STRATEGIES if s in set(strategies)]
 
@@ -217,10 +226,7 @@ def plot_stalls(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     fig, grid = plt.subplots(len(latencies), 2, figsize=(11, 3.8 * len(latencies)), squeeze=False)
     for latency, axes in zip(latencies, grid):
         _plot_stalls_at([r for r in rows if r["one_way_ms"] == latency], axes, latency)
-    fig.suptitle("Scale-in with the leader on the highest ordinal, under load")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, "Scale-in with the leader on the highest ordinal, under load")
 
 
 def _plot_stalls_at(rows: Sequence[Mapping[str, Any]], axes: Any, latency: int) -> None:
@@ -304,10 +310,7 @@ def plot_timelines(runs: Sequence[Run], path: Path) -> None:
             if j == 0:
                 axis.set_ylabel("put latency (ms)")
     axes[0][0].legend(fontsize=7, loc="upper left")
-    fig.suptitle("Every put around the scale-in (first repetition)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path, "Every put around the scale-in (first repetition)", dpi=100)
 
 
 def plot_scale_out(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
@@ -321,10 +324,7 @@ def plot_scale_out(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
         axis.set_title(f"{latency} ms one-way", fontsize=10)
     axes[0][0].set_ylabel("seconds")
     axes[0][0].legend(fontsize=8, loc="upper left")
-    fig.suptitle("Scale-out: a fourth member joins, from an empty volume")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path, "Scale-out: a fourth member joins, from an empty volume")
 
 
 def _plot_scale_out_at(rows: Sequence[Mapping[str, Any]], axis: Any) -> None:
@@ -371,9 +371,7 @@ def plot_operator(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     right.set_title("Spec change \u2192 StatefulSet patched")
     right.legend(fontsize=8)
     right.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _save(fig, path)
 
 
 PLOTS = ("scale-in-stalls.png", "scale-in-timeline.png", "scale-out.png", "operator.png")
