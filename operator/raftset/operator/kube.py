@@ -46,11 +46,11 @@ class Kube:
         # thread then fails with KeyError('resources'), failing that reconcile.
         self._discovery = threading.Lock()
         self._pool = ThreadPoolExecutor(API_WORKERS, thread_name_prefix="kube")
-        self._gate = apiorder.Gate(API_WORKERS)
+        self.gate = apiorder.Gate(API_WORKERS)
 
     async def _call(self, call: Callable[[], T]) -> T:
         """`call` in a worker thread, once the gate lets this reconcile's calls through."""
-        async with self._gate.slot(apiorder.CURRENT.get()):
+        async with self.gate.slot(apiorder.CURRENT.get()):
             return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     def _resource(self, api_version: str, kind: str) -> Any:

@@ -8,7 +8,6 @@ the last full apply) is a cache that a restart simply rebuilds.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -38,7 +37,7 @@ class Runtime:
 
     settings: Settings
     kube: Kube
-    locks: dict[Key, asyncio.Lock] = field(default_factory=dict)
+    turns: dict[Key, apiorder.Turns] = field(default_factory=dict)
     applied_at: dict[Key, float] = field(default_factory=dict)
     # The last status computed per cluster: a reconcile may run on a body that does not
     # show our previous status patch yet, and must not announce the same change twice.
@@ -54,7 +53,7 @@ class Runtime:
 
     def forget(self, key: Key) -> None:
         self.sightings.pop(key, None)
-        self.locks.pop(key, None)
+        self.turns.pop(key, None)
         self.applied_at.pop(key, None)
         self.published.pop(key, None)
         self.disagreements.pop(key, None)
@@ -95,15 +94,14 @@ async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indice
     key = (body.metadata.namespace, body.metadata.name)
     kind = str(body.get("kind", ""))
     observed = (body.get("status") or {}).get("observedGeneration")
-    async with runtime.locks.setdefault(key, asyncio.Lock()):
-        order = apiorder.begin(apiorder.urgency_of(urgency, int(body.metadata.get("generation") or 0),
-                                                   observed if isinstance(observed, int) else None))
+    turns = runtime.turns.get(key) or runtime.turns.setdefault(key, apiorder.Turns(runtime.kube.gate))
+    async with turns.take(apiorder.urgency_of(urgency, int(body.metadata.get("generation") or 0),
+                                              observed if isinstance(observed, int) else None)):
         started = time.perf_counter()
         result = RESULT_ERROR
         try:
             result = await _reconcile(runtime, body, patch, indices, forced=forced)
         finally:
-            apiorder.CURRENT.reset(order)
             runtime.metrics.reconciles.labels(kind, result).inc()
             runtime.metrics.duration.labels(kind).observe(time.perf_counter() - started)
 
