@@ -57,10 +57,12 @@ VALUE_BYTES = 1024 * 1024 - 1024  # below etcd's 1.5 MiB request limit, a MiB pe
 BASELINE_HOST = "200"  # 127.a.b.200: outside the sidecars' peer URL template (127.a.b.1<ordinal>)
 POLL_S = 0.05
 # A pause before each join, so it starts from a cluster at rest. etcd refuses a MemberAdd until
-# every voter has been connected for 5 s; the joined member is removed before the pause and the
-# three voters stay connected (a latency toxic changes on the open connections), so no add
-# waits for that: the by-hand join's refusals are counted and logged (`_member_add`) to show it.
+# every voter has been connected for 5 s: that holds once after the grow (ETCD_REST_S), and then
+# for good, since the joined member is removed before the pause and the three voters stay
+# connected (a latency toxic changes on the open connections). The by-hand join's refusals are
+# counted and logged (`_member_add`) to show it.
 SETTLE_S = 2.0
+ETCD_REST_S = 6.0
 # What etcd logs when a new member's first publish timed out (see the module's docstring).
 PUBLISH_TIMEOUT = "failed to publish local member to cluster through raft"
 
@@ -199,11 +201,12 @@ async def measure(lab: Lab, toxiproxy: Toxiproxy, sizes_mib: Sequence[int], late
     """Both joins at each size and one-way latency, on `routed_lab`'s lab grown to ordinals 0-2."""
     rows: list[dict[str, Any]] = []
     have = 0
-    for size in sorted(sizes_mib):
+    for n, size in enumerate(sorted(sizes_mib)):
         set_latency(toxiproxy, 0)  # the fill is not measured
         await _fill(lab, size, have)
+        # The first join follows the grow: etcd's 5 s window of the last member's start, not the join's.
+        await asyncio.sleep(max(settle_s, ETCD_REST_S if n == 0 else 1.0))
         have = size
-        await asyncio.sleep(max(settle_s, 1.0))
         _, db_size = await _cluster_index(lab)  # after bbolt's batched commits
         for i, one_way_ms in enumerate(latencies_ms):
             set_latency(toxiproxy, one_way_ms, round(one_way_ms * JITTER))
