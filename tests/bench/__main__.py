@@ -57,7 +57,9 @@ class Params:
     more), and (c) through the operator rather than the bench's own planner loop, which the
     per-engine section still drives. Scale-out and the recovery times at every latency came
     after that run and take 4-5 minutes more (each section measured alone at load 15-20:
-    recovery 367 s where it took 263 s, the scale-out about 280 s where it took about 105 s)."""
+    recovery 367 s where it took 263 s, the scale-out about 280 s where it took about 105 s). The
+    scale-out's pause before each join is 2 s since, 6 s once after the grow (`--only scale-out`: 165 s
+    and 191 s at load 6-12, where the 6 s pauses took 227 s at the same time)."""
 
     scale_in_sizes: tuple[tuple[int, int], ...] = ((3, 2), (5, 3))
     latencies_ms: tuple[int, ...] = (0, 2, 20)  # one-way, between every two members (Toxiproxy)

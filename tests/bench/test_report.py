@@ -143,6 +143,18 @@ def test_the_scale_out_headline_puts_the_sidecar_against_the_hand_join_per_size_
     assert "| 64 MiB | 8.09 s / 7.10 s (\u00d71.14) |" in report._scale_out_headline([old])
 
 
+def test_the_scale_out_headline_marks_a_join_that_waited_out_etcds_publish_timeout(tmp_path: Path) -> None:
+    row = {"one_way_ms": 0, "data_mib": 64, "sidecar_join_s": 7.9, "baseline_join_s": 0.4,
+           "sidecar_vs_baseline": 19.75, "sidecar_publish_timeouts": 1, "baseline_publish_timeouts": 0}
+    assert "| 64 MiB | 7.90 s\u2020 / 0.40 s (\u00d719.75) |" in report._scale_out_headline([row])
+    both = {**row, "baseline_join_s": 7.2, "baseline_publish_timeouts": 2, "sidecar_vs_baseline": 1.1}
+    assert "| 64 MiB | 7.90 s\u2020 / 7.20 s\u2020 (\u00d71.10) |" in report._scale_out_headline([both])
+    log = tmp_path / "store.log"
+    assert scaleout.publish_timeouts(log) == 0  # no log: nothing counted
+    log.write_text(f'{{"msg":"{scaleout.PUBLISH_TIMEOUT}"}}\n{{"msg":"published local member"}}\n')
+    assert scaleout.publish_timeouts(log) == 1
+
+
 def test_the_scale_out_plot_takes_rows_of_several_latencies(tmp_path: Path) -> None:
     rows = [{"one_way_ms": ms, "data_mib": mib, "db_size_mib": mib, "sidecar_join_s": 1.0,
              "sidecar_store_started_s": 0.5, "baseline_join_s": 0.5} for ms in (0, 2, 20) for mib in (0, 64)]

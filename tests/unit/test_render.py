@@ -126,6 +126,8 @@ def test_native_sidecar(kind: str, backend: str) -> None:
     # A long join (learner catching up) must not be cut short by the startup probe.
     probe = container["startupProbe"]
     assert probe["periodSeconds"] * probe["failureThreshold"] >= 600
+    # ...nor started late: kubelet starts the store up to one period after the startup file is written.
+    assert probe["periodSeconds"] <= 1
     assert container["livenessProbe"]["httpGet"]["path"] == "/livez"
 
 

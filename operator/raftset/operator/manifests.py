@@ -164,8 +164,10 @@ def sidecar_container(cluster: Cluster) -> dict[str, Any]:
         "env": sidecar_env(cluster),
         "ports": [{"name": "sidecar", "containerPort": contract.SIDECAR_PORT}],
         # The store container starts only once this succeeds, i.e. once the sidecar has
-        # joined the member and written the store's startup file.
-        "startupProbe": _sidecar_probe("/startup", period=2, failures=900),
+        # joined the member and written the store's startup file. Every second: kubelet starts
+        # the store up to one period after the file is written, and a new learner's clock runs
+        # (the scale-out benchmark's joins take about 1 s on loopback); 30 min in all.
+        "startupProbe": _sidecar_probe("/startup", period=1, failures=1800),
         "livenessProbe": _sidecar_probe("/livez", period=10, failures=3),
         "volumeMounts": _volume_mounts(cluster) + backup_volumes(cluster)[1],
         "resources": dict(cluster.sidecar.resources) or {

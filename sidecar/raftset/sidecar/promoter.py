@@ -1,9 +1,8 @@
 """The promote shell: a learner asks to vote as soon as etcd accepts it.
 
-Until the store answers as a voter its status is polled here, faster than the heartbeat
-does: a learner adds load to the leader without counting for quorum, and the operator's
-next scale step waits for it. Promotion goes through MemberList first, so a voter is
-never asked to be promoted (Xline's server panics on that).
+Until the store answers as a voter its status is polled here, at the pace `promotion`
+decides (faster than the heartbeat). Promotion goes through MemberList first, so a voter
+is never asked to be promoted (Xline's server panics on that).
 """
 
 from __future__ import annotations
@@ -12,34 +11,33 @@ import logging
 from typing import TYPE_CHECKING
 
 from raftset.etcdclient import EtcdClientError, Refusal, Status
-from raftset.sidecar.plumbing import Backoff, RETRYABLE, Shell
+from raftset.sidecar import promotion
+from raftset.sidecar.plumbing import RETRYABLE, Shell
 
 if TYPE_CHECKING:
     from raftset.sidecar.agent import Agent
 
 log = logging.getLogger("raftset.sidecar")
-POLL_S = 0.25  # how often a starting or learning member checks whether it may be promoted
 
 
 class Promoter(Shell):
 
     def __init__(self, agent: Agent) -> None:
         super().__init__(agent)
-        self.backoff = Backoff(POLL_S, 2.0)
+        self.backoff = promotion.refused_backoff()
 
     async def round(self) -> float:
         """One round of the supervised promote loop; returns the delay before the next."""
         agent = self.agent
-        if agent.phase != "started":
-            return self.settings.poll_interval  # leaving: nothing to promote
-        if agent.status is None or agent.status.is_learner:
+        if promotion.polling(agent.phase, agent.status):
             await agent.publisher.beat_once()  # not yet voting: poll (and publish) at the promote pace
         status = agent.status
-        if status is None:
-            return POLL_S
-        if not status.is_learner:
-            self.backoff.reset()
-            return min(self.settings.poll_interval, 1.0)
+        delay = promotion.pace(agent.phase, status, self.settings.poll_interval)
+        if delay is not None:
+            if status is not None and not status.is_learner:
+                self.backoff.reset()
+            return delay
+        assert status is not None
         try:
             if await self.once(status):
                 self.backoff.reset()
