@@ -51,15 +51,14 @@ DEFAULT_OUT = ROOT / "docs" / "benchmarks"
 
 @dataclass(frozen=True)
 class Params:
-    """What one `make bench` measures. The defaults were cut to the issue's 45 minutes on a 2-core box
-    (measured: 2686 s in `tests.bench`, 2750 s with `make`'s venv, beside a CI run): one
+    """What one `make bench` measures, within the issue's 45 minutes on a 2-core box: 2106 s with
+    `make`'s venv (2061 s in `tests.bench`) on a quiet machine, every section at every latency. One
     repetition of each scale-in cell (each run holds thousands of writes; `--repetitions` adds
     more), and (c) through the operator rather than the bench's own planner loop, which the
-    per-engine section still drives. Scale-out and the recovery times at every latency came
-    after that run and take 4-5 minutes more (each section measured alone at load 15-20:
-    recovery 367 s where it took 263 s, the scale-out about 280 s where it took about 105 s). The
-    scale-out's pause before each join is 2 s since, 6 s once after the grow (`--only scale-out`: 165 s
-    and 191 s at load 6-12, where the 6 s pauses took 227 s at the same time)."""
+    per-engine section still drives. The longest sections in that run: the scale-in 417 s,
+    (c) through the operator 330 s, the operator cost 400 s (1000 clusters settle in about 140 s
+    since `apiorder.Turns`; about 550 s before it, under load), the rolls 216 s, recovery 227 s.
+    The scale-out's pause before each join is 2 s, 6 s once after the grow."""
 
     scale_in_sizes: tuple[tuple[int, int], ...] = ((3, 2), (5, 3))
     latencies_ms: tuple[int, ...] = (0, 2, 20)  # one-way, between every two members (Toxiproxy)
