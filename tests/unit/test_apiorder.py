@@ -106,58 +106,47 @@ def test_one_reconcile_of_a_cluster_at_a_time() -> None:
     assert asyncio.run(scenario()) == ["a in", "a out", "b in", "b out"]
 
 
+def _cluster_scenario(second_urgency: int, calls: int, burst: int) -> list[str]:
+    """One slot, held by a busy call. A background reconcile of the cluster ("timer", `calls` calls)
+    waits for it, `burst` new clusters' calls queue behind, then a second reconcile of the same
+    cluster comes with `second_urgency`. The order in which the calls got the slot."""
+    async def scenario() -> list[str]:
+        gate, log, release = apiorder.Gate(1), [], asyncio.Event()
+        turns = apiorder.Turns(gate)
+        busy = asyncio.create_task(_run(gate, apiorder.Lane(apiorder.BACKGROUND), log, "busy", 1, release))
+        await asyncio.sleep(0)
+
+        async def reconcile(name: str, urgency: int) -> None:
+            async with turns.take(urgency) as lane:
+                await _run(gate, lane, log, name, calls, release)
+
+        timer = asyncio.create_task(reconcile("timer", apiorder.BACKGROUND))
+        await asyncio.sleep(0)
+        new = [asyncio.create_task(_run(gate, apiorder.Lane(apiorder.CREATION), log, f"new{i}-", 1, release))
+               for i in range(burst)]
+        await asyncio.sleep(0)
+        second = asyncio.create_task(reconcile("second", second_urgency))
+        await asyncio.sleep(0)
+        release.set()
+        await asyncio.gather(busy, timer, second, *new)
+        return log
+
+    return asyncio.run(scenario())
+
+
 def test_a_spec_change_waiting_for_its_cluster_hastens_the_reconcile_running_there() -> None:
     """The background reconcile that holds the cluster's turn goes past a burst of new clusters' calls,
     so the spec change behind it waits for one reconcile's calls, not for the burst."""
-    async def scenario() -> list[str]:
-        gate, log, release = apiorder.Gate(1), [], asyncio.Event()
-        turns = apiorder.Turns(gate)
-        busy = asyncio.create_task(_run(gate, apiorder.Lane(apiorder.BACKGROUND), log, "busy", 1, release))
-        await asyncio.sleep(0)
-
-        async def reconcile(name: str, urgency: int) -> None:
-            async with turns.take(urgency) as lane:
-                await _run(gate, lane, log, name, 2, release)
-
-        timer = asyncio.create_task(reconcile("timer", apiorder.BACKGROUND))
-        await asyncio.sleep(0)
-        burst = [asyncio.create_task(_run(gate, apiorder.Lane(apiorder.CREATION), log, f"new{i}-", 1, release))
-                 for i in range(5)]
-        await asyncio.sleep(0)
-        change = asyncio.create_task(reconcile("change", apiorder.SPEC_CHANGE))
-        await asyncio.sleep(0)
-        release.set()
-        await asyncio.gather(busy, timer, change, *burst)
-        return log
-
-    # Without the loan: busy0, new0..new4, timer0, timer1, change0, change1. With it, each of the timer's and
+    # Without the loan: busy0, new0..new4, timer0, timer1, second0, second1. With it, each of the timer's and
     # the change's calls waits only for calls handed a slot before it asked (the change asks after the timer
     # gives back the turn, by which time two calls of the burst have been handed the slot).
-    assert asyncio.run(scenario()) == ["busy0", "timer0", "new0-0", "timer1", "new1-0", "new2-0", "change0",
-                                       "new3-0", "change1", "new4-0"]
+    assert _cluster_scenario(apiorder.SPEC_CHANGE, calls=2, burst=5) == [
+        "busy0", "timer0", "new0-0", "timer1", "new1-0", "new2-0", "second0", "new3-0", "second1", "new4-0"]
 
 
 def test_without_a_waiter_the_running_reconcile_keeps_its_place() -> None:
-    async def scenario() -> list[str]:
-        gate, log, release = apiorder.Gate(1), [], asyncio.Event()
-        turns = apiorder.Turns(gate)
-        busy = asyncio.create_task(_run(gate, apiorder.Lane(apiorder.BACKGROUND), log, "busy", 1, release))
-        await asyncio.sleep(0)
-
-        async def reconcile(name: str, urgency: int) -> None:
-            async with turns.take(urgency) as lane:
-                await _run(gate, lane, log, name, 1, release)
-
-        timer = asyncio.create_task(reconcile("timer", apiorder.BACKGROUND))
-        await asyncio.sleep(0)
-        new = asyncio.create_task(_run(gate, apiorder.Lane(apiorder.CREATION), log, "new", 1, release))
-        later = asyncio.create_task(reconcile("later", apiorder.BACKGROUND))  # no more urgent than the timer
-        await asyncio.sleep(0)
-        release.set()
-        await asyncio.gather(busy, timer, new, later)
-        return log
-
-    assert asyncio.run(scenario()) == ["busy0", "new0", "timer0", "later0"]
+    # the second reconcile is no more urgent than the timer: nothing is lent
+    assert _cluster_scenario(apiorder.BACKGROUND, calls=1, burst=1) == ["busy0", "new0-0", "timer0", "second0"]
 
 
 def test_a_reconcile_that_gets_the_turn_before_a_more_urgent_waiter_takes_its_urgency() -> None:
