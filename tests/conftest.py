@@ -137,7 +137,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """`make test` runs `pytest -n 3` on 2 cores: the tests mostly wait on timers (grace periods,
+    """`make test` runs `pytest -n 4` on 2 cores: the tests mostly wait on timers (grace periods,
     heartbeats, elections). Each worker takes whole work units (`work_unit`), longest first, in
     the order collected."""
     from xdist.scheduler import LoadScopeScheduling
