@@ -31,15 +31,13 @@ class Promoter(Shell):
         agent = self.agent
         if promotion.polling(agent.phase, agent.status):
             await agent.publisher.beat_once()  # not yet voting: poll (and publish) at the promote pace
-        status = agent.status
-        delay = promotion.pace(agent.phase, status, self.settings.poll_interval)
-        if delay is not None:
-            if status is not None and not status.is_learner:
+        step = promotion.next_step(agent.phase, agent.status, self.settings.poll_interval)
+        if isinstance(step, promotion.Wait):
+            if step.voting:
                 self.backoff.reset()
-            return delay
-        assert status is not None
+            return step.seconds
         try:
-            if await self.once(status):
+            if await self.once(step.learner):
                 self.backoff.reset()
                 return 0.0
         except RETRYABLE as exc:

@@ -11,6 +11,8 @@ average 0.2 s after the learner's store first answered, in joins of about 1 s.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from raftset.etcdclient import Status
 from raftset.sidecar.plumbing import Backoff
 
@@ -19,20 +21,35 @@ REFUSED_CAP_S = 1.0  # the longest wait before asking again after "not in sync"
 VOTER_CAP_S = 1.0  # once voting: the loop only watches for a later demotion (a rejoin), slower
 
 
+@dataclass(frozen=True)
+class Wait:
+    """Look again in `seconds`; `voting`: the store answers as a voter, so earlier refusals no longer count."""
+
+    seconds: float
+    voting: bool = False
+
+
+@dataclass(frozen=True)
+class AskToVote:
+    """The store answers as a learner: ask for its promotion now."""
+
+    learner: Status
+
+
 def polling(phase: str, status: Status | None) -> bool:
     """Whether this round polls the store itself (at the promote pace, not the heartbeat's)."""
     return phase == "started" and (status is None or status.is_learner)
 
 
-def pace(phase: str, status: Status | None, poll_interval: float) -> float | None:
-    """Seconds until the next round, or None: the store answers as a learner, ask for the promotion now."""
+def next_step(phase: str, status: Status | None, poll_interval: float) -> Wait | AskToVote:
+    """What the promote loop does after this round's look at its store."""
     if phase != "started":
-        return poll_interval  # joining or leaving: nothing to promote
+        return Wait(poll_interval)  # joining or leaving: nothing to promote
     if status is None:
-        return POLL_S  # the store does not answer yet (starting, or receiving its snapshot)
+        return Wait(POLL_S)  # the store does not answer yet (starting, or receiving its snapshot)
     if not status.is_learner:
-        return min(poll_interval, VOTER_CAP_S)
-    return None
+        return Wait(min(poll_interval, VOTER_CAP_S), voting=True)
+    return AskToVote(status)
 
 
 def refused_backoff() -> Backoff:
