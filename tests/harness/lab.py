@@ -261,6 +261,12 @@ class Pod:
     def log_text(self) -> str:
         return self.sidecar_log.read_text() if self.sidecar_log.exists() else ""
 
+    def store_log_text(self) -> str:
+        return self.store_log.read_text(errors="replace") if self.store_log.exists() else ""
+
+    def store_log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.store_log_text().splitlines()[-lines:])
+
     def marker(self) -> dict[str, Any]:
         return json.loads((self.data_dir.parent / "data.member.json").read_text())
 
@@ -482,4 +488,6 @@ class Lab:
             pass
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name} sidecar\n{p.log_tail(30)}" for p in self.pods.values())
+        """What a failed test prints: each pod's sidecar log and its store's, both tails."""
+        return "\n".join(f"--- {p.name} sidecar\n{p.log_tail(30)}\n--- {p.name} store\n{p.store_log_tail(30)}"
+                         for p in self.pods.values())

@@ -32,7 +32,7 @@ from raftset.etcdclient import (
     Status,
     TLSConfigError,
 )
-from raftset.sidecar import corruption, heartbeat, marker
+from raftset.sidecar import corruption, heartbeat, marker, readiness
 from raftset.sidecar.backuper import Backuper
 from raftset.sidecar.cleaner import Cleaner
 from raftset.sidecar.config import Settings
@@ -43,6 +43,7 @@ from raftset.sidecar.maintainer import Maintainer
 from raftset.sidecar.membership_publisher import MembershipPublisher
 from raftset.sidecar.metrics import Metrics, agent_state
 from raftset.sidecar.promoter import Promoter
+from raftset.sidecar.readiness import Readiness
 from raftset.sidecar.publisher import HeartbeatPublisher
 from raftset.sidecar.recoverer import Recoverer
 from raftset.sidecar.repairer import Repairer
@@ -61,6 +62,7 @@ class Agent:
         self.startup_written = False
         self.last_error = ""
         self.status: Status | None = None
+        self.read_error: str | None = readiness.NOT_READ_YET  # the last linearizable read's failure
         self.member_id: int | None = None
         self.heartbeat = heartbeat.beat(settings.pod_name, None, datetime.now(timezone.utc))
         self.workload_owner: dict[str, Any] | None = None  # the heartbeat Lease goes with the workload
@@ -101,10 +103,12 @@ class Agent:
         return self.etcd().member(self.settings.client_url)
 
     @property
+    def readiness(self) -> Readiness:
+        return readiness.readiness(self.phase, self.status, self.read_error)
+
+    @property
     def ready(self) -> bool:
-        st = self.status
-        return (self.phase == "started" and st is not None and not st.is_learner and st.leader != 0
-                and not st.errors)
+        return self.readiness.ready
 
     def error(self, where: str, exc: BaseException) -> None:
         message = f"{where}: {exc}"

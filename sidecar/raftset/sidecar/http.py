@@ -30,15 +30,16 @@ def app(agent: Agent) -> web.Application:
                      200 if verdict.alive else 503)
 
     async def readyz(_: web.Request) -> web.Response:
-        st = agent.status
+        st, verdict = agent.status, agent.readiness
         doc = {
-            "ready": agent.ready,
+            "ready": verdict.ready,
+            "reason": verdict.reason,
             "phase": agent.phase,
             "serving": st is not None,
             "voting": st is not None and not st.is_learner,
             "error": agent.last_error,
         }
-        return _json(doc, 200 if agent.ready else 503)
+        return _json(doc, 200 if verdict.ready else 503)
 
     async def heartbeat(_: web.Request) -> web.Response:
         return _json(agent.heartbeat.as_dict())

@@ -92,7 +92,7 @@ def state_samples(state: State) -> list[Metric]:
     out: list[Metric] = [
         gauge("raftset_sidecar_startup_written", "1 once the store's startup file is written.",
               float(state.startup_written)),
-        gauge("raftset_member_ready", "1 while the store serves and the member votes.", float(state.ready)),
+        gauge("raftset_member_ready", "1 while the member votes and a linearizable read goes through it.", float(state.ready)),
         gauge("raftset_member_healthy", "1 while the local member answers and sees a leader.",
               float(state.healthy)),
         gauge("raftset_member_role", "The local member's role (1 for the current one).", labels=["role"],

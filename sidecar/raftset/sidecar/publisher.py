@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError
-from raftset.sidecar import heartbeat
+from raftset.etcdclient import EtcdClientError, Status
+from raftset.sidecar import heartbeat, readiness
 from raftset.sidecar.heartbeat import Heartbeat
 from raftset.sidecar.plumbing import API_ERRORS, Backoff, Shell
 
@@ -53,6 +53,24 @@ class HeartbeatPublisher(Shell):
                     agent.last_error = ""
             agent.heartbeat = heartbeat.beat(settings.pod_name, status, datetime.now(timezone.utc), agent.member_id)
             await self.publish()
+            await self._read_through(status)  # after the heartbeat: a read that hangs must not delay it
+
+    async def _read_through(self, status: Status | None) -> None:
+        """Readiness's linearizable read (readiness.py); logs when the member stops or starts serving."""
+        agent = self.agent
+        was = agent.read_error
+        if not readiness.worth_a_read(agent.phase, status):
+            agent.read_error = readiness.NOT_READ_YET
+            return
+        try:
+            await agent.local.linearizable_read(timeout=readiness.READ_TIMEOUT_S)
+            agent.read_error = None
+        except EtcdClientError as exc:
+            agent.read_error = str(exc)
+        if agent.read_error is not None and agent.read_error != was:
+            log.warning("not ready: a linearizable read through this member failed: %s", agent.read_error)
+        elif agent.read_error is None and was not in (None, readiness.NOT_READ_YET):
+            log.info("ready again: a linearizable read through this member succeeded")
 
     async def publish(self) -> None:
         """The Lease and the pod's role label, on change plus a slow refresh."""
