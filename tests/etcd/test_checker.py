@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import signal
+import time
+
 import pytest
 
 from tests.harness.checker import Ack, Writer, check
@@ -21,6 +24,34 @@ async def test_every_acknowledged_write_reads_back_and_hashes_agree(make_lab) ->
     verdict = await check_members(lab, writer, 0, 1, 2)
     assert verdict.acknowledged == writer.ok
     assert len({h.member_id for h in verdict.hashes.values()}) == 3  # each member answered for itself
+
+
+async def test_a_writer_with_a_deadline_retries_a_write_and_fails_it_only_past_the_deadline(make_lab) -> None:
+    lab = make_lab(replicas=1)
+    await grow(lab, 1)
+    store = lab.pod(0).store
+    assert store is not None
+    writer = Writer([lab.pod(0).client_url], timeout=0.3, deadline=2.0)
+    writer.start()
+    try:
+        for pause in (1.0, 3.5):  # shorter than the deadline, then longer
+            acked = writer.ok
+            wait_for(lambda: writer.ok > acked + 10, 10, "writes flowing")
+            store.send_signal(signal.SIGSTOP)
+            time.sleep(pause)
+            store.send_signal(signal.SIGCONT)
+            acked = writer.ok
+            wait_for(lambda: writer.ok > acked + 10, 10, "writes flowing again")
+            if pause < 2.0:
+                assert writer.failed == 0, (pause, writer.errors[-3:])
+            else:
+                assert writer.failed >= 1, (pause, writer.errors[-3:])
+            assert writer.longest_stall >= pause - 0.5, (pause, writer.longest_stall)
+    finally:
+        store.send_signal(signal.SIGCONT)
+        writer.stop()
+    assert any("timed out" in e for e in writer.errors), "the paused member's attempts timed out and were retried"
+    await check_members(lab, writer, 0)
 
 
 async def test_an_acknowledged_write_that_is_missing_fails_the_check(make_lab) -> None:

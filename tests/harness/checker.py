@@ -31,13 +31,21 @@ class Ack:
 
 
 class Writer(threading.Thread):
-    """Puts keys on its own event loop; a write that no endpoint took fails, one that did is recorded."""
+    """Puts keys on its own event loop; a write that no endpoint took fails, one that did is recorded.
 
-    def __init__(self, endpoints: list[str], tls: ClientTLS | None = None, timeout: float = 2.0) -> None:
+    By default a write tries each endpoint once. With `deadline` it goes round the endpoints
+    again until that many seconds have passed since its first try, as an application with a
+    deadline per request does: a put the old leader dropped while it handed leadership over
+    is then retried, and counts as failed only if the deadline passes.
+    """
+
+    def __init__(self, endpoints: list[str], tls: ClientTLS | None = None, timeout: float = 2.0,
+                 deadline: float | None = None) -> None:
         super().__init__(daemon=True)
         self.endpoints = endpoints
         self.tls = tls
         self.timeout = timeout
+        self.deadline = deadline
         self.done = threading.Event()
         self.ok = 0
         self.failed = 0
@@ -56,17 +64,22 @@ class Writer(threading.Thread):
         try:
             while not self.done.is_set() and time.monotonic() < deadline:
                 wrote = False
-                for client in clients:
-                    attempt += 1
-                    key, value = f"{PREFIX}{attempt:09d}", str(attempt)
-                    try:
-                        revision = await client.put(key, value)
-                    except EtcdClientError as exc:
-                        self.errors.append(str(exc))
-                        continue
-                    self.acked[key] = Ack(value, revision)
-                    wrote = True
-                    break
+                began = time.monotonic()
+                while not wrote:
+                    for client in clients:
+                        attempt += 1
+                        key, value = f"{PREFIX}{attempt:09d}", str(attempt)
+                        try:
+                            revision = await client.put(key, value)
+                        except EtcdClientError as exc:
+                            self.errors.append(str(exc))
+                            continue
+                        self.acked[key] = Ack(value, revision)
+                        wrote = True
+                        break
+                    if self.deadline is None or time.monotonic() - began >= self.deadline:
+                        break
+                    await asyncio.sleep(0.05)
                 now = time.monotonic()
                 if wrote:
                     if self.last_ok is not None:
