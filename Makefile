@@ -38,10 +38,10 @@ controlplane: venv
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-# Three workers over work units, longest first (`work_unit` in tests/conftest.py).
+# Two workers: the e2e tier on one, the other tiers on the other (see tests/conftest.py).
 # The slowest tests are listed at the end: where the warm run's wall time goes.
 test: deps controlplane
-	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n 3 --durations=40 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n 2 --durations=40 $(PYTEST_ARGS)
 
 run: deps controlplane
 	$(PY) -m tools.devcluster run --overlay $(OVERLAY)

@@ -100,31 +100,6 @@ def engine_ready(engine_under_test: EngineUnderTest) -> EngineUnderTest:
 
 
 TIERS = ("unit", "etcd", "k8s", "e2e")
-# The e2e tier runs in two halves, each on its own worker with its own control plane. These
-# files are the second half; the split balances the two by the durations `make test` prints
-# (the first half holds test_fullstack.py, the longest file).
-E2E_SECOND_HALF = frozenset({"test_quorum_loss_resume.py", "test_backups.py", "test_tls_rbac.py", "test_repair.py",
-                             "test_quorum_loss_silent.py"})
-
-
-def work_unit(nodeid: str) -> str:
-    """The tests one worker runs in a row, sharing its session fixtures: an e2e half (one control
-    plane each), the k8s tier (one kube-apiserver), the unit tier, or one file of the etcd and
-    bench tiers (their fixtures are per test)."""
-    path = nodeid.split("::", 1)[0]
-    tier, _, name = path.removeprefix("tests/").partition("/")
-    if tier == "e2e":
-        return "e2e-2" if name in E2E_SECOND_HALF else "e2e-1"
-    if tier in ("k8s", "unit"):
-        return tier
-    return path
-
-
-def _longest_first(item: pytest.Item) -> int:
-    """The e2e halves first, then the bench smoke, then the rest: a long unit started last is
-    the run's tail."""
-    unit = work_unit(item.nodeid)
-    return 0 if unit.startswith("e2e-") else 1 if unit.startswith("tests/bench/") else 2
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -132,19 +107,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     untiered = [item.nodeid for item in items if not any(item.get_closest_marker(t) for t in TIERS)]
     if untiered:
         raise pytest.UsageError(f"tests without a tier marker {TIERS}: {untiered[:5]}")
-    items.sort(key=_longest_first)  # stable: each file's tests stay together and in order
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """`make test` runs `pytest -n 3` on 2 cores: the tests mostly wait on timers (grace periods,
-    heartbeats, elections). Each worker takes whole work units (`work_unit`), longest first, in
-    the order collected."""
+    """`make test` runs `pytest -n 2`: the e2e tier on one worker, the other tiers on the other.
+    The tiers mostly wait on timers (grace periods, heartbeats, elections), so side by side they
+    take about as long as the longer one; each tier keeps its session fixtures and runs serially."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class WorkUnitScheduling(LoadScopeScheduling):
+    class TierScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return work_unit(nodeid)
+            return "e2e" if nodeid.startswith("tests/e2e/") else "processes"
 
-    config.option.loadscopereorder = False  # xdist would order the units by test count, not length
-    return WorkUnitScheduling(config, log)
+    return TierScheduling(config, log)
