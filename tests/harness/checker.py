@@ -65,7 +65,7 @@ class Writer(threading.Thread):
             while not self.done.is_set() and time.monotonic() < deadline:
                 wrote = False
                 began = time.monotonic()
-                while not wrote:
+                while True:
                     for client in clients:
                         attempt += 1
                         key, value = f"{PREFIX}{attempt:09d}", str(attempt)
@@ -77,7 +77,7 @@ class Writer(threading.Thread):
                         self.acked[key] = Ack(value, revision)
                         wrote = True
                         break
-                    if self.deadline is None or time.monotonic() - began >= self.deadline:
+                    if wrote or self.deadline is None or time.monotonic() - began >= self.deadline:
                         break
                     await asyncio.sleep(0.05)
                 now = time.monotonic()
