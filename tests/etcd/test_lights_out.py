@@ -56,15 +56,15 @@ XLINE_WAL_TRUNCATED = "WAL corrupted: The recovered logs are not continue"
 
 
 def engine_fault_reported(lab: Lab) -> None:
-    """After a failed wait for readiness: when Xline truncated its WAL, check that raftset said so
-    (every member unready, naming the failed read), then mark the case as the engine's defect.
-    Without that evidence it returns, and the test fails as it stands."""
+    """After a failed wait for readiness: when a store truncated its own log on start, check that
+    raftset said so (every member unready, naming the failed read) and fail naming the truncation.
+    Without that evidence it returns, and the wait's own failure stands."""
     truncated = [p.name for p in lab.pods.values() if XLINE_WAL_TRUNCATED in p.store_log_text()]
-    if lab.engine.engine.name != "xline" or not truncated:
+    if not truncated:
         return
     for pod in lab.pods.values():
         code, body = http_get(f"{pod.sidecar_url}/readyz")
         assert code == 503 and "a linearizable read failed" in body, (pod.name, code, body)
-    pytest.xfail(f"Xline truncated the Raft log of {', '.join(truncated)} on restart ({XLINE_WAL_TRUNCATED!r}) "
-                 "and the cluster no longer commits; raftset reported every member not ready")
-
+    raise AssertionError(f"the engine truncated the Raft log of {', '.join(truncated)} on restart "
+                         f"({XLINE_WAL_TRUNCATED!r}) and the cluster no longer commits; raftset reported "
+                         "every member not ready (docs/engines.md, \"Lights-out on Xline\")")
