@@ -39,6 +39,10 @@ from tools.devcluster import kubelet, procs
 FINALIZER = "raftset.dev/test-hold"
 
 
+def tail(text: str, lines: int) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
 def http_get(url: str, timeout: float = 3.0) -> tuple[int, str]:
     return kubelet.http_get(url, timeout)
 
@@ -256,7 +260,7 @@ class Pod:
             self._containers.kill()
 
     def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+        return tail(self.log_text(), lines)
 
     def log_text(self) -> str:
         return self.sidecar_log.read_text() if self.sidecar_log.exists() else ""
@@ -265,7 +269,7 @@ class Pod:
         return self.store_log.read_text(errors="replace") if self.store_log.exists() else ""
 
     def store_log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.store_log_text().splitlines()[-lines:])
+        return tail(self.store_log_text(), lines)
 
     def marker(self) -> dict[str, Any]:
         return json.loads((self.data_dir.parent / "data.member.json").read_text())

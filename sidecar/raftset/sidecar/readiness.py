@@ -26,9 +26,8 @@ class Readiness:
 
 
 def worth_a_read(phase: str, status: Status | None) -> bool:
-    """Whether a read could make the member ready: a started voter whose Status names a leader."""
-    return (phase == "started" and status is not None and not status.is_learner and status.leader != 0
-            and not status.errors)
+    """Whether a read could make the member ready: everything else already says it would be."""
+    return readiness(phase, status, None).ready
 
 
 def readiness(phase: str, status: Status | None, read_error: str | None) -> Readiness:
