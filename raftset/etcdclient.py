@@ -44,9 +44,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# The key `linearizable_read` asks for; nothing writes it, so on Xline no write conflicts with it.
-READINESS_KEY = "/raftset.io/readiness"
-
 # Short reconnect backoff: grpc's default grows to 120 s, which would hide a member that
 # came back long after it is serving again. A channel to a member that just restarted may
 # still fail fast for up to this long (plus grpc's 20 % jitter) after the member serves.
@@ -394,15 +391,10 @@ class MemberClient:
         members = _members(r.members)
         return members if self.lost_names is None else with_lost_names(members, self.lost_names)
 
-    async def get(self, key: str, *, serializable: bool = False) -> bytes | None:
-        r = await self._call("Range", lambda: self._kv.get(key, serializable=serializable, timeout=self.timeout))
+    async def get(self, key: str, *, serializable: bool = False, timeout: float | None = None) -> bytes | None:
+        r = await self._call("Range", lambda: self._kv.get(key, serializable=serializable,
+                                                           timeout=timeout or self.timeout), timeout)
         return bytes(r.kvs[0].value) if r.kvs else None
-
-    async def linearizable_read(self, timeout: float | None = None) -> None:
-        """One linearizable read of a key nobody writes: it returns only through a leader that still
-        commits (readiness, as etcd's own /readyz checks it)."""
-        await self._call("Range", lambda: self._kv.get(READINESS_KEY, serializable=False,
-                                                       timeout=timeout or self.timeout), timeout)
 
     async def get_prefix(self, prefix: str, *, serializable: bool = False) -> tuple[int, dict[str, KeyValue]]:
         """Every key under `prefix`, read linearizably (or from this member alone, which needs no

@@ -63,7 +63,7 @@ class HeartbeatPublisher(Shell):
             agent.read_error = readiness.NOT_READ_YET
             return
         try:
-            await agent.local.linearizable_read(timeout=readiness.READ_TIMEOUT_S)
+            await agent.local.get(readiness.READ_KEY, timeout=readiness.READ_TIMEOUT_S)
             agent.read_error = None
         except EtcdClientError as exc:
             agent.read_error = str(exc)

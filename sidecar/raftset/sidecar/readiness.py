@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from raftset.etcdclient import Status
 
+# What readiness reads, linearizably; nothing writes it, so on Xline no write conflicts with it.
+READ_KEY = "/raftset.io/readiness"
 # Longer than the status poll's: a read waits for the leader's round trip to a quorum, and a
 # busy disk can slow that for a moment without anything being wrong.
 READ_TIMEOUT_S = 2.0
