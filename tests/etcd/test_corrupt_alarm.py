@@ -101,6 +101,8 @@ async def test_an_alarm_the_data_does_not_confirm_replaces_nothing(make_lab, eng
     wait_for(lambda: any(e.reason == "CorruptUnconfirmed" and "demo-1" in e.message for e in events(lab)), 10,
              "the CorruptUnconfirmed Event")
     await asyncio.sleep(5)  # ten maintenance rounds: nothing more happens
+    await lab.rounds_pass("maintenance", [0])  # the leader judged the alarm again since,
+    await lab.rounds_pass("repair", [1])  # and demo-1's own repair decided on the report
     assert await ids_by_name(lab) == before
     assert parse_progress(annotations(lab, 1).get(contract.ANNOTATION_REPLACE_PROGRESS)).phase == ReplacePhase.NEEDED
     assert not any(e.reason in ("MemberCorrupt", "AlarmDisarmed") for e in events(lab))

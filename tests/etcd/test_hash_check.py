@@ -101,6 +101,10 @@ async def test_under_manual_policy_a_difference_is_needed_until_a_person_asks(ma
         assert judged(pod) == [{"source": "hash_check", "verdict": "replace"}]
         assert [judged(lab.pod(o)) for o in (0, 1)] == [[], []]
         await asyncio.sleep(4)  # four more checks: nothing is removed, one Event said it
+        leader = await lab.leader_ordinal(0, 1, 2)
+        assert leader is not None
+        await lab.rounds_pass("maintenance", [leader])  # the checks ran since,
+        await lab.rounds_pass("repair", [2])  # and demo-2's own repair decided on the verdict
         assert await ids_by_name(lab) == before
         assert await lab.get("/rot", 2) == ROTTEN.encode()
         corrupt = [e.message for e in events(lab) if e.reason == "MemberCorrupt"]

@@ -17,7 +17,7 @@ import os
 import random
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,6 +242,10 @@ class Pod:
         return {(s.name, tuple(sorted(s.labels.items()))): s.value
                 for f in text_string_to_metric_families(text) for s in f.samples}
 
+    def rounds(self, loop: str) -> int:
+        """How many rounds the sidecar's `loop` has finished (its /livez; a 503 body says it too)."""
+        return int(json.loads(http_get(f"{self.sidecar_url}/livez")[1])["loops"][loop]["rounds"])
+
     def leave(self) -> dict[str, Any]:
         status, body = self.containers.pre_stop(timeout=60.0)
         assert status == 200, f"{self.name}: /leave {status}: {body}"
@@ -460,6 +464,16 @@ class Lab:
         async def check() -> bool:
             return await self.leader_ordinal() == ordinal
         return check
+
+    async def rounds_pass(self, loop: str, ordinals: Sequence[int], count: int = 2, timeout: float = 60.0) -> None:
+        """Wait until `loop` finished `count` more rounds on each of `ordinals`: a test that then asserts
+        that nothing happened knows the decision under test was taken (at least one whole round began
+        after this call), not merely that time passed on a slow machine."""
+        start = {o: self.pod(o).rounds(loop) for o in ordinals}
+
+        async def passed() -> bool:
+            return all(self.pod(o).rounds(loop) >= n + count for o, n in start.items())
+        await await_for(passed, timeout, f"{count} more {loop} rounds on {sorted(start)}")
 
     async def logged(self, text: str, *ordinals: int, timeout: float = 10.0) -> int:
         """The first of these pods (default: all) whose sidecar logged `text`.
