@@ -8,11 +8,12 @@ in the backup Lease, not in memory, so the new leader neither repeats nor skips 
 
 Each round: read the cluster object (spec.backup) and the backup Lease (the record, and the
 on-demand request id the operator moved there from the cluster's backup-now annotation), ask
-raftset.backups.decide, take at most one backup (its snapshot chunks, parts and read-back report progress to the backup
-loop's supervision, so a large backup over a slow link is not taken for a stuck round), then abort the incomplete uploads a killed
-taker left behind (raftset.uploads decides which), publish the record (with the served request
-id and the count of aborted uploads). The sidecar never writes the cluster object: its Role may
-only `get` it. Every failure is recorded with its reason; none ends the loop.
+raftset.backups.decide, take at most one backup (its snapshot chunks, parts and read-back report
+progress to the backup loop's supervision, so a large backup over a slow link is not taken for a
+stuck round), then abort the incomplete uploads a killed taker left behind (raftset.uploads
+decides which), publish the record (with the served request id and the count of aborted uploads).
+The sidecar never writes the cluster object: its Role may only `get` it. Every failure is
+recorded with its reason; none ends the loop.
 """
 
 from __future__ import annotations
