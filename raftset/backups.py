@@ -218,6 +218,9 @@ class Manifest:
     engine: str
     cluster: str
     namespace: str
+    # metadata.uid of the cluster object that took it: which incarnation of the name. Empty in
+    # manifests written before it was recorded.
+    cluster_uid: str = ""
 
     def to_json(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -228,9 +231,33 @@ class Manifest:
             raw = json.loads(data)
             return cls(key=str(raw["key"]), sha256=str(raw["sha256"]), size=int(raw["size"]),
                        revision=int(raw["revision"]), taken=str(raw["taken"]), engine=str(raw["engine"]),
-                       cluster=str(raw["cluster"]), namespace=str(raw["namespace"]))
+                       cluster=str(raw["cluster"]), namespace=str(raw["namespace"]),
+                       cluster_uid=str(raw.get("cluster_uid") or ""))
         except (ValueError, KeyError, TypeError) as exc:
             raise ConfigError(f"not a backup manifest: {exc}") from exc
+
+
+def latest_stays(current: Manifest | None, candidate: Manifest) -> str | None:
+    """Why `latest` keeps naming `current` (read from the store just now) instead of the verified
+    `candidate`, or None to publish the candidate.
+
+    `latest` only moves forward. Within one cluster, forward is a higher revision: a deposed
+    leader's slower backup, finishing after the new leader's, holds an older revision and must not
+    move `latest` back (the time taken does not order them: the two sidecars' clocks differ, and the
+    slower one may have started later). A cluster deleted and created again under the same name (a
+    different uid) counts revisions afresh, so between incarnations the later time taken wins; a
+    manifest without a uid (written before uids were recorded) is compared by revision.
+    """
+    if current is None:
+        return None
+    if current.cluster_uid and candidate.cluster_uid and current.cluster_uid != candidate.cluster_uid:
+        if _moment(candidate.taken) > _moment(current.taken):
+            return None
+        return (f"latest names {current.key} of another incarnation of the cluster (uid {current.cluster_uid}), "
+                f"taken later than this backup ({current.taken}, not before {candidate.taken})")
+    if candidate.revision > current.revision:
+        return None
+    return f"latest names {current.key} at revision {current.revision}, not older than revision {candidate.revision}"
 
 
 def restore_manifest_key(source: str, prefix: str, namespace: str, cluster: str) -> str:

@@ -10,6 +10,8 @@ the same words for both stores. docs/backups.md says why boto3.
 from __future__ import annotations
 
 import errno
+import hashlib
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,6 +21,8 @@ from typing import Any, Protocol
 
 from raftset import backups, contract
 from raftset.uploads import Incomplete
+
+log = logging.getLogger(__name__)
 
 # S3's smallest part (except the last) is 5 MiB; 8 MiB parts keep a 256 MiB snapshot at 32 parts.
 PART_SIZE = 8 * 1024 * 1024
@@ -50,6 +54,8 @@ class ObjectStore(Protocol):
     def read(self, key: str) -> Iterator[bytes]: ...
     def get(self, key: str) -> bytes | None: ...
     def put(self, key: str, data: bytes) -> None: ...
+    def get_tagged(self, key: str) -> tuple[bytes, str] | None: ...
+    def put_if(self, key: str, data: bytes, tag: str | None) -> bool: ...
     def keys(self, prefix: str) -> list[str]: ...
     def delete(self, key: str) -> None: ...
     def incomplete(self, prefix: str) -> list[Incomplete]: ...
@@ -173,6 +179,53 @@ class S3Store:
 
     def put(self, key: str, data: bytes) -> None:
         self.call(lambda c: c.put_object(Bucket=self.bucket, Key=key, Body=data))
+
+    def get_tagged(self, key: str) -> tuple[bytes, str] | None:
+        """A small object whole and its ETag; None when it is not there."""
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            answer = self.call(lambda c: c.get_object(Bucket=self.bucket, Key=key))
+        except StoreError as exc:
+            if exc.reason == backups.BACKUP_MISSING:
+                return None
+            raise
+        body = answer["Body"]
+        try:
+            return body.read(), str(answer["ETag"])
+        except BotoCoreError as exc:
+            raise _s3_error(exc) from exc
+        finally:
+            body.close()
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> bool:
+        """PutObject only while the object still has ETag `tag` (If-Match), or is still absent for
+        None (If-None-Match: *); False when it changed or appeared meanwhile.
+
+        A store that answers NotImplemented to the condition gets a plain PutObject: the caller's
+        read just before is then all the protection (docs/backups.md says what window that leaves).
+        """
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        condition = {"IfMatch": tag} if tag is not None else {"IfNoneMatch": "*"}
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data, **condition)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code") or "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            # 412: the ETag differs (or the object exists); 409: a concurrent conditional write;
+            # NoSuchKey: If-Match on an object deleted since it was read.
+            if status in (409, 412) or code in ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey"):
+                return False
+            if status == 501 or code == "NotImplemented":
+                log.warning("%s does not take conditional writes (%s): writing %s after comparing only",
+                            self.bucket, code, key)
+                self.put(key, data)
+                return True
+            raise _s3_error(exc) from exc
+        except BotoCoreError as exc:
+            raise _s3_error(exc) from exc
+        return True
 
     def keys(self, prefix: str) -> list[str]:
         out: list[str] = []
@@ -298,6 +351,20 @@ class DirectoryStore:
         except StoreError:
             upload.abort()
             raise
+
+    def get_tagged(self, key: str) -> tuple[bytes, str] | None:
+        """A small file whole, tagged with its sha256 (a volume has no ETags)."""
+        data = self.get(key)
+        return None if data is None else (data, hashlib.sha256(data).hexdigest())
+
+    def put_if(self, key: str, data: bytes, tag: str | None) -> bool:
+        """Read, compare, write: a volume offers no compare-and-swap. The window between the read and
+        the rename is open only to another writer of the same claim at that moment (docs/backups.md)."""
+        current = self.get_tagged(key)
+        if (None if current is None else current[1]) != tag:
+            return False
+        self.put(key, data)
+        return True
 
     def keys(self, prefix: str) -> list[str]:
         if not self.root.is_dir():

@@ -3,7 +3,9 @@
 take(): Maintenance.Snapshot -> sha256 -> multipart upload -> read back and compare ->
 manifest -> "latest". A backup is published (its manifest, then "latest") only once the
 stored object's sha256 matches what the member sent; anything that fails before aborts the
-upload or deletes the object, so "latest" never names a broken or partial snapshot.
+upload or deletes the object, so "latest" never names a broken or partial snapshot. "latest"
+only moves forward (publish_latest): it is read just before it is written, and written only
+while it is still what was read.
 
 fetch() + restore(): the manifest -> the object, sha256 checked while it streams to a file
 -> the engine's restore command into a temporary directory, renamed into place only when
@@ -21,7 +23,7 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 # revision that member has applied, so the snapshot taken next holds every write up to it. That
 # lower bound is the manifest's revision (the snapshot stream's own header may overstate it).
 REVISION_PROBE = "raftset.dev/backup-revision-probe"
+# Reads of "latest" that another writer may overtake before one publication gives up.
+LATEST_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -47,13 +51,21 @@ class Target:
     prefix: str
     namespace: str
     cluster: str
+    cluster_uid: str = ""  # the cluster object's metadata.uid, recorded in each manifest
+
+
+def _still() -> None:
+    """No one to tell about progress."""
 
 
 async def take(client: MemberClient, store: ObjectStore, target: Target, engine: str, now: datetime,
-               *, part_size: int = PART_SIZE, in_flight: set[str] | None = None) -> Manifest:
+               *, part_size: int = PART_SIZE, in_flight: set[str] | None = None,
+               progress: Callable[[], None] = _still) -> Manifest:
     """One backup of the member `client` talks to; raises StoreError with the reason on failure.
 
     While its upload is open, its id is in `in_flight`: a sweep given the same set leaves it alone.
+    `progress` is called (from this thread or a worker thread) for every snapshot chunk received,
+    every part uploaded and every chunk read back: a long backup is moving, not stuck.
     """
     try:
         revision, _ = await client.get_prefix(REVISION_PROBE)
@@ -72,9 +84,11 @@ async def take(client: MemberClient, store: ObjectStore, target: Target, engine:
         digest.update(chunk)
         size += len(chunk)
         buffer += chunk
+        progress()
         if len(buffer) >= part_size:
             data, buffer = bytes(buffer), bytearray()
             await asyncio.to_thread(upload.part, data)
+            progress()
 
     completed = False
     try:
@@ -86,7 +100,7 @@ async def take(client: MemberClient, store: ObjectStore, target: Target, engine:
             await asyncio.to_thread(upload.part, bytes(buffer))
         await asyncio.to_thread(upload.complete)
         completed = True
-        stored = await asyncio.to_thread(_sha256_of, store, key)
+        stored = await asyncio.to_thread(_sha256_of, store, key, progress)
         if stored != digest.hexdigest():
             raise StoreError(backups.CHECKSUM_MISMATCH,
                              f"{key}: stored sha256 {stored} differs from the snapshot's {digest.hexdigest()}")
@@ -101,18 +115,48 @@ async def take(client: MemberClient, store: ObjectStore, target: Target, engine:
         in_flight.discard(upload.upload_id)
     manifest = Manifest(key=key, sha256=digest.hexdigest(), size=size, revision=revision,
                         taken=times.rfc3339(now), engine=engine, cluster=target.cluster,
-                        namespace=target.namespace)
+                        namespace=target.namespace, cluster_uid=target.cluster_uid)
     await asyncio.to_thread(store.put, backups.manifest_key(key), manifest.to_json())
-    await asyncio.to_thread(store.put, backups.latest_key(target.prefix, target.namespace, target.cluster),
-                            manifest.to_json())
     log.info("backup %s published: revision %d, %d bytes, sha256 %s", key, revision, size, manifest.sha256)
+    kept = await asyncio.to_thread(publish_latest, store, target, manifest)
+    if kept is not None:
+        log.warning("backup %s: latest not moved: %s", key, kept)
     return manifest
 
 
-def _sha256_of(store: ObjectStore, key: str) -> str:
+def publish_latest(store: ObjectStore, target: Target, manifest: Manifest) -> str | None:
+    """Point "latest" at `manifest` if that moves it forward (backups.latest_stays), judged on
+    "latest" as read just now and written only while it is still that (the store's conditional
+    write where it has one); returns why "latest" was left as it is, or None once it names `manifest`.
+
+    A write refused because "latest" changed since the read is read and judged again. An unreadable
+    "latest" (not a manifest) names no backup that could be moved back from: it is replaced.
+    """
+    key = backups.latest_key(target.prefix, target.namespace, target.cluster)
+    for _ in range(LATEST_ATTEMPTS):
+        found = store.get_tagged(key)
+        current, tag = None, None
+        if found is not None:
+            raw, tag = found
+            try:
+                current = Manifest.from_json(raw)
+            except backups.ConfigError as exc:
+                log.warning("%s is not a backup manifest (%s): replacing it", key, exc)
+        if current == manifest:
+            return None  # our own write, whose answer was lost and retried
+        kept = backups.latest_stays(current, manifest)
+        if kept is not None:
+            return kept
+        if store.put_if(key, manifest.to_json(), tag):
+            return None
+    return f"{key} changed under each of {LATEST_ATTEMPTS} attempts to publish it"
+
+
+def _sha256_of(store: ObjectStore, key: str, progress: Callable[[], None]) -> str:
     digest = hashlib.sha256()
     for chunk in store.read(key):
         digest.update(chunk)
+        progress()
     return digest.hexdigest()
 
 

@@ -15,6 +15,8 @@ import hashlib
 import json
 import os
 import threading
+import time
+from dataclasses import replace
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -32,8 +34,10 @@ from tests.harness.checker import Writer, check
 from tests.harness.lab import Lab, http_get
 from tests.harness.operator import install_crds
 from tests.harness.s3 import fresh_bucket
+from tests.harness.toxiproxy import Toxiproxy
 from tests.harness.scenarios import grow, restart_in_place
 from tests.harness.waiting import wait_for
+from tools.devcluster.net import free_port
 from tools.devcluster.s3 import S3Server
 
 pytestmark = pytest.mark.etcd
@@ -65,19 +69,21 @@ def mounts(tmp_path: Path, s3_server: S3Server) -> Path:
 
 @pytest.fixture
 def backup_lab(make_lab: Callable[..., Lab], mounts: Path, crds: None) -> Callable[..., Lab]:
-    def make(replicas: int = 3) -> Lab:
+    def make(replicas: int = 3, env: dict[str, str] | None = None) -> Lab:
         lab = make_lab(replicas=replicas, env_extra={
             contract.SidecarEnv.BACKUP_MOUNT_ROOT: str(mounts),
             # What the operator renders beside those volumes for s3_spec's Secret.
             contract.SidecarEnv.BACKUP_MOUNTS: backups.mounts({"s3": {"credentialsSecret": "s3-credentials"}}),
             contract.SidecarEnv.BACKUP_INTERVAL: "0.5",
+            **(env or {}),
         })
         return lab
     return make
 
 
-def s3_spec(server: S3Server, bucket: str) -> dict[str, Any]:
-    return {"endpoint": server.endpoint, "bucket": bucket, "prefix": PREFIX, "credentialsSecret": "s3-credentials"}
+def s3_spec(server: S3Server, bucket: str, endpoint: str | None = None) -> dict[str, Any]:
+    return {"endpoint": endpoint or server.endpoint, "bucket": bucket, "prefix": PREFIX,
+            "credentialsSecret": "s3-credentials"}
 
 
 def store_of(server: S3Server, bucket: str) -> S3Store:
@@ -558,3 +564,141 @@ async def test_the_leaders_sidecar_aborts_a_killed_takers_upload_after_its_backu
     assert (len(body), sha256(body)) == (taken.size, taken.sha256), "the backup itself reads back whole"
     young.abort()
     await check([lab.pod(0).client_url], writer.acked, lab.client_tls())
+
+
+BIG_MIB = 256
+STALL_S = 4.0  # the backup loop's bound: its interval (0.5 s) plus this
+SLOW_LINK_KIB_S = 6 * 1024  # the sidecar's uploads to S3: 256 MiB take ~43 s, ten times the bound
+
+
+async def test_a_backup_of_256_mib_over_a_slow_link_outlasts_the_stall_allowance_and_livez_stays_ok(
+        backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str, tmp_path: Path) -> None:
+    """Issue 30, bug 8: a backup round longer than its loop's stall allowance failed /livez (and
+    kubelet restarted the leader's sidecar mid-upload, every time). The allowance is lowered here
+    (RAFTSET_LOOP_STALL) so that a 256 MiB snapshot over a bandwidth-limited Toxiproxy in front of
+    versitygw takes many times the bound: each chunk and part reports progress, /livez stays OK."""
+    lab = backup_lab(replicas=1, env={contract.SidecarEnv.LOOP_STALL: str(STALL_S)})
+    await grow(lab, 1)
+    pod = lab.pod(0)
+    async with MemberClient(pod.client_url) as client:
+        for i in range(BIG_MIB):
+            await client.put(f"/big/{i:04d}", os.urandom(1024 * 1024))
+    writer = Writer([pod.client_url], lab.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 20, 30, "the writer running")
+
+    with Toxiproxy(tmp_path / "toxiproxy", host=s3_server.host) as proxy:
+        listen = f"{s3_server.host}:{free_port(s3_server.host)}"
+        proxy.proxy("s3", listen, f"{s3_server.host}:{s3_server.port}")
+        proxy.bandwidth("s3", SLOW_LINK_KIB_S)
+        create_cluster_object(lab, {"backup": {"s3": s3_spec(s3_server, bucket, endpoint=f"http://{listen}")}})
+        request_backup(lab)
+        wait_for(lambda: "backup: taking a on-demand backup" in pod.log_text(), 30, "the backup round starting")
+        started = time.monotonic()
+        not_live: list[str] = []
+
+        def taken() -> backups.Manifest | None:
+            try:
+                code, body = http_get(f"{pod.sidecar_url}/livez")
+            except OSError as exc:  # a probe that times out fails as well
+                code, body = 0, str(exc)
+            if code != 200:
+                not_live.append(f"{time.monotonic() - started:.0f}s: {body}")
+            return success_after(lab, None)()
+        done = wait_for(taken, 150, "the 256 MiB backup over the slow link", interval=1.0)
+        took = time.monotonic() - started
+    writer.stop()
+    assert not not_live, f"/livez failed during the backup: {not_live[:3]}"
+    assert took > 3 * (STALL_S + 0.5), f"the round took {took:.0f}s: not longer than the stall allowance"
+    assert done.size >= BIG_MIB * 1024 * 1024 and record(lab).last_failure is None
+    assert "backup loop" not in pod.log_text(), "no unexpected error in the backup loop"
+    store = store_of(s3_server, bucket)
+    digest = hashlib.sha256()
+    for chunk in store.read(done.key):
+        digest.update(chunk)
+    assert digest.hexdigest() == done.sha256, "the stored object is the snapshot"
+    assert latest(store, lab) == done
+    await check([pod.client_url], writer.acked, lab.client_tls())
+
+
+async def test_an_older_backup_finishing_later_does_not_move_latest_back(
+        backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str) -> None:
+    """Issue 30, bug 8: a deposed leader's slower backup (an older revision) completes after the new
+    leader's; its snapshot and manifest are published, `latest` keeps naming the newer one. Then the
+    same through the real server's conditional write: a `latest` that moved between the read and the
+    write is refused (412) and judged again."""
+    lab = backup_lab(replicas=1)
+    await grow(lab, 1)
+    store = store_of(s3_server, bucket)
+    target = snapshots.Target(PREFIX, lab.namespace, lab.cluster)
+    part = 5 * 1024 * 1024
+    first_part, go_on = threading.Event(), threading.Event()
+
+    class PausesAfterFirstPart:
+        """The deposed leader's store: slow, it stops after its first part until told to go on."""
+
+        def __init__(self, inner: S3Store) -> None:
+            self.inner = inner
+
+        def begin(self, key: str) -> Any:
+            upload = self.inner.begin(key)
+            real_part = upload.part
+
+            def part_then_wait(data: bytes) -> None:
+                real_part(data)
+                first_part.set()
+                assert go_on.wait(60), "never told to go on"
+            upload.part = part_then_wait  # type: ignore[method-assign]
+            return upload
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    async with MemberClient(lab.pod(0).client_url) as client:
+        for i in range(3):  # more than one part, so the slow one is caught mid-upload
+            await client.put(f"/big/{i}", os.urandom(2 * 1024 * 1024))
+        now = datetime.now(timezone.utc)
+        slow = asyncio.create_task(snapshots.take(client, PausesAfterFirstPart(store), target, "etcd", now,
+                                                  part_size=part))
+        try:
+            assert await asyncio.to_thread(first_part.wait, 60), "the slow backup's first part"
+            await client.put("/after", "the slow backup's revision")
+            newer = await snapshots.take(client, store, target, "etcd", now + timedelta(seconds=1), part_size=part)
+            assert latest(store, lab) == newer
+        finally:
+            go_on.set()
+        older = await slow
+    assert older.revision < newer.revision
+    assert store.get(backups.manifest_key(older.key)) == older.to_json(), "the older backup is published"
+    assert latest(store, lab) == newer, f"latest moved back to revision {latest(store, lab).revision}"
+
+    # The real server's conditional write (versitygw takes If-Match and If-None-Match: *).
+    key = backups.latest_key(PREFIX, lab.namespace, lab.cluster)
+    found = store.get_tagged(key)
+    assert found is not None and found[0] == newer.to_json()
+    assert not store.put_if(key, older.to_json(), '"not-its-etag"'), "a stale ETag is refused"
+    assert not store.put_if(key, older.to_json(), None), "If-None-Match: * on an existing latest is refused"
+    assert latest(store, lab) == newer
+    assert store.put_if(key, newer.to_json(), found[1]), "the current ETag is taken"
+    refused: list[bool] = []
+
+    class Overtaken:
+        """Another taker publishes the newer backup between this one's read of latest and its write."""
+
+        def __init__(self, inner: S3Store) -> None:
+            self.inner = inner
+
+        def put_if(self, key: str, data: bytes, tag: str | None) -> bool:
+            if not refused:
+                self.inner.put(key, newer.to_json())
+            refused.append(not self.inner.put_if(key, data, tag))
+            return not refused[-1]
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+    store.put(key, older.to_json())  # latest as the overtaken taker reads it
+    between = replace(newer, key=newer.key.replace(".db", "-between.db"), revision=newer.revision - 1)
+    assert snapshots.publish_latest(Overtaken(store), target, between) is not None
+    assert refused == [True], "the server refused the write on the moved latest (412)"
+    assert latest(store, lab) == newer

@@ -1,4 +1,5 @@
-"""A real Toxiproxy between the members' peer ports: latency between zones.
+"""A real Toxiproxy between the members' peer ports: latency between zones (or in front of any
+TCP server a test names: a slow link to the S3 server).
 
 Each member listens for its peers on `PEER_BEHIND` (2382) and keeps advertising its usual
 peer URL (:2380), where a Toxiproxy proxy forwards to it. Every Raft message a member
@@ -72,6 +73,13 @@ class Toxiproxy:
                 "name": f"latency-{stream}", "type": "latency", "stream": stream,
                 "attributes": {"latency": one_way_ms, "jitter": jitter_ms},
             })
+
+    def bandwidth(self, name: str, kib_per_s: int, stream: str = "upstream") -> None:
+        """Limit one direction of the proxy's connections (upstream: client to server) to `kib_per_s`."""
+        self._call("POST", f"/proxies/{name}/toxics", {
+            "name": f"bandwidth-{stream}", "type": "bandwidth", "stream": stream,
+            "attributes": {"rate": kib_per_s},
+        })
 
     def clear(self, name: str) -> None:
         """Remove the proxy's toxics: its connections pass unchanged from now on."""

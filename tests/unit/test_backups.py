@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -433,3 +435,50 @@ def test_a_pod_that_mounts_another_destination_waits_for_the_roll() -> None:
     renamed = backups.unmounted({"s3": {**S3, "credentialsSecret": "new"}}, backups.mounts(spec))
     assert renamed is not None and "credentials=new" in renamed
     assert backups.unmounted({"pvc": {"claimName": "c"}}, backups.mounts(spec)) is not None
+
+
+# ---- latest only moves forward
+
+
+def taken_at(revision: int, taken: str = "2026-11-23T07:00:00Z", uid: str = "uid-1") -> Manifest:
+    return replace(manifest(key=f"p/ns/demo/snapshot-20261123T070000Z-r{revision}.db", taken=taken),
+                   revision=revision, cluster_uid=uid)
+
+
+def test_latest_is_published_where_there_is_none_or_it_names_an_older_revision() -> None:
+    assert backups.latest_stays(None, taken_at(42)) is None
+    assert backups.latest_stays(taken_at(41), taken_at(42)) is None
+    # the revision decides, not the time taken: a deposed leader's clock may run ahead
+    assert backups.latest_stays(taken_at(41, taken="2026-11-23T08:00:00Z"), taken_at(42)) is None
+
+
+def test_a_slower_backup_of_an_older_revision_never_moves_latest_back() -> None:
+    """A deposed leader's backup finishing after the new leader's: same cluster, lower revision."""
+    why = backups.latest_stays(taken_at(50), taken_at(42, taken="2026-11-23T08:00:00Z"))
+    assert why == ("latest names p/ns/demo/snapshot-20261123T070000Z-r50.db at revision 50, "
+                   "not older than revision 42")
+    assert backups.latest_stays(taken_at(42), taken_at(42)) is not None, "the same revision is no step forward"
+
+
+def test_a_manifest_without_a_cluster_uid_compares_by_revision() -> None:
+    """Manifests written before the uid was recorded: the revision alone, as for one incarnation."""
+    assert backups.latest_stays(taken_at(50, uid=""), taken_at(42)) is not None
+    assert backups.latest_stays(taken_at(41, uid=""), taken_at(42)) is None
+    assert backups.latest_stays(taken_at(50), taken_at(42, uid="")) is not None
+
+
+def test_another_incarnation_of_the_cluster_is_ordered_by_the_time_taken() -> None:
+    """A cluster deleted and created again under the same name counts its revisions from 1 (or from
+    the snapshot it restored): its first backup replaces the old cluster's latest if taken later."""
+    old = taken_at(9000, taken="2026-11-23T07:00:00Z", uid="old")
+    assert backups.latest_stays(old, taken_at(5, taken="2026-11-23T07:30:00Z", uid="new")) is None
+    why = backups.latest_stays(old, taken_at(9500, taken="2026-11-23T06:59:00Z", uid="new"))
+    assert why is not None and "another incarnation" in why and "taken later" in why
+
+
+def test_a_manifest_records_the_cluster_uid_and_reads_one_without_it() -> None:
+    m = taken_at(42)
+    assert Manifest.from_json(m.to_json()) == m
+    legacy = {k: v for k, v in json.loads(m.to_json()).items() if k != "cluster_uid"}
+    assert Manifest.from_json(json.dumps(legacy).encode()).cluster_uid == ""
+    assert Record.from_json(Record(last_success=m).to_json()).last_success == m

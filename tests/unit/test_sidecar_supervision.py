@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from raftset.sidecar.supervision import (
     classify,
     ended,
     liveness,
+    progressed,
     started,
 )
 from tests.unit.builders import cluster
@@ -66,6 +68,19 @@ def test_a_loop_that_ended_is_dead_at_once_and_every_problem_is_named() -> None:
     assert verdict.problems[0] == "promote: loop ended: SystemExit: 3"
     assert verdict.problems[1].startswith("clean: no progress for 6s (bound 5s)")
     assert liveness([], 1e9).alive
+
+
+def test_progress_inside_a_round_keeps_a_long_round_alive_until_it_stops_progressing() -> None:
+    """A backup round far longer than the bound (a large snapshot over a slow link) is alive as
+    long as its parts keep going up; once they stop for the bound, it is stuck like any hung round."""
+    h = started("backup", bound=10.0, now=0.0)
+    for now in (8.0, 16.0, 24.0):  # a part uploaded every 8 s, the round running for 24 s
+        h = progressed(h, now)
+        assert liveness([h], now + 9.0).alive
+    assert h.rounds == 0 and h.last_progress == 24.0, "progress is not a finished round"
+    verdict = liveness([h], 34.5)
+    assert not verdict.alive
+    assert verdict.problems == ("backup: no progress for 10s (bound 10s), a round has not finished",)
 
 
 def test_bound_and_classification() -> None:
@@ -134,6 +149,37 @@ async def test_a_hanging_round_fails_liveness_and_a_crashed_loop_is_recorded(tmp
     with pytest.raises(SystemExit):
         await loops.run("promote", 1.0, exits, stopping)
     assert "promote: loop ended: SystemExit: 3" in loops.liveness().problems
+
+
+async def test_a_round_that_reports_progress_from_a_worker_thread_stays_alive() -> None:
+    clock, stopping = Clock(), asyncio.Event()
+    release = asyncio.Event()
+    alive_after_each_part: list[bool] = []
+
+    async def long_round() -> None:
+        report = loops.reporter("backup")
+        for _ in range(3):  # an upload's parts, each in a worker thread, each past the bound
+            clock.now += 4.0
+            await asyncio.to_thread(report)
+            await asyncio.sleep(0)  # the loop runs the beat the thread handed it
+            alive_after_each_part.append(loops.liveness().alive)
+        await release.wait()
+
+    loops = Loops(2.0, clock=clock, env={})
+    task = asyncio.create_task(loops.run("backup", 1.0, long_round, stopping))
+    await asyncio.wait_for(_until(lambda: len(alive_after_each_part) == 3), timeout=5)
+    assert alive_after_each_part == [True, True, True]
+    assert clock.now == 12.0 and loops.health()[0].rounds == 0, "one round, still running, 4x its bound"
+    clock.now += 3.5  # no part for longer than the bound (1 + 2 s)
+    assert not loops.liveness().alive
+    stopping.set()
+    release.set()
+    await asyncio.wait_for(task, timeout=5)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
 
 
 @pytest.mark.parametrize("tls", ["auto", "disabled"])

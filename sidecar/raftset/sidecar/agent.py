@@ -32,7 +32,7 @@ from raftset.etcdclient import (
     Status,
     TLSConfigError,
 )
-from raftset.sidecar import corruption, heartbeat, marker, readiness
+from raftset.sidecar import backuper, corruption, heartbeat, marker, readiness
 from raftset.sidecar.backuper import Backuper
 from raftset.sidecar.cleaner import Cleaner
 from raftset.sidecar.config import Settings
@@ -233,7 +233,7 @@ class Agent:
             "promote": (poll, self.promoter.round),
             "clean": (clean, self.cleaner.once),
             "membership": (poll, self.membership_publisher.once),
-            "backup": (self.settings.backup_interval, self.backuper.once),
+            backuper.LOOP: (self.settings.backup_interval, self.backuper.once),
             "maintenance": (self.settings.maintenance_interval, self.maintainer.once),
             "repair": (self.settings.poll_interval, self.repairer.once),
         }

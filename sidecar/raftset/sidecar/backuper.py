@@ -8,10 +8,12 @@ in the backup Lease, not in memory, so the new leader neither repeats nor skips 
 
 Each round: read the cluster object (spec.backup) and the backup Lease (the record, and the
 on-demand request id the operator moved there from the cluster's backup-now annotation), ask
-raftset.backups.decide, take at most one backup, then abort the incomplete uploads a killed
-taker left behind (raftset.uploads decides which), publish the record (with the served request
-id and the count of aborted uploads). The sidecar never writes the cluster object: its Role may
-only `get` it. Every failure is recorded with its reason; none ends the loop.
+raftset.backups.decide, take at most one backup (its snapshot chunks, parts and read-back report
+progress to the backup loop's supervision, so a large backup over a slow link is not taken for a
+stuck round), then abort the incomplete uploads a killed taker left behind (raftset.uploads
+decides which), publish the record (with the served request id and the count of aborted uploads).
+The sidecar never writes the cluster object: its Role may only `get` it. Every failure is
+recorded with its reason; none ends the loop.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
     from raftset.sidecar.agent import Agent
 
 log = logging.getLogger("raftset.sidecar")
+
+LOOP = "backup"  # the name supervision runs Backuper.once under (Agent.run), and /livez shows
 
 
 def destination(settings_root: str, spec: dict[str, Any]) -> backups.Destination:
@@ -101,30 +105,31 @@ class Backuper(Shell):
         self.waiting = None
         if decision.take:
             log.info("backup: taking a %s backup", decision.trigger)
-            updated = await self.attempt(spec, updated, now, invalid)
+            uid = str((cluster.get("metadata") or {}).get("uid") or "")
+            updated = await self.attempt(spec, updated, now, invalid, uid)
             if not invalid:
                 updated = await self.sweep(spec, updated, now)
         if updated != record:
             await self.publish(updated, now)
 
     async def attempt(self, spec: dict[str, Any], record: backups.Record, now: datetime,
-                      invalid: str | None) -> backups.Record:
+                      invalid: str | None, cluster_uid: str) -> backups.Record:
         """One backup, counted as the outcome of a backup round: `taken`, or the failure's reason."""
-        updated, outcome = await self._take(spec, record, now, invalid)
+        updated, outcome = await self._take(spec, record, now, invalid, cluster_uid)
         self.agent.metrics.outcome(STEP_BACKUP, outcome)
         return updated
 
     async def _take(self, spec: dict[str, Any], record: backups.Record, now: datetime,
-                    invalid: str | None) -> tuple[backups.Record, str]:
+                    invalid: str | None, cluster_uid: str) -> tuple[backups.Record, str]:
         settings, agent = self.settings, self.agent
         if invalid:
             return backups.failed(record, now, backups.INVALID_CONFIG, invalid), backups.INVALID_CONFIG
         try:
             dest = destination(settings.backup_mount_root, spec)
             store = await asyncio.to_thread(objectstore.open_store, dest)
-            target = snapshots.Target(dest.prefix, settings.namespace, settings.cluster)
+            target = snapshots.Target(dest.prefix, settings.namespace, settings.cluster, cluster_uid)
             manifest = await snapshots.take(agent.local, store, target, settings.engine.name, now,
-                                            in_flight=self.in_flight)
+                                            in_flight=self.in_flight, progress=agent.loops.reporter(LOOP))
         except StoreError as exc:
             log.error("backup failed: %s", exc)
             return backups.failed(record, now, exc.reason, exc.message), exc.reason

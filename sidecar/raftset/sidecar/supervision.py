@@ -10,6 +10,10 @@ of three outcomes, recorded in the loop's `LoopHealth` by the pure `after_round`
 * `unexpected` — anything else (a bug, a library raising what it should not): logged with
   its traceback, counted, retried after a capped exponential backoff, and *not* progress.
 
+A round whose work may rightly outlast the bound (a backup: a large snapshot over a slow
+link) reports `progressed` as it moves bytes, through `Loops.reporter`: each report counts as
+progress, so such a round fails /livez only when it stops moving for the bound.
+
 `liveness` (pure) says the sidecar is dead when a loop's task ended while the sidecar was
 not stopping, or when a loop made no progress within its bound (a round that hangs, or
 rounds that keep failing unexpectedly): kubelet's livenessProbe on /livez then restarts
@@ -77,6 +81,11 @@ def after_round(health: LoopHealth, outcome: Outcome, now: float, error: str = "
                                failing_since=None, last_error=error if outcome == "expected" else "")
 
 
+def progressed(health: LoopHealth, now: float) -> LoopHealth:
+    """A round still running moved its work forward (a backup's snapshot chunk or uploaded part)."""
+    return dataclasses.replace(health, last_progress=now)
+
+
 def ended(health: LoopHealth, reason: str) -> LoopHealth:
     return dataclasses.replace(health, ended=reason)
 
@@ -133,6 +142,18 @@ class Loops:
 
     def liveness(self) -> Liveness:
         return liveness(self.health(), self.clock())
+
+    def beat(self, name: str) -> None:
+        """The running round of `name` made progress."""
+        health = self._health.get(name)
+        if health is not None:
+            self._health[name] = progressed(health, self.clock())
+
+    def reporter(self, name: str) -> Callable[[], None]:
+        """`beat(name)` for a round's long work, callable from any thread: a backup moves its bytes
+        in worker threads, and LoopHealth is only ever replaced on the event loop's thread."""
+        loop = asyncio.get_running_loop()
+        return lambda: loop.call_soon_threadsafe(self.beat, name)
 
     async def run(self, name: str, interval: float, step: Step, stopping: asyncio.Event) -> None:
         """Run `step` until `stopping` is set; never raises (a dead loop is recorded, not propagated)."""
