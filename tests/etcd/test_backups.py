@@ -655,8 +655,8 @@ async def test_an_older_backup_finishing_later_does_not_move_latest_back(
             return getattr(self.inner, name)
 
     async with MemberClient(lab.pod(0).client_url) as client:
-        for i in range(3):  # more than one part, so the slow one is caught mid-upload
-            await client.put(f"/big/{i}", os.urandom(2 * 1024 * 1024))
+        for i in range(12):  # more than one part, so the slow one is caught mid-upload (1 MiB a put: etcd's limit is 1.5)
+            await client.put(f"/big/{i}", os.urandom(1024 * 1024))
         now = datetime.now(timezone.utc)
         slow = asyncio.create_task(snapshots.take(client, PausesAfterFirstPart(store), target, "etcd", now,
                                                   part_size=part))
@@ -697,8 +697,9 @@ async def test_an_older_backup_finishing_later_does_not_move_latest_back(
         def __getattr__(self, name: str) -> Any:
             return getattr(self.inner, name)
 
-    store.put(key, older.to_json())  # latest as the overtaken taker reads it
+    # Latest as the overtaken taker reads it, and a backup that moves it forward but not past `newer`.
     between = replace(newer, key=newer.key.replace(".db", "-between.db"), revision=newer.revision - 1)
+    store.put(key, replace(older, revision=between.revision - 1).to_json())
     assert snapshots.publish_latest(Overtaken(store), target, between) is not None
     assert refused == [True], "the server refused the write on the moved latest (412)"
     assert latest(store, lab) == newer
