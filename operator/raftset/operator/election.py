@@ -148,7 +148,7 @@ def lease_spec(me: str, now: datetime, timing: Timing, previous: Record | None) 
 def _client_without_retries(api: client.ApiClient) -> client.ApiClient:
     """A client of our own: urllib3 retries a timed-out read 3 times by default, which would
     stretch one request's timeout fourfold."""
-    configuration = copy.copy(api.configuration)
+    configuration = copy.deepcopy(api.configuration)
     configuration.retries = False
     return client.ApiClient(configuration)
 
