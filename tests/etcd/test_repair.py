@@ -6,16 +6,25 @@ The store's container restarts on exit, as kubelet restarts it (`Pod.restart_alw
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
+from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
+from etcd3aio import Etcd3Client
+from etcd3aio.kv import prefix_range_end
 
 from raftset import contract
 from raftset.contract import SidecarEnv
-from raftset.etcdclient import MemberClient
-from raftset.sidecar import datadir
+from raftset.etcdclient import ClusterClient, EtcdClientError, LockLost, MemberClient
+from raftset.etcdlock import LOCK_PREFIX
+from raftset.sidecar import datadir, repair
+from raftset.sidecar.plumbing import LOCK_NAME
+from raftset.sidecar.repairer import Repairer
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, Pod
 from tests.harness.rot import kubelet_restarts
@@ -168,3 +177,88 @@ async def test_a_follower_with_a_corrupt_db_is_replaced_automatically(make_lab) 
     assert "data corrupt" in log and "moved aside" in log and "released the data moved aside" in log
     assert int(annotations(lab, 2)[contract.ANNOTATION_RESTART_BASELINE]) >= 2
     await check_members(lab, writer, 0, 1, 2)
+
+
+class RemovalAgent:
+    """What the repair shell's self-removal asks of its agent, over real etcd; `statuses` lets the test
+    act inside the section, between the decision under the lock and the MemberRemove."""
+
+    def __init__(self, lab: Lab, ordinal: int, inside: Callable[[], Awaitable[None]]) -> None:
+        self.settings = SimpleNamespace(client_url=lab.pod(ordinal).client_url,
+                                        pod_name=contract.pod_name(lab.cluster, ordinal))
+        self.kube = self
+        self.etcd = ClusterClient(timeout=3.0)
+        self.urls = [lab.pod(o).client_url for o in range(3)]
+        self.inside = inside
+        self.removed: list[int] = []
+        self.rejoined: list[str] = []
+
+    def candidates(self, kept: list[int], leases: list[Any]) -> list[str]:
+        return self.urls
+
+    async def authoritative_members(self, urls: list[str]) -> tuple[MemberClient, list[Any], bool]:
+        client, members = await self.etcd.member_list(urls)
+        return client, members, True
+
+    async def answers(self) -> dict[int, Any]:
+        answers = await self.etcd.statuses(self.urls, timeout=2.0)
+        return {st.member_id: st for st in answers.values() if st is not None}
+
+    async def statuses(self, members: list[Any]) -> dict[int, Any]:
+        answers = await self.answers()
+        await self.inside()
+        return answers
+
+    async def member_remove(self, client: MemberClient, member_id: int) -> EtcdClientError | None:
+        """As the agent's: one attempt, etcd's refusal returned."""
+        self.removed.append(member_id)
+        try:
+            await client.remove(member_id)
+        except EtcdClientError as exc:
+            return exc
+        return None
+
+    async def rejoin(self, reason: str) -> None:
+        self.rejoined.append(reason)
+
+    async def annotate_pod(self, name: str, body: dict[str, Any]) -> None:
+        pass
+
+
+async def test_a_replacement_whose_lock_is_lost_before_its_removal_removes_nothing(make_lab) -> None:
+    """The repair shell's MemberRemove of its own member under the real membership lock, whose lease
+    is revoked inside the section: the fence stops the removal, and the member stays in Raft."""
+    lab = make_lab(replicas=3)
+    await grow(lab, 3)
+    await lab.move_leader_to(0)
+    await asyncio.sleep(6)  # etcd refuses a removal ("unhealthy cluster") while a peer connected < 5 s ago
+    ids = await ids_by_name(lab)
+    own = ids[contract.pod_name(lab.cluster, 1)]
+    async with Etcd3Client([f"{lab.pod(0).ip}:2379"]) as etcd:
+        assert etcd.lease is not None
+        revoked: list[int] = []
+
+        async def lose_the_lock() -> None:
+            """Revoke the lease of the lock's holder: the removal's own lock, since we are in its section."""
+            assert etcd.kv is not None and etcd.lease is not None
+            prefix = f"{LOCK_PREFIX}/{LOCK_NAME}/".encode()
+            keys = (await etcd.kv.get(prefix, prefix_range_end(prefix))).kvs
+            holder = min(keys, key=lambda kv: kv.create_revision)
+            await etcd.lease.revoke(int(holder.lease))
+            revoked.append(int(holder.lease))
+
+        agent = RemovalAgent(lab, 1, lose_the_lock)
+        members = await lab.members(0, 1, 2)
+        first = repair.ReplaceView(requested=True, progress=None, own_id=own, members=members,
+                                   statuses=await agent.answers(), size=3, leading=False, hand_off=True,
+                                   target=None, diagnosis=None, automatic=False, doubtful=False, alarms=(),
+                                   lock_held=False)
+        assert repair.decide(first).act is repair.Act.REMOVE
+        try:
+            with pytest.raises(LockLost, match="expired or was revoked"):
+                await Repairer(agent).remove_self(own, [0, 1, 2], first)  # type: ignore[arg-type]
+        finally:
+            await agent.etcd.close()
+    assert revoked, "the section never ran: the lock was not lost inside it"
+    assert agent.removed == [] and agent.rejoined == [], "MemberRemove was sent after the lock was lost"
+    assert own in {m.id for m in await lab.members(0, 2)}, "the member was removed without the lock"

@@ -81,6 +81,14 @@ class Toxiproxy:
             "attributes": {"rate": kib_per_s},
         })
 
+    def stall(self, name: str) -> None:
+        """Let no byte through either direction of the proxy's connections, and close none of them
+        (a `timeout` toxic of 0): a request sent now, or on a connection kept alive, never returns."""
+        for stream in ("upstream", "downstream"):
+            self._call("POST", f"/proxies/{name}/toxics", {
+                "name": f"stall-{stream}", "type": "timeout", "stream": stream, "attributes": {"timeout": 0},
+            })
+
     def clear(self, name: str) -> None:
         """Remove the proxy's toxics: its connections pass unchanged from now on."""
         for toxic in self._call("GET", f"/proxies/{name}/toxics") or []:

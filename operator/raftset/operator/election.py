@@ -6,10 +6,17 @@ half-done scale from what is in the API (the operator keeps no state that matter
 memory). This is client-go's leader election, kept small:
 
 - `decide` (pure) says what a replica does with the Lease it read;
+- expiry is counted on the reader's own clock, never from the holder's `renewTime` (two
+  nodes' clocks disagree): `observe` notes when this replica first read the Lease's current
+  version, and the Lease expires `leaseDurationSeconds` after that, as client-go's
+  `observedTime` does;
 - `Elector` (the shell) reads and writes the Lease with optimistic concurrency (a write on a
-  stale resourceVersion fails with 409, so two replicas can never both take it);
-- a holder that cannot renew within `renew_deadline` stops the process at once: a replica
-  that may have lost the Lease must not act one more step.
+  stale resourceVersion fails with 409, so two replicas can never both take it), every
+  request bounded by `Timing.request_timeout`;
+- a holder stops acting `renew_deadline` after the start of its last successful renewal
+  (`acting_time_left`), whether or not a renewal is still hanging: a watchdog thread ends
+  the process then. A standby counts `lease_duration` from a sighting no earlier than that
+  start, so the holder has stopped before its Lease can be taken.
 
 kopf's own peering was not used: replicas of equal priority both keep running there (it
 only warns), so exactly-one-acts would hang on a priority per replica.
@@ -17,6 +24,7 @@ only warns), so exactly-one-acts would hang on a priority per replica.
 
 from __future__ import annotations
 
+import copy
 import enum
 import http.server
 import logging
@@ -26,7 +34,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -38,7 +46,9 @@ LEASE_NAME = "raftset-operator"
 
 @dataclass(frozen=True)
 class Timing:
-    """client-go's defaults: a dead holder is replaced within lease_duration + retry_period."""
+    """client-go's defaults: a dead holder is replaced within lease_duration + 2 x retry_period of its
+    last renewal (a standby sees it on its next read and takes over on its first read a lease
+    duration later)."""
 
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
@@ -48,6 +58,11 @@ class Timing:
         if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
             raise ValueError("need 0 < retry_period < renew_deadline < lease_duration "
                              f"(got {self.retry_period}, {self.renew_deadline}, {self.lease_duration})")
+
+    @property
+    def request_timeout(self) -> float:
+        """Per API request: a round's read and write together end within the renew deadline."""
+        return self.renew_deadline / 2
 
     @classmethod
     def from_env(cls) -> Timing:
@@ -62,9 +77,16 @@ class Record:
     """What the Lease says about its holder."""
 
     holder: str | None
-    renewed: datetime | None
     duration: float
     transitions: int = 0
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """When this replica first read the Lease's current version, on its own monotonic clock."""
+
+    version: str  # the Lease's resourceVersion: every write changes it
+    at: float
 
 
 class Action(enum.Enum):
@@ -74,32 +96,48 @@ class Action(enum.Enum):
     WAIT = "wait"  # someone else holds it
 
 
-def expired(record: Record, now: datetime) -> bool:
-    """No holder, or no renewal within the holder's own lease duration."""
-    if not record.holder or record.renewed is None:
+def observe(previous: Sighting | None, version: str, now: float) -> Sighting:
+    """The sighting after reading version `version` at `now`: the same version keeps its first sighting."""
+    if previous is not None and previous.version == version:
+        return previous
+    return Sighting(version, now)
+
+
+def expired(record: Record, seen: Sighting, now: float) -> bool:
+    """No holder, or no change seen for the holder's own lease duration (on our clock, not the holder's)."""
+    if not record.holder:
         return True
-    return now - record.renewed > timedelta(seconds=record.duration)
+    return now - seen.at > record.duration
 
 
-def decide(record: Record | None, me: str, now: datetime) -> Action:
+def decide(record: Record | None, me: str, seen: Sighting, now: float) -> Action:
+    """What to do with `record` (None: no Lease), which we first saw in its current version as `seen`."""
     if record is None:
         return Action.CREATE
     if record.holder == me:
         return Action.RENEW
-    return Action.TAKE if expired(record, now) else Action.WAIT
+    return Action.TAKE if expired(record, seen, now) else Action.WAIT
+
+
+def acting_time_left(renewal_started: float, now: float, timing: Timing) -> float:
+    """How long a holder may still act after its last successful renewal began (<= 0: stop now).
+
+    Counted from the round's start, which precedes the write a standby can see, so the
+    holder stops `lease_duration - renew_deadline` before any standby's expiry.
+    """
+    return renewal_started + timing.renew_deadline - now
 
 
 def read_record(lease: client.V1Lease) -> Record:
     spec = lease.spec or client.V1LeaseSpec()
-    renewed = spec.renew_time or spec.acquire_time
-    if renewed is not None and renewed.tzinfo is None:
-        renewed = renewed.replace(tzinfo=timezone.utc)
-    return Record(holder=spec.holder_identity, renewed=renewed,
-                  duration=float(spec.lease_duration_seconds or 0), transitions=spec.lease_transitions or 0)
+    return Record(holder=spec.holder_identity, duration=float(spec.lease_duration_seconds or 0),
+                  transitions=spec.lease_transitions or 0)
 
 
 def lease_spec(me: str, now: datetime, timing: Timing, previous: Record | None) -> client.V1LeaseSpec:
-    """The spec a holder writes: a take-over counts a transition and restamps acquireTime."""
+    """The spec a holder writes: a take-over counts a transition and restamps acquireTime.
+
+    `renewTime` is for people reading the Lease; no replica's decision reads it."""
     taking = previous is None or previous.holder != me
     transitions = (previous.transitions if previous else 0) + (1 if previous is not None and taking else 0)
     return client.V1LeaseSpec(holder_identity=me, lease_duration_seconds=max(1, round(timing.lease_duration)),
@@ -107,44 +145,61 @@ def lease_spec(me: str, now: datetime, timing: Timing, previous: Record | None) 
                               acquire_time=now if taking else None)
 
 
+def _client_without_retries(api: client.ApiClient) -> client.ApiClient:
+    """A client of our own: urllib3 retries a timed-out read 3 times by default, which would
+    stretch one request's timeout fourfold."""
+    configuration = copy.deepcopy(api.configuration)
+    configuration.retries = False
+    return client.ApiClient(configuration)
+
+
 class Elector:
     """Acquires and keeps the operator's Lease for `identity`."""
 
     def __init__(self, api: client.ApiClient, namespace: str, identity: str, timing: Timing,
-                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
-        self.leases = client.CoordinationV1Api(api)
+                 clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.leases = client.CoordinationV1Api(_client_without_retries(api))
         self.namespace = namespace
         self.identity = identity
         self.timing = timing
-        self.clock = clock
+        self.clock = clock  # only for the renewTime people read
+        self.monotonic = monotonic  # every duration this replica measures
+        self.seen: Sighting | None = None
+        self.renewal_started: float | None = None  # the start of our last successful write
 
     def try_once(self) -> bool:
         """One round: read, decide, write. True when we hold the Lease afterwards."""
-        now = self.clock()
+        started = self.monotonic()
+        timeout = self.timing.request_timeout
         try:
-            lease = self.leases.read_namespaced_lease(LEASE_NAME, self.namespace)
+            lease = self.leases.read_namespaced_lease(LEASE_NAME, self.namespace, _request_timeout=timeout)
         except ApiException as error:
             if error.status != 404:
                 raise
             lease = None
         record = read_record(lease) if lease is not None else None
-        action = decide(record, self.identity, now)
+        self.seen = observe(self.seen, (lease.metadata.resource_version or "") if lease is not None else "", started)
+        action = decide(record, self.identity, self.seen, started)
         if action is Action.WAIT:
             return False
+        now = self.clock()
         spec = lease_spec(self.identity, now, self.timing, record)
         if action is Action.RENEW:
             spec.acquire_time = (lease.spec.acquire_time if lease is not None else None) or now
         try:
             if lease is None:
                 self.leases.create_namespaced_lease(self.namespace, client.V1Lease(
-                    metadata=client.V1ObjectMeta(name=LEASE_NAME, namespace=self.namespace), spec=spec))
+                    metadata=client.V1ObjectMeta(name=LEASE_NAME, namespace=self.namespace), spec=spec),
+                    _request_timeout=timeout)
             else:
                 lease.spec = spec  # replace carries the resourceVersion we read: a race is a 409
-                self.leases.replace_namespaced_lease(LEASE_NAME, self.namespace, lease)
+                self.leases.replace_namespaced_lease(LEASE_NAME, self.namespace, lease, _request_timeout=timeout)
         except ApiException as error:
             if error.status in (409, 422):
                 return False  # another replica wrote first
             raise
+        self.renewal_started = started
         if action is not Action.RENEW:
             log.info("operator Lease %s/%s acquired by %s (%s)", self.namespace, LEASE_NAME, self.identity,
                      "created" if action is Action.CREATE else f"taken from {record.holder if record else None}")
@@ -157,46 +212,62 @@ class Elector:
             try:
                 if self.try_once():
                     return
-            except ApiException as error:
-                log.warning("operator Lease: %s", error.reason)
+            except Exception as error:  # noqa: BLE001 - a failed round (refused, timed out) is just retried
+                log.warning("operator Lease: %s", error)
             if not announced:
                 log.info("standing by: another replica holds the operator Lease %s/%s", self.namespace, LEASE_NAME)
                 announced = True
             time.sleep(self.timing.retry_period)
 
     def keep(self, on_lost: Callable[[], None]) -> threading.Thread:
-        """Renew every retry_period; if no renewal succeeds within renew_deadline, `on_lost`."""
-        def run() -> None:
-            last_ok = time.monotonic()
-            while True:
-                time.sleep(self.timing.retry_period)
-                try:
-                    if self.try_once():
-                        last_ok = time.monotonic()
-                        continue
-                    log.error("operator Lease %s/%s is held by another replica", self.namespace, LEASE_NAME)
-                    on_lost()
+        """Renew every retry_period; `on_lost` (once) when another replica holds the Lease, or when
+        `renew_deadline` passes after the last successful renewal began, even if a renewal still hangs."""
+        stopped = threading.Event()
+        once = threading.Lock()
+
+        def lose(why: str) -> None:
+            with once:
+                if stopped.is_set():
                     return
+                stopped.set()
+            log.error("operator Lease %s/%s: %s", self.namespace, LEASE_NAME, why)
+            on_lost()
+
+        def renew() -> None:
+            while not stopped.wait(self.timing.retry_period):
+                try:
+                    if not self.try_once():
+                        lose("held by another replica")
+                        return
                 except Exception as error:  # noqa: BLE001 - any failure to renew counts against the deadline
                     log.warning("operator Lease renewal failed: %s", error)
-                if time.monotonic() - last_ok > self.timing.renew_deadline:
-                    log.error("operator Lease not renewed for %.0fs: stopping", self.timing.renew_deadline)
-                    on_lost()
+
+        def watch() -> None:
+            while True:
+                assert self.renewal_started is not None, "keep() follows a successful acquire()"
+                left = acting_time_left(self.renewal_started, self.monotonic(), self.timing)
+                if left <= 0:
+                    lose(f"not renewed within {self.timing.renew_deadline:.0f}s: stopping")
                     return
-        thread = threading.Thread(target=run, name="lease-renewal", daemon=True)
-        thread.start()
-        return thread
+                if stopped.wait(left):
+                    return
+
+        threading.Thread(target=renew, name="lease-renewal", daemon=True).start()
+        watchdog = threading.Thread(target=watch, name="lease-watchdog", daemon=True)
+        watchdog.start()
+        return watchdog
 
     def release(self) -> None:
         """On a clean stop: expire our Lease now, so the standby takes over without waiting."""
+        timeout = self.timing.request_timeout
         try:
-            lease = self.leases.read_namespaced_lease(LEASE_NAME, self.namespace)
+            lease = self.leases.read_namespaced_lease(LEASE_NAME, self.namespace, _request_timeout=timeout)
             if lease.spec and lease.spec.holder_identity == self.identity:
                 lease.spec.holder_identity = None
                 lease.spec.lease_duration_seconds = 1
-                self.leases.replace_namespaced_lease(LEASE_NAME, self.namespace, lease)
-        except ApiException as error:
-            log.warning("operator Lease not released: %s", error.reason)
+                self.leases.replace_namespaced_lease(LEASE_NAME, self.namespace, lease, _request_timeout=timeout)
+        except Exception as error:  # noqa: BLE001 - best effort: the Lease expires anyway
+            log.warning("operator Lease not released: %s", error)
 
 
 class StandbyHealth:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from raftset import contract
 from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
-from raftset.etcdlock import LOCK_PREFIX
+from raftset.etcdlock import LOCK_PREFIX, HeldLock
 from raftset.replacement import Progress
 from raftset.sidecar import corruption, datadir, leave, repair
 from raftset.sidecar.plumbing import LOCK_NAME, Shell
@@ -130,7 +130,8 @@ class Repairer(Shell):
             await self.remove_self(own_id, kept, view)
 
     async def remove_self(self, own_id: int, kept: list[int], first: repair.ReplaceView) -> None:
-        """MemberRemove of our own member through another voter, decided again under the lock; never retried.
+        """MemberRemove of our own member through another voter, decided again under the lock and sent only
+        past its fence (a lost lock removes nothing: the next round decides again); never retried.
 
         Under a CORRUPT alarm that names only our member the lock cannot be taken (every write is
         refused) and the alarm serializes instead (corruption.alarm_serializes)."""
@@ -141,9 +142,9 @@ class Repairer(Shell):
             return
         entered = False
         try:
-            async with client.lock(LOCK_NAME, timeout=10):
+            async with client.lock(LOCK_NAME, timeout=10) as held:
                 entered = True
-                decided, error = await self.remove_decided_again(client, own_id, first)
+                decided, error = await self.remove_decided_again(client, own_id, first, held)
         except EtcdClientError as exc:
             if entered or exc.refusal is not Refusal.CORRUPT:
                 raise
@@ -164,9 +165,11 @@ class Repairer(Shell):
                           f"member {own_id:x} left Raft; joining again as a new member on fresh data", own_id)
         await agent.rejoin(f"member {own_id:x} was removed to be replaced")
 
-    async def remove_decided_again(self, client: MemberClient, own_id: int,
-                                   first: repair.ReplaceView) -> tuple[bool, EtcdClientError | None]:
-        """Decide once more on a fresh MemberList; (whether REMOVE still holds, MemberRemove's refusal)."""
+    async def remove_decided_again(self, client: MemberClient, own_id: int, first: repair.ReplaceView,
+                                   held: HeldLock | None = None) -> tuple[bool, EtcdClientError | None]:
+        """Decide once more on a fresh MemberList; (whether REMOVE still holds, MemberRemove's refusal).
+
+        Under the lock (`held`) the removal waits for its fence: LockLost unless the lock outlives it."""
         agent = self.agent
         members = await client.member_list()
         statuses = await agent.statuses(members)
@@ -175,6 +178,8 @@ class Repairer(Shell):
                                                   target=None))
         if again.act is not repair.Act.REMOVE:
             return False, None
+        if held is not None:
+            await held.fence(client.timeout)
         return True, await agent.member_remove(client, own_id)
 
     @staticmethod
