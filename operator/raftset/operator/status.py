@@ -76,12 +76,12 @@ def availability(kept: Sequence[int], voters: Sequence[int], members: Sequence[H
         return Condition("Available", False, "NoLeader", "no member reports itself leader")
     if len(voters) < needed:
         return Condition("Available", False, "QuorumLost", f"{healthy}, {needed} needed")
-    records = {m.ordinal: m for m in members if m.fresh(now) and m.ordinal in voters}
-    serving = [o for o in voters if records[o].ready]
+    voting = [m for m in members if m.fresh(now) and m.ordinal in voters and m.voting and m.healthy]
+    serving = {m.ordinal for m in voting if m.ready}
     if len(serving) < needed:
         return Condition("Available", False, "NotServing",
                          f"{healthy} with leader {current_leader.pod}, but {len(serving)} serving linearizable "
-                         f"reads, {needed} needed: {_why_not_ready(r for r in records.values() if not r.ready)}")
+                         f"reads, {needed} needed: {_why_not_ready(m for m in voting if m.ordinal not in serving)}")
     return Condition("Available", True, "QuorumHealthy",
                      f"{healthy}, {len(serving)} serving linearizable reads, leader {current_leader.pod}")
 
