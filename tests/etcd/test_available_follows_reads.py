@@ -73,7 +73,13 @@ async def test_every_member_naming_a_leader_while_no_read_commits_is_not_availab
     leader = await lab.leader_ordinal(0, 1, 2)
     assert leader is not None
     leader_id = (await lab.status(leader)).member_id
-    wait_for(lambda: (found := available(lab)).status and found, 30, "Available with every member serving")
+
+    def settled() -> bool:
+        """Available, with every member a healthy voter in its heartbeat and in the published membership."""
+        raft, beats = lab.membership(), records(lab)
+        return (raft is not None and sum(m.voter for m in raft.members) == 3 and len(beats) == 3
+                and all(r.healthy and r.voting for r in beats) and available(lab).status)
+    wait_for(settled, 30, "Available, three healthy voters in the heartbeats and the published membership")
 
     cut(lab, toxiproxy, connected=False)
     cut_at = time.monotonic()
@@ -111,6 +117,6 @@ async def test_every_member_naming_a_leader_while_no_read_commits_is_not_availab
         assert beat["healthy"] and beat["ready"] is False, beat
 
     cut(lab, toxiproxy, connected=True)
-    healed = wait_for(lambda: (found := available(lab)).status and found, 90, "Available again once the peers reconnect")
-    assert healed.reason == "QuorumHealthy", healed
-    assert all(r.ready for r in records(lab))
+    healed = wait_for(lambda: (found := available(lab)).message.startswith("3 of 3 members healthy, 3 serving")
+                      and found, 90, "every member serving again once the peers reconnect")
+    assert (healed.status, healed.reason) == (True, "QuorumHealthy"), healed
