@@ -497,7 +497,10 @@ def _status() -> Schema:
             "learner": _bool("Whether Raft lists the member as a non-voting learner."),
             "inRaft": _bool("Whether the published Raft membership lists the member; "
                             "false for a pod whose heartbeat names a member Raft does not have."),
-            "healthy": _bool("Whether the member answered its last health check."),
+            "healthy": _bool("Whether the member answered its last health check (Status names a leader, "
+                             "no error)."),
+            "ready": _bool("Whether a linearizable read went through the member at its last check (its "
+                           "/readyz); Available needs a quorum of healthy voters that are ready."),
             "indexLag": _int("How far the member's raft index trailed the leader's when the membership "
                              "was published.", format="int64", minimum=0),
             "lastHeartbeat": _str("When the member's sidecar last renewed its heartbeat, as of the last status write: "

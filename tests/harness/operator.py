@@ -39,9 +39,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def heartbeat_lease(namespace: str, cluster: str, pod: str, *, role: str, member_id: str,
                     healthy: bool = True, lease_seconds: int = 30) -> dict[str, Any]:
-    """The Lease a member's sidecar writes, built by the sidecar's own code."""
+    """The Lease a member's sidecar writes, built by the sidecar's own code: a healthy voter serves
+    linearizable reads, a learner or an unhealthy member does not (raftset.sidecar.readiness)."""
+    voting = role in (contract.ROLE_LEADER, contract.ROLE_FOLLOWER)
+    reason = "" if healthy and voting else "no leader" if not healthy else "a learner, not a voter yet"
     beat = Heartbeat(member_id=member_id, name=pod, role=role, healthy=healthy, raft_term=2,
-                     raft_index=100, raft_applied_index=100, time=rfc3339(datetime.now(timezone.utc)), cluster_id="c1")
+                     raft_index=100, raft_applied_index=100, time=rfc3339(datetime.now(timezone.utc)), cluster_id="c1",
+                     ready=not reason, ready_reason=reason)
     return lease_body(pod, namespace, cluster, beat, duration=lease_seconds, owner=None)
 
 

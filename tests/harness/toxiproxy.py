@@ -89,6 +89,11 @@ class Toxiproxy:
                 "name": f"stall-{stream}", "type": "timeout", "stream": stream, "attributes": {"timeout": 0},
             })
 
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        """A disabled proxy stops listening and closes its connections: a partition of the member
+        behind it from its peers (refused, not slowed), its client port untouched."""
+        self._call("POST", f"/proxies/{name}", {"enabled": enabled})
+
     def clear(self, name: str) -> None:
         """Remove the proxy's toxics: its connections pass unchanged from now on."""
         for toxic in self._call("GET", f"/proxies/{name}/toxics") or []:

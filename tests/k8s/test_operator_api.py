@@ -58,7 +58,8 @@ def test_status_and_printer_columns_follow_the_heartbeats(kube_apiserver: Any, b
         pod = contract.pod_name("beats", ordinal)
         beat = Heartbeat(member_id=f"{ordinal + 10:x}", name=pod, healthy=True,
                          role=contract.ROLE_LEADER if ordinal == 1 else contract.ROLE_FOLLOWER,
-                         raft_term=3, raft_index=7, raft_applied_index=7, time=rfc3339(datetime.now(timezone.utc)), cluster_id="c")
+                         raft_term=3, raft_index=7, raft_applied_index=7, time=rfc3339(datetime.now(timezone.utc)), cluster_id="c",
+                         ready=True, ready_reason="")
         leases.create_namespaced_lease(namespace, lease_body(pod, namespace, "beats", beat, duration=600, owner=None))
     custom = client.CustomObjectsApi(api(kube_apiserver.kubeconfig))
 

@@ -69,7 +69,7 @@ def skewed_sidecars(api_client: client.ApiClient, namespace: str, cluster: str, 
                     beat = Heartbeat(member_id=member_id(o), name=pod, healthy=True, raft_term=2, raft_index=index,
                                      raft_applied_index=index,
                                      role=contract.ROLE_LEADER if o == leader else contract.ROLE_FOLLOWER,
-                                     time=rfc3339(sidecar_clock), cluster_id="c1")
+                                     time=rfc3339(sidecar_clock), cluster_id="c1", ready=True, ready_reason="")
                     apply(lease_body(pod, namespace, cluster, beat, duration=LEASE_SECONDS, owner=None))
                 apply(membership_lease(namespace, cluster, leader, {o: False for o in ordinals}, index))
                 index += 1

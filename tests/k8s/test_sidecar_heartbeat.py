@@ -54,9 +54,15 @@ async def test_lease_and_role_label_appear_and_follow_leadership(lab) -> None:
     beat = json.loads(one.metadata.annotations[contract.ANNOTATION_HEARTBEAT])
     assert beat["name"] == "demo-1" and beat["member_id"] == lab.pod(1).heartbeat()["member_id"]
     assert [r.kind for r in one.metadata.owner_references] == ["StatefulSet"]
-    # The operator's reader sees what the sidecar wrote.
+    # The operator's reader sees what the sidecar wrote, the readiness verdict included (the
+    # Lease write that carries it follows the read that made the pod Ready).
     record = from_lease(lab.coordination.api_client.sanitize_for_serialization(one))
     assert record is not None and record.ordinal == 1 and record.healthy
+
+    def ready_record() -> bool:
+        seen = from_lease(lab.coordination.api_client.sanitize_for_serialization(lab.leases()["demo-1"]))
+        return seen is not None and seen.ready and seen.ready_reason == ""
+    wait_for(ready_record, 10, "demo-1's Lease saying it serves linearizable reads")
 
     # The leader's sidecar may write the membership Lease under the same Role.
     membership = wait_for(lambda: (m := lab.membership()) is not None and m.leader == f"demo-{leader}"

@@ -22,9 +22,12 @@ LEASE_SECONDS = 30
 
 
 def member(ordinal: int, role: str = contract.ROLE_FOLLOWER, *, healthy: bool = True,
-           age: float = 0, duration: int = LEASE_SECONDS, cluster: str = CLUSTER) -> HeartbeatRecord:
-    """A heartbeat record renewed `age` seconds before NOW (stale once age >= duration)."""
+           ready: bool | None = None, age: float = 0, duration: int = LEASE_SECONDS,
+           cluster: str = CLUSTER) -> HeartbeatRecord:
+    """A heartbeat record renewed `age` seconds before NOW (stale once age >= duration); a healthy
+    member serves reads unless `ready` says otherwise."""
     renewed = NOW - timedelta(seconds=age)
+    serving = healthy if ready is None else ready
     return HeartbeatRecord(
         pod=contract.pod_name(cluster, ordinal),
         ordinal=ordinal,
@@ -33,6 +36,8 @@ def member(ordinal: int, role: str = contract.ROLE_FOLLOWER, *, healthy: bool = 
         healthy=healthy,
         renewed=renewed,
         expires=renewed + timedelta(seconds=duration),
+        ready=serving,
+        ready_reason="" if serving else "a linearizable read failed: timed out",
     )
 
 
@@ -54,6 +59,7 @@ def heartbeat(role: str = contract.ROLE_FOLLOWER, *, healthy: bool = True,
     return {
         "member_id": member_id, "name": pod, "role": role, "healthy": healthy,
         "raft_term": 2, "raft_index": 17, "time": NOW.isoformat(),
+        "ready": healthy, "ready_reason": "" if healthy else "no leader",
     }
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from raftset import contract
-from raftset.operator.heartbeats import from_lease, from_leases
+from raftset.operator.heartbeats import NO_VERDICT, from_lease, from_leases
 from tests.unit.builders import NOW, heartbeat, lease
 
 pytestmark = pytest.mark.unit
@@ -44,6 +44,25 @@ def test_healthy_flag(raw: object, healthy: bool) -> None:
         del beat["healthy"]
     got = from_lease(lease(beat=beat))
     assert got is not None and got.healthy is healthy
+
+
+def test_a_readiness_verdict_is_read_with_its_reason() -> None:
+    got = from_lease(lease(beat={**heartbeat(), "ready": False, "ready_reason": "a linearizable read failed: x"}))
+    assert got is not None and (got.healthy, got.ready, got.ready_reason) == (True, False, "a linearizable read failed: x")
+    ready = from_lease(lease(beat={**heartbeat(), "ready": True, "ready_reason": ""}))
+    assert ready is not None and (ready.ready, ready.ready_reason) == (True, "")
+
+
+@pytest.mark.parametrize("raw", [None, "true", 1, [True], {}])
+def test_a_record_without_a_readiness_verdict_is_not_serving_and_says_why(raw: object) -> None:
+    """A sidecar older than the verdict (or anything else) wrote no `ready: true`: no evidence that a
+    read commits, so it does not count towards Available; its Status health is read as before."""
+    beat = {**heartbeat(), "ready": raw}
+    if raw is None:
+        del beat["ready"]
+    got = from_lease(lease(beat=beat))
+    assert got is not None and got.healthy and not got.ready
+    assert got.ready_reason == NO_VERDICT
 
 
 def test_a_missing_member_id_is_an_empty_string() -> None:

@@ -10,6 +10,7 @@ import pytest
 from raftset import contract
 from raftset.operator.heartbeats import from_lease
 from raftset.sidecar.heartbeat import beat, lease_body, owner_reference, role_of, should_write
+from raftset.sidecar.readiness import Readiness, readiness
 from tests.unit.sidecar_data import mid, status
 
 pytestmark = pytest.mark.unit
@@ -25,28 +26,55 @@ def test_roles() -> None:
     assert role_of(status(1, leader=None)) == contract.ROLE_UNKNOWN  # no leader: an election is on
 
 
+SERVING = Readiness(True, "")
+READ_FAILED = "Range at http://demo-0:2379: timed out after 2.0s"
+
+
 def test_heartbeat_fields() -> None:
-    hb = beat("demo-0", status(0, leader=0, applied=42), NOW)
+    hb = beat("demo-0", status(0, leader=0, applied=42), NOW, serving=SERVING)
     assert hb.as_dict() == {
         "member_id": f"{mid(0):x}", "name": "demo-0", "role": "leader", "healthy": True, "raft_term": 3,
         "raft_index": 42, "raft_applied_index": 42, "time": "2026-01-01T12:00:00.123456Z", "cluster_id": "c1",
+        "ready": True, "ready_reason": "",
     }
 
 
+def test_a_leader_that_answers_status_but_serves_no_read_is_healthy_and_not_ready() -> None:
+    """Health stays Status's (the planner, rolls and recovery use it); readiness is the read's verdict."""
+    st = status(0, leader=0)
+    hb = beat("demo-0", st, NOW, serving=readiness("started", st, READ_FAILED))
+    assert (hb.role, hb.healthy, hb.ready) == ("leader", True, False)
+    assert hb.ready_reason == f"a linearizable read failed: {READ_FAILED}"
+    seen = from_lease(lease_body("demo-0", "ns", "demo", hb, duration=30, owner=None))
+    assert seen is not None and (seen.healthy, seen.ready, seen.ready_reason) == (True, False, hb.ready_reason)
+
+
+def test_a_change_of_readiness_is_written_at_once_a_new_reason_alone_is_not() -> None:
+    st = status(0, leader=0)
+    serving = beat("demo-0", st, NOW, serving=SERVING)
+    failing = beat("demo-0", st, NOW, serving=readiness("started", st, READ_FAILED))
+    failing_otherwise = beat("demo-0", st, NOW, serving=readiness("started", st, "connection refused"))
+    assert should_write(serving, failing, 100.0, 101.0, 30)
+    assert should_write(failing, serving, 100.0, 101.0, 30)
+    assert not should_write(failing, failing_otherwise, 100.0, 101.0, 30)
+
+
 def test_unanswered_heartbeat_keeps_the_known_id_and_is_unhealthy() -> None:
-    hb = beat("demo-1", None, NOW, known_id=0xAB)
+    unanswered = readiness("started", None, None)
+    hb = beat("demo-1", None, NOW, known_id=0xAB, serving=unanswered)
     assert (hb.member_id, hb.role, hb.healthy, hb.cluster_id) == ("ab", "unknown", False, "")
-    assert beat("demo-1", None, NOW).member_id == ""
+    assert (hb.ready, hb.ready_reason) == (False, "the store does not answer Status")
+    assert beat("demo-1", None, NOW, serving=unanswered).member_id == ""
 
 
 def test_member_with_errors_is_unhealthy() -> None:
-    assert not beat("demo-0", status(0, errors=("NOSPACE",)), NOW).healthy
+    assert not beat("demo-0", status(0, errors=("NOSPACE",)), NOW, serving=SERVING).healthy
 
 
 def test_writes_on_change_plus_a_slow_refresh() -> None:
-    a = beat("demo-0", status(0, leader=0), NOW)
-    b = beat("demo-0", status(0, leader=0, applied=999), NOW)  # index moved only
-    c = beat("demo-0", status(0, leader=1), NOW)  # lost leadership
+    a = beat("demo-0", status(0, leader=0), NOW, serving=SERVING)
+    b = beat("demo-0", status(0, leader=0, applied=999), NOW, serving=SERVING)  # index moved only
+    c = beat("demo-0", status(0, leader=1), NOW, serving=SERVING)  # lost leadership
     assert should_write(None, a, None, 0.0, 30)
     assert not should_write(a, b, 100.0, 110.0, 30)
     assert should_write(a, b, 100.0, 130.0, 30)
@@ -54,7 +82,7 @@ def test_writes_on_change_plus_a_slow_refresh() -> None:
 
 
 def test_lease_body_is_what_the_operator_reads() -> None:
-    hb = beat("demo-2", status(2, leader=2), NOW)
+    hb = beat("demo-2", status(2, leader=2), NOW, serving=SERVING)
     owner = owner_reference({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "demo", "uid": "u"}})
     body = lease_body("demo-2", "ns", "demo", hb, duration=90, owner=owner)
     meta = body["metadata"]
@@ -66,7 +94,7 @@ def test_lease_body_is_what_the_operator_reads() -> None:
     assert body["spec"] == {"holderIdentity": "demo-2", "leaseDurationSeconds": 90, "renewTime": hb.time}
     # The operator's own reader understands it.
     seen = from_lease(body)
-    assert seen is not None and (seen.ordinal, seen.role, seen.healthy) == (2, "leader", True)
+    assert seen is not None and (seen.ordinal, seen.role, seen.healthy, seen.ready) == (2, "leader", True, True)
     assert seen.member_id == f"{mid(2):x}"
 
 

@@ -48,7 +48,8 @@ def test_a_healthy_settled_cluster() -> None:
     assert brief(found) == {
         "Available": (True, "QuorumHealthy"), "Progressing": (False, "Settled"),
         "Degraded": (False, "AsExpected"), "Encrypted": (True, "TLS"), "OddReplicas": (True, "OddReplicas")}
-    assert by_type(found)["Available"].message == "3 of 3 members healthy, leader demo-1"
+    assert by_type(found)["Available"].message == \
+        "3 of 3 members healthy, 3 serving linearizable reads, leader demo-1"
 
 
 def test_an_invalid_spec_blocks_everything_and_names_the_problem() -> None:
@@ -99,6 +100,41 @@ def test_available_needs_a_quorum_of_healthy_voters(healthy: int, available: boo
     if not available:
         assert found["Available"].reason == "QuorumLost"
         assert found["Available"].message == "1 of 3 members healthy, 2 needed"
+
+
+def test_every_member_answering_status_but_no_read_committing_is_not_available() -> None:
+    """Issue 30, bug 4: Status names a leader on every member, yet no linearizable read commits
+    (an isolated leader before CheckQuorum steps it down, a paused majority, an engine that cannot
+    commit): the cluster serves nothing, whatever its Status says."""
+    records = members(range(3), 0, {o: {"ready": False} for o in range(3)})
+    found = by_type(conditions(cluster(), STEADY3, records, NOW, None))
+    assert (found["Available"].status, found["Available"].reason) == (False, "NotServing")
+    assert found["Available"].message == (
+        "3 of 3 members healthy with leader demo-0, but 0 serving linearizable reads, 2 needed: "
+        "demo-0, demo-1, demo-2: a linearizable read failed: timed out")
+
+
+@pytest.mark.parametrize(("serving", "available"), [(3, True), (2, True), (1, False), (0, False)])
+def test_available_needs_a_quorum_of_voters_serving_linearizable_reads(serving: int, available: bool) -> None:
+    unready = {o: {"ready": False} for o in range(serving, 3)}
+    found = by_type(conditions(cluster(), STEADY3, members(range(3), 0, unready), NOW, None))
+    assert (found["Available"].status, found["Available"].reason) == \
+        (available, "QuorumHealthy" if available else "NotServing")
+
+
+def test_a_ready_record_counts_only_where_it_is_a_healthy_voter() -> None:
+    """A learner, or a member whose Status sees no leader, serves nobody whatever its last read said."""
+    records = members(range(3), 0, {1: {"role": LEARNER, "ready": True}, 2: {"healthy": False, "ready": True}})
+    assert by_type(conditions(cluster(), STEADY3, records, NOW, None))["Available"].reason == "QuorumLost"
+
+
+def test_not_serving_names_each_reason_once_with_its_members() -> None:
+    records = members(range(3), 0, {0: {"ready": False}, 1: {"ready": False}})
+    records[0] = replace(records[0], ready_reason="a linearizable read failed: refused")
+    found = by_type(conditions(cluster(), STEADY3, records, NOW, None))["Available"]
+    assert found.message.endswith(
+        "1 serving linearizable reads, 2 needed: demo-0: a linearizable read failed: refused; "
+        "demo-1: a linearizable read failed: timed out"), found.message
 
 
 def test_learners_do_not_count_towards_quorum() -> None:
@@ -218,7 +254,7 @@ def test_the_published_status_of_a_running_cluster() -> None:
     assert [m["name"] for m in out["members"]] == ["demo-0", "demo-1", "demo-3"]
     # Without a published Raft membership the rows are the heartbeats', and nothing is said about Raft.
     assert out["members"][2] == {"name": "demo-3", "id": f"{4:016x}", "role": LEADER, "learner": False,
-                                 "healthy": True, "lastHeartbeat": "2026-01-01T12:00:00Z"}
+                                 "healthy": True, "ready": True, "lastHeartbeat": "2026-01-01T12:00:00Z"}
     assert out["disagreements"] == []
     assert [c["type"] for c in out["conditions"]] == ["Available", "Progressing", "Degraded", "Encrypted",
                                                       "OddReplicas"]
@@ -329,13 +365,13 @@ def test_members_join_raft_with_heartbeats() -> None:
     out = status(cluster(), STEADY3, None, records, {}, 1, NOW, raft=membership)
     assert out["members"] == [
         {"name": "demo-0", "id": f"{1:016x}", "role": FOLLOWER, "learner": False, "inRaft": True, "healthy": True,
-         "indexLag": 10, "lastHeartbeat": "2026-01-01T12:00:00Z"},
+         "ready": True, "indexLag": 10, "lastHeartbeat": "2026-01-01T12:00:00Z"},
         {"name": "demo-1", "id": f"{2:016x}", "role": LEADER, "learner": False, "inRaft": True, "healthy": True,
-         "indexLag": 0, "lastHeartbeat": "2026-01-01T12:00:00Z"},
+         "ready": True, "indexLag": 0, "lastHeartbeat": "2026-01-01T12:00:00Z"},
         {"name": "demo-2", "id": f"{3:016x}", "role": FOLLOWER, "learner": False, "inRaft": True, "healthy": False,
-         "lastHeartbeat": "2026-01-01T12:00:00Z"},  # did not answer the leader: no lag known
+         "ready": False, "lastHeartbeat": "2026-01-01T12:00:00Z"},  # did not answer the leader: no lag known
         {"name": "demo-3", "id": f"{4:016x}", "role": LEARNER, "learner": True, "inRaft": True, "healthy": False,
-         "indexLag": 60},  # in Raft, no heartbeat
+         "ready": False, "indexLag": 60},  # in Raft, no heartbeat
     ]
     assert out["disagreements"] == [
         f"member {4:016x} of demo-3 is in Raft, but the workload runs no pod for ordinal 3: "
@@ -352,7 +388,7 @@ def test_a_pod_whose_member_left_raft_is_named() -> None:
                                     f"demo-2 reports member {3:016x}, which Raft does not list"]
     found = {c["type"]: c for c in out["conditions"]}
     # Its Lease still says healthy follower, but Raft decides who votes: 2 of 3, not 3 of 3.
-    assert found["Available"]["message"] == "2 of 3 members healthy, leader demo-0"
+    assert found["Available"]["message"] == "2 of 3 members healthy, 2 serving linearizable reads, leader demo-0"
     assert (found["Progressing"]["status"], found["Progressing"]["reason"]) == ("True", "Waiting")
     assert found["Progressing"]["message"].startswith(f"waiting for demo-2 (member {3:016x}): its heartbeat names "
                                                       "a member that Raft does not list"), found["Progressing"]
@@ -360,7 +396,7 @@ def test_a_pod_whose_member_left_raft_is_named() -> None:
 
 def test_without_a_published_membership_the_heartbeats_say_who_votes() -> None:
     found = by_type(conditions(cluster(), STEADY3, members(range(3), 0), NOW, None, raft=None))
-    assert found["Available"].message == "3 of 3 members healthy, leader demo-0"
+    assert found["Available"].message == "3 of 3 members healthy, 3 serving linearizable reads, leader demo-0"
 
 
 def test_a_heartbeat_of_a_raft_learner_is_no_voter() -> None:
@@ -368,7 +404,7 @@ def test_a_heartbeat_of_a_raft_learner_is_no_voter() -> None:
     # Raft, which lists the member as a learner, decides.
     membership = raft([raft_member(0), raft_member(1), raft_member(2, learner=True)], 0)
     found = by_type(conditions(cluster(), STEADY3, members(range(3), 0), NOW, None, raft=membership))
-    assert found["Available"].message == "2 of 3 members healthy, leader demo-0"
+    assert found["Available"].message == "2 of 3 members healthy, 2 serving linearizable reads, leader demo-0"
     assert found["Progressing"].message == "waiting for ordinal 2 to join and report healthy"
 
 

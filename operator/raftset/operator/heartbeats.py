@@ -3,6 +3,10 @@
 A record expires `leaseDurationSeconds` after the operator *observed* its last renewal
 (`raftset.operator.freshness`), never by the sidecar's `renewTime`, so a node whose
 clock is off neither kills nor immortalises its member. `renewed` is kept for display.
+
+`healthy` is the member's Status (it names a leader, no error); `ready` is whether a
+linearizable read went through it (raftset.sidecar.readiness). Only Available follows `ready`:
+the planner, rolls and recovery act on `healthy`.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ class HeartbeatRecord:
     raft_term: int = 0
     raft_index: int = 0  # the commit index
     applied_index: int = 0
+    # The sidecar's readiness verdict (its /readyz); False where the record carries none.
+    ready: bool = False
+    ready_reason: str = ""  # why not, empty when ready
 
     def fresh(self, now: datetime) -> bool:
         return now < self.expires
@@ -39,6 +46,11 @@ class HeartbeatRecord:
     @property
     def voting(self) -> bool:
         return self.role in (contract.ROLE_LEADER, contract.ROLE_FOLLOWER)
+
+
+# A record without a verdict (a sidecar older than it, or a hand-written Lease) is no evidence
+# that a read commits: it does not count as serving.
+NO_VERDICT = "its heartbeat carries no readiness verdict (a sidecar older than the operator?)"
 
 
 def from_lease(lease: Mapping[str, Any], sighting: Sighting | None = None) -> HeartbeatRecord | None:
@@ -76,7 +88,17 @@ def from_lease(lease: Mapping[str, Any], sighting: Sighting | None = None) -> He
         raft_term=_count(beat.get("raft_term")),
         raft_index=_count(beat.get("raft_index")),
         applied_index=_count(beat.get("raft_applied_index")),
+        **_readiness(beat),
     )
+
+
+def _readiness(beat: Mapping[str, Any]) -> dict[str, Any]:
+    """`ready` only for a JSON true; a verdict of any other shape is none."""
+    verdict = beat.get("ready")
+    if not isinstance(verdict, bool):
+        return {"ready": False, "ready_reason": NO_VERDICT}
+    reason = beat.get("ready_reason")
+    return {"ready": verdict, "ready_reason": reason if isinstance(reason, str) and not verdict else ""}
 
 
 def _count(raw: Any) -> int:

@@ -6,7 +6,7 @@ joins the two, and `status.disagreements` names where they differ.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -62,6 +62,38 @@ def quorum_arithmetic(cluster: Cluster) -> Condition:
                      f"machine that can fail. Use {size - 1} or {size + 1}")
 
 
+def availability(kept: Sequence[int], voters: Sequence[int], members: Sequence[HeartbeatRecord],
+                 now: datetime) -> Condition:
+    """Available: a leader, and a quorum of the healthy voters serves linearizable reads.
+
+    Status naming a leader is not enough: an isolated leader before CheckQuorum steps it down, or
+    a majority that answers Status but cannot commit, serves no client. `voters` are the kept
+    ordinals with a fresh, healthy voter (planner.membership)."""
+    current_leader = leader(members, now)
+    needed = quorum(len(kept))
+    healthy = f"{len(voters)} of {len(kept)} members healthy"
+    if current_leader is None:
+        return Condition("Available", False, "NoLeader", "no member reports itself leader")
+    if len(voters) < needed:
+        return Condition("Available", False, "QuorumLost", f"{healthy}, {needed} needed")
+    voting = [m for m in members if m.fresh(now) and m.ordinal in voters and m.voting and m.healthy]
+    serving = {m.ordinal for m in voting if m.ready}
+    if len(serving) < needed:
+        return Condition("Available", False, "NotServing",
+                         f"{healthy} with leader {current_leader.pod}, but {len(serving)} serving linearizable "
+                         f"reads, {needed} needed: {_why_not_ready(m for m in voting if m.ordinal not in serving)}")
+    return Condition("Available", True, "QuorumHealthy",
+                     f"{healthy}, {len(serving)} serving linearizable reads, leader {current_leader.pod}")
+
+
+def _why_not_ready(records: Iterable[HeartbeatRecord]) -> str:
+    """'demo-0, demo-2: reason; demo-1: other reason', each reason once, in ordinal order."""
+    pods: dict[str, list[str]] = {}
+    for r in sorted(records, key=lambda r: r.ordinal):
+        pods.setdefault(r.ready_reason or "not ready", []).append(r.pod)
+    return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in pods.items())
+
+
 def conditions(
     cluster: Cluster | None,
     plan: Plan | None,
@@ -91,19 +123,7 @@ def conditions(
 
     kept = plan.kept
     state = membership(kept, members, now, raft)
-    current_leader = leader(members, now)
-    needed = quorum(len(kept))
-    if current_leader is not None and state.healthy_voters >= needed:
-        available = Condition("Available", True, "QuorumHealthy",
-                              f"{state.healthy_voters} of {len(kept)} members healthy, "
-                              f"leader {current_leader.pod}")
-    elif current_leader is None:
-        available = Condition("Available", False, "NoLeader",
-                              "no member reports itself leader")
-    else:
-        available = Condition("Available", False, "QuorumLost",
-                              f"{state.healthy_voters} of {len(kept)} members healthy, "
-                              f"{needed} needed")
+    available = availability(kept, state.voters, members, now)
 
     if plan.action in STEP_REASONS:
         progressing = Condition("Progressing", True, STEP_REASONS[plan.action], plan.message)
@@ -243,6 +263,7 @@ def member_rows(raft: RaftMembership | None, fresh: Sequence[HeartbeatRecord], c
                 "name": name,
                 "id": m.id, "role": _raft_role(m, raft), "learner": m.learner, "inRaft": True,
                 "healthy": bool(beat and beat.healthy),
+                "ready": bool(beat and beat.ready),
             }
             if leader_index is not None and m.raft_index is not None:
                 row["indexLag"] = max(0, leader_index - m.raft_index)
@@ -253,7 +274,7 @@ def member_rows(raft: RaftMembership | None, fresh: Sequence[HeartbeatRecord], c
     for h in fresh:
         if h.member_id in beats and h.pod not in listed:
             row = {"name": h.pod, "id": h.member_id, "role": h.role, "learner": h.role == contract.ROLE_LEARNER,
-                   "healthy": h.healthy, "lastHeartbeat": rfc3339(h.renewed)}
+                   "healthy": h.healthy, "ready": h.ready, "lastHeartbeat": rfc3339(h.renewed)}
             if raft is not None:  # without a published membership, whether it is in Raft is unknown
                 row["inRaft"] = False
             rows.append(row)

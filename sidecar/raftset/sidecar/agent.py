@@ -64,7 +64,7 @@ class Agent:
         self.status: Status | None = None
         self.read_error: str | None = readiness.NOT_READ_YET  # the last linearizable read's failure
         self.member_id: int | None = None
-        self.heartbeat = heartbeat.beat(settings.pod_name, None, datetime.now(timezone.utc))
+        self.heartbeat = heartbeat.beat(settings.pod_name, None, datetime.now(timezone.utc), serving=self.readiness)
         self.workload_owner: dict[str, Any] | None = None  # the heartbeat Lease goes with the workload
         self.alarms: tuple[str, ...] = ()  # this member's active alarms, as the maintenance shell last read them
         self.cluster_alarms: tuple[Alarm, ...] = ()  # every active alarm, as the maintenance shell last read them

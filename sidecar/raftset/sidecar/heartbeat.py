@@ -1,7 +1,7 @@
 """The heartbeat: the JSON served on GET /heartbeat and the Lease that carries it.
 
-Written to the API on a change of what the operator acts on (role, health, member id)
-plus a slow refresh, never on every poll.
+Written to the API on a change of what the operator acts on (role, health, readiness,
+member id) plus a slow refresh, never on every poll.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from raftset import contract
 from raftset.sidecar import leases
+from raftset.sidecar.readiness import Readiness
 from raftset.etcdclient import Status
 
 
@@ -28,6 +29,9 @@ class Heartbeat:
     raft_applied_index: int  # with raft_index: what quorum-loss recovery chooses the survivor by
     time: str  # RFC 3339, UTC
     cluster_id: str
+    # /readyz's verdict: a linearizable read went through this member. Health is Status alone.
+    ready: bool
+    ready_reason: str  # why not; empty when ready
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -36,9 +40,9 @@ class Heartbeat:
         return json.dumps(self.as_dict(), sort_keys=True)
 
     @property
-    def change_key(self) -> tuple[str, str, bool]:
-        """What, when it changes, must reach the API at once."""
-        return (self.member_id, self.role, self.healthy)
+    def change_key(self) -> tuple[str, str, bool, bool]:
+        """What, when it changes, must reach the API at once (a new reason alone waits for the refresh)."""
+        return (self.member_id, self.role, self.healthy, self.ready)
 
 
 def rfc3339(moment: datetime) -> str:
@@ -55,7 +59,9 @@ def role_of(status: Status | None) -> str:
     return contract.ROLE_LEADER if status.is_leader else contract.ROLE_FOLLOWER
 
 
-def beat(name: str, status: Status | None, now: datetime, known_id: int | None = None) -> Heartbeat:
+def beat(name: str, status: Status | None, now: datetime, known_id: int | None = None, *,
+         serving: Readiness) -> Heartbeat:
+    """`serving` is the readiness verdict as of the last linearizable read (readiness.readiness)."""
     member_id = status.member_id if status else known_id
     return Heartbeat(
         member_id=f"{member_id:x}" if member_id else "",
@@ -67,6 +73,8 @@ def beat(name: str, status: Status | None, now: datetime, known_id: int | None =
         raft_applied_index=status.raft_applied_index if status else 0,
         time=rfc3339(now),
         cluster_id=f"{status.cluster_id:x}" if status else "",
+        ready=serving.ready,
+        ready_reason=serving.reason,
     )
 
 

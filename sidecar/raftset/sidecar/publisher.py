@@ -51,9 +51,16 @@ class HeartbeatPublisher(Shell):
                     agent.remember_member(status.member_id)
                 if agent.last_error and agent.ready:
                     agent.last_error = ""
-            agent.heartbeat = heartbeat.beat(settings.pod_name, status, datetime.now(timezone.utc), agent.member_id)
+            self._beat(status)  # with the last read's verdict
             await self.publish()
             await self._read_through(status)  # after the heartbeat: a read that hangs must not delay it
+            self._beat(status)
+            await self.publish()  # a new verdict at once (it is in the change key); else nothing is written
+
+    def _beat(self, status: Status | None) -> None:
+        agent = self.agent
+        agent.heartbeat = heartbeat.beat(self.settings.pod_name, status, datetime.now(timezone.utc), agent.member_id,
+                                         serving=agent.readiness)
 
     async def _read_through(self, status: Status | None) -> None:
         """Readiness's linearizable read (readiness.py); logs when the member stops or starts serving."""
