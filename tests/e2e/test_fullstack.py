@@ -166,9 +166,10 @@ class Roll:
 
     def report(self, found: list[Election], ids: dict[str, int]) -> str:
         names = {f"{member:x}": name for name, member in ids.items()}
-        seen = [f"term {e.term}: {names.get(e.leader, e.leader)} "
-                + (f"(hand-off from {names.get(e.handed_off_by, e.handed_off_by)})" if e.handed_off_by
-                   else "(election by timeout)") for e in elections.between(found, self.term, self.end_term)]
+        def name(member: str) -> str:
+            return names.get(member, member)
+        seen = [f"term {e.term}: {name(e.leader)} ({e.why(name)})"
+                for e in elections.between(found, self.term, self.end_term)]
         return (f"{self.what}: term {self.term} -> {self.end_term}, leader kv-{self.leader} -> kv-{self.end_leader}; "
                 f"elections logged: {'; '.join(seen) or 'none'}")
 

@@ -28,6 +28,14 @@ def test_a_hand_off_and_an_election_by_timeout_are_told_apart() -> None:
     assert [str(e) for e in found] == ["term 5: b2 (hand-off from a1)", "term 6: c3 (election by timeout)"]
 
 
+def test_an_election_after_a_leader_lost_its_quorum_says_so() -> None:
+    lines = ['{"msg":"a1 became leader at term 3"}',
+             '{"msg":"a1 stepped down to follower since quorum is not active"}',
+             '{"msg":"a1 became follower at term 3"}', '{"msg":"a1 became leader at term 4"}']
+    assert elections(lines)[1] == Election(4, "a1", None, quorum_lost_by="a1")
+    assert str(elections(lines)[1]) == "term 4: a1 (election by timeout after a1 lost its quorum)"
+
+
 def test_a_transfer_that_another_member_won_is_no_hand_off() -> None:
     lines = [HAND_OFF[0], '{"msg":"c3 became leader at term 5"}']
     assert elections(lines) == [Election(5, "c3", None)]
