@@ -28,8 +28,10 @@ def namespace(control_plane: Any) -> Iterator[str]:
 
 @pytest.fixture
 def runner(control_plane: Any, namespace: str, tmp_path: Path) -> Iterator[PodRunner]:
-    """What kubelet would run in the namespace's pods (sidecar, then the real store), on loopback."""
-    with PodRunner(control_plane.kubeconfig, tmp_path / "runner", namespace=namespace) as pods:
+    """What kubelet would run in the namespace's pods (sidecar, then the real store), on loopback;
+    `fault_dir(namespace, pod)` is that pod's sidecar's test fault hook (raftset.sidecar.supervision)."""
+    with PodRunner(control_plane.kubeconfig, tmp_path / "runner", namespace=namespace,
+                   faults=tmp_path / "faults") as pods:
         yield pods
     assert not pods.supervisor.procs, "the runner left processes behind"
 

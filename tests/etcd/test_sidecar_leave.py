@@ -6,14 +6,15 @@ import pytest
 
 from raftset import contract
 from tests.harness.checker import Writer
+from tests.harness.engines import EngineUnderTest
 from tests.harness.scenarios import STALL_BOUND_S, check_members, grow, scale_in_under_writer
 
 pytestmark = pytest.mark.etcd
 
 
 @pytest.mark.lifecycle
-async def test_scale_in_of_a_follower(make_lab) -> None:
-    lab = make_lab(replicas=3)
+async def test_scale_in_of_a_follower(make_lab, engine_ready: EngineUnderTest) -> None:
+    lab = make_lab(replicas=3, env_extra=engine_ready.counting_elections())
     result, writer = await scale_in_under_writer(lab, leader=0)
     assert result["removed"] and result["scaled_away"] and result["moved_leader_to"] is None, result
     assert writer.failed == 0, writer.errors[:5]
@@ -26,8 +27,8 @@ async def test_scale_in_of_a_follower(make_lab) -> None:
 # with the lab's MoveLeader to ordinal 2 first, the two that stay stopped taking writes for more than
 # 10 s after its removal in 2 of 3 runs (docs/engines.md, "What is safe on Xline").
 @pytest.mark.lifecycle(needs="hand_off")
-async def test_scale_in_of_the_leader_hands_off_first(make_lab) -> None:
-    lab = make_lab(replicas=3)
+async def test_scale_in_of_the_leader_hands_off_first(make_lab, engine_ready: EngineUnderTest) -> None:
+    lab = make_lab(replicas=3, env_extra=engine_ready.counting_elections())
     result, writer = await scale_in_under_writer(lab, leader=2)
     leader = await lab.leader_ordinal(0, 1)
     assert leader in (0, 1)

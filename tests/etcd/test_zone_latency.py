@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from raftset.etcdclient import MemberClient
+from tests.harness.engines import EngineUnderTest
 from tests.harness.scenarios import STALL_BOUND_S, grow, scale_in_under_writer
 from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers, set_latency
 
@@ -73,10 +74,11 @@ async def test_a_latency_changed_on_live_proxies_delays_the_open_connections(mak
     assert all(not proxy["toxics"] for proxy in toxiproxy.proxies().values())
 
 
-async def test_scale_in_of_the_leader_across_zones_keeps_every_write(make_lab, toxiproxy: Toxiproxy) -> None:
+async def test_scale_in_of_the_leader_across_zones_keeps_every_write(make_lab, toxiproxy: Toxiproxy,
+                                                                    engine_ready: EngineUnderTest) -> None:
     """The leader of a 3-member cluster is scaled away over a slow link: it hands off first,
     the writer loses nothing, and every acknowledged write reads back on the two that stay."""
-    lab = make_lab(replicas=3)
+    lab = make_lab(replicas=3, env_extra=engine_ready.counting_elections())
     route_peers(lab, toxiproxy, range(3), one_way_ms=ONE_WAY_MS, jitter_ms=2)
     result, writer = await scale_in_under_writer(lab, leader=2)
     assert result["removed"] and result["moved_leader_to"] is not None, result

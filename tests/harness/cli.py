@@ -13,14 +13,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from tests.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
-REPEAT_S = 0.05  # a repeated stop signal's interval: many land within a teardown of a second
 
 
 def _stat(pid: int) -> tuple[int, str, int] | None:
@@ -91,26 +89,34 @@ class Cli:
     def processes(self) -> dict[int, int]:
         return descendants(self.popen.pid)
 
-    def stop(self, sig: signal.Signals, timeout: float, *, repeat: bool = False) -> int:
-        """Send `sig` to the command (as make forwards it: to the process) and wait for its exit.
+    def processes_named(self, name: str) -> list[int]:
+        """The recorded descendants whose command's first word ends with `name`."""
+        found = []
+        for pid in self.processes():
+            try:
+                argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+            except OSError:
+                continue
+            if Path(argv0).name == name:
+                found.append(pid)
+        return found
 
-        With `repeat`, `sig` goes again every REPEAT_S until the command has exited, as make's
-        forwarded second signal and an impatient user's do. Waiting for the command to say it is
-        stopping before a second signal raced with the teardown itself (CI: a fast teardown was
-        over before the second arrived); repeated from the start, some land while the teardown
-        runs, and the last ones after it, on the way out.
-        """
-        deadline = time.monotonic() + timeout
+    def signal(self, sig: signal.Signals) -> None:
+        """`sig` to the command itself, as make forwards it."""
         self.popen.send_signal(sig)
-        while repeat and self.popen.poll() is None and time.monotonic() < deadline:
-            time.sleep(REPEAT_S)
-            self.popen.send_signal(sig)  # after the exit, before our wait reaps it: a no-op
+
+    def stop(self, sig: signal.Signals, timeout: float) -> int:
+        """Send `sig` to the command and wait for its exit."""
+        self.signal(sig)
+        return self.wait_exit(timeout, f"after {sig.name}")
+
+    def wait_exit(self, timeout: float, when: str) -> int:
+        """The command's exit code, within `timeout` (killed and failed otherwise)."""
         try:
-            code = self.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+            code = self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise AssertionError(f"still running {timeout:.0f}s after {sig.name}{' (repeated)' if repeat else ''}:\n"
-                                 f"{self.output[-6000:]}") from None
+            raise AssertionError(f"still running {timeout:.0f}s {when}:\n{self.output[-6000:]}") from None
         self._reader.join(timeout=10)
         return code
 

@@ -182,6 +182,35 @@ async def _until(condition: Callable[[], bool]) -> None:
         await asyncio.sleep(0.01)
 
 
+async def test_a_hung_round_says_it_holds_and_goes_on_once_its_file_is_removed(tmp_path: Path) -> None:
+    """The e2e tier holds a state this way (tests/e2e/test_left_raft.py): it waits for
+    `<loop>.hanging`, observes, then releases the loop by removing `<loop>.hang`."""
+    stopping, rounds = asyncio.Event(), []
+
+    async def step() -> float:
+        rounds.append(len(rounds))
+        return 0.0
+
+    loops = Loops(5.0, env={TEST_FAULT_DIR_ENV: str(tmp_path)})
+    (tmp_path / "repair.hang").touch()
+    task = asyncio.create_task(loops.run("repair", 0.0, step, stopping))
+    for _ in range(100):
+        if (tmp_path / "repair.hanging").exists():
+            break
+        await asyncio.sleep(0.01)
+    assert (tmp_path / "repair.hanging").exists() and rounds == []
+    await asyncio.sleep(0.3)
+    assert rounds == [] and loops.health()[0].rounds == 0, "held: no round ran while the file exists"
+    (tmp_path / "repair.hang").unlink()
+    for _ in range(100):
+        if len(rounds) >= 3:
+            break
+        await asyncio.sleep(0.01)
+    stopping.set()
+    await asyncio.wait_for(task, timeout=5)
+    assert len(rounds) >= 3 and not (tmp_path / "repair.hanging").exists()
+
+
 @pytest.mark.parametrize("tls", ["auto", "disabled"])
 def test_the_test_fault_hook_is_never_rendered_into_a_pod(tls: str) -> None:
     template = manifests.pod_template(cluster(tls={"provider": tls}))

@@ -50,6 +50,7 @@ from kubernetes.client.rest import ApiException
 from raftset import contract, engines, versions
 from raftset.contract import SidecarEnv
 from raftset.operator import certificates
+from raftset.sidecar.supervision import TEST_FAULT_DIR_ENV
 from tools.devcluster import kubeconfig as kubeconfigs
 from tools.devcluster import build, kubelet, procs, xline
 
@@ -500,7 +501,7 @@ class PodRunner:
 
     def __init__(self, kubeconfig: str, workdir: Path, stop: threading.Event | None = None, *,
                  namespace: str | None = None, addresses: AddressBook | None = None,
-                 peer_listen: Callable[[str], int] | None = None) -> None:
+                 peer_listen: Callable[[str], int] | None = None, faults: Path | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.workdir = Path(workdir)
         self.stop = stop or threading.Event()
@@ -510,6 +511,9 @@ class PodRunner:
         # peers on instead of :2380, which stays its advertised peer URL. Whoever sets it forwards
         # :2380 there (a benchmark's Toxiproxy adds the latency between zones that way).
         self.peer_listen = peer_listen
+        # Test-only: each sidecar's RAFTSET_TEST_FAULT_DIR is `fault_dir(namespace, pod)` under it,
+        # where a test hangs one pod's loop (raftset.sidecar.supervision). None: no hook at all.
+        self.faults = faults
         self.admin = yaml.safe_load(Path(kubeconfig).read_text())
         self.core = k8s.CoreV1Api(k8s_config.new_client_from_config(config_file=kubeconfig))
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
@@ -617,6 +621,10 @@ class PodRunner:
         # there, and a killed pod must not leave it in the host's /tmp.
         (root / "tmp").mkdir(mode=0o700, exist_ok=True)
         env["TMPDIR"] = str(root / "tmp")
+        if self.faults is not None:
+            faults = self.fault_dir(meta["namespace"], meta["name"])
+            faults.mkdir(parents=True, exist_ok=True)
+            env[TEST_FAULT_DIR_ENV] = str(faults)
         if self._sidecar_volumes(pod, root / "mounts"):
             env[SidecarEnv.BACKUP_MOUNT_ROOT] = str(root / "mounts")
         info = _Pod(meta["namespace"], meta["name"], meta["uid"], ordinal, pod_ip(prefix, ordinal),
@@ -625,6 +633,11 @@ class PodRunner:
         self.workers[meta["uid"]] = worker
         log.info("%s: running its member on %s (data in %s)", key, info.ip, volume)
         worker.start()
+
+    def fault_dir(self, namespace: str, name: str) -> Path:
+        """Where a test puts `<loop>.hang` for this pod's sidecar (kept across the pod's re-creations)."""
+        assert self.faults is not None, "PodRunner(faults=...) enables the test fault hook"
+        return self.faults / namespace / name
 
     # -- API calls
 

@@ -37,11 +37,14 @@ from raftset.sidecar.plumbing import RETRYABLE, Backoff
 log = logging.getLogger("raftset.sidecar")
 
 Outcome = Literal["ok", "expected", "unexpected"]
-# Test-only: a directory where the file `<loop>.hang` makes that loop's next rounds hang and
-# `<loop>.raise` makes them raise, so the etcd tier can prove that /livez notices. Never set
-# in a rendered pod (tests/unit/test_sidecar_supervision.py checks); unset, the hook is one
-# empty-string check per round.
+# Test-only: a directory where the file `<loop>.hang` makes that loop's next round hang until
+# the file is removed (the hook writes `<loop>.hanging` while it holds, so a test can wait for
+# the hold instead of guessing when the next round starts) and `<loop>.raise` makes its rounds
+# raise, so the etcd tier can prove that /livez notices and the e2e tier can hold a state that
+# a loop would otherwise end. Never set in a rendered pod (tests/unit/test_sidecar_supervision.py
+# checks); unset, the hook is one empty-string check per round.
 TEST_FAULT_DIR_ENV = "RAFTSET_TEST_FAULT_DIR"
+TEST_FAULT_POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -196,8 +199,17 @@ class Loops:
     async def _test_fault(self, name: str) -> None:
         if not self._fault_dir:
             return
-        if os.path.exists(os.path.join(self._fault_dir, f"{name}.hang")):
-            log.warning("%s loop: test fault: hanging", name)
-            await asyncio.Event().wait()
+        hang = os.path.join(self._fault_dir, f"{name}.hang")
+        if os.path.exists(hang):
+            log.warning("%s loop: test fault: hanging until %s is removed", name, hang)
+            holding = os.path.join(self._fault_dir, f"{name}.hanging")
+            open(holding, "w").close()
+            try:
+                while os.path.exists(hang):
+                    await asyncio.sleep(TEST_FAULT_POLL_S)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(holding)
+            log.warning("%s loop: test fault: released", name)
         if os.path.exists(os.path.join(self._fault_dir, f"{name}.raise")):
             raise RuntimeError(f"test fault in the {name} loop")
