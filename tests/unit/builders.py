@@ -32,6 +32,7 @@ def member(ordinal: int, role: str = contract.ROLE_FOLLOWER, *, healthy: bool = 
         role=role,
         healthy=healthy,
         renewed=renewed,
+        observed=renewed,
         expires=renewed + timedelta(seconds=duration),
     )
 
