@@ -35,7 +35,8 @@ def keeps_quorum_once_removed(voters: Set[int], healthy: Set[int], target: int) 
     return has_quorum(frozenset(voters - {target}), healthy)
 
 
-def _voters_and_healthy(members: Sequence[Member], statuses: Mapping[int, Status | None]) -> tuple[frozenset[int], frozenset[int]]:
+def _voters_and_healthy(members: Sequence[Member],
+                        statuses: Mapping[int, Status | None]) -> tuple[frozenset[int], frozenset[int]]:
     voters = frozenset(m.id for m in members if not m.is_learner)
     return voters, frozenset(i for i, s in statuses.items() if s is not None)
 
