@@ -35,6 +35,7 @@ def member(ordinal: int, role: str = contract.ROLE_FOLLOWER, *, healthy: bool = 
         role=role,
         healthy=healthy,
         renewed=renewed,
+        observed=renewed,
         expires=renewed + timedelta(seconds=duration),
         ready=serving,
         ready_reason="" if serving else "a linearizable read failed: timed out",

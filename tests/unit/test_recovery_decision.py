@@ -27,7 +27,7 @@ def beat(ordinal: int, *, role: str = contract.ROLE_UNKNOWN, healthy: bool = Fal
     renewed = NOW - timedelta(seconds=age)
     return HeartbeatRecord(pod=f"demo-{ordinal}", ordinal=ordinal,
                            member_id=f"{ordinal + 10:x}" if member_id is None else member_id, role=role,
-                           healthy=healthy, renewed=renewed, expires=renewed + timedelta(seconds=30),
+                           healthy=healthy, renewed=renewed, observed=renewed, expires=renewed + timedelta(seconds=30),
                            confirmed=confirmed, raft_term=term, raft_index=committed,
                            applied_index=committed if applied is None else applied)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -18,14 +19,22 @@ NEW, OLD = "rev-new", "rev-old"
 STEADY = Plan(replicas=3, reserved=(), action="steady", message="3 members as desired")
 
 
-def pod(ordinal: int, revision: str = OLD, *, age: float = 600, terminating: bool = False) -> rolls.PodRevision:
+def pod(ordinal: int, revision: str = OLD, *, terminating: bool = False, running: bool = True) -> rolls.PodRevision:
     return rolls.PodRevision(name=f"demo-{ordinal}", ordinal=ordinal, revision=revision,
-                             created=NOW - timedelta(seconds=age), terminating=terminating)
+                             uid=f"uid-{ordinal}-{revision}", running=running, terminating=terminating)
+
+
+def step_of(plan: Plan, pods: list[rolls.PodRevision], records: list[Any], *,
+            listed: dict[int, float] | None = None, **kwargs: Any) -> Plan:
+    """next_step with each pod first listed by the operator `listed[ordinal]` seconds ago (default 600)."""
+    seen = {p.name: rolls.PodSighting(p.uid, NOW - timedelta(seconds=(listed or {}).get(p.ordinal, 600)))
+            for p in pods}
+    return rolls.next_step(plan, NEW, pods, records, NOW, seen=seen, **kwargs)
 
 
 def test_nothing_to_roll_keeps_the_plan() -> None:
     pods = [pod(o, NEW) for o in range(3)]
-    assert rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0), NOW) is STEADY
+    assert step_of(STEADY, pods, members(range(3), leader=0)) is STEADY
 
 
 @pytest.mark.parametrize(("leader", "order"), [(0, [2, 1, 0]), (2, [1, 0, 2]), (1, [2, 0, 1])])
@@ -34,19 +43,19 @@ def test_followers_go_first_highest_ordinal_first_and_the_leader_last(leader: in
     seen = []
     for _ in range(3):
         pods = [pod(o, revisions[o]) for o in range(3)]
-        step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=leader), NOW)
+        step = step_of(STEADY, pods, members(range(3), leader=leader))
         assert step.action == "roll" and len(step.restart) == 1, step
         victim = contract.ordinal_of(step.restart[0])
         assert (step.hand_off_from is not None) == (victim == leader)
         seen.append(victim)
         revisions[victim] = NEW
     assert seen == order
-    assert rolls.next_step(STEADY, NEW, [pod(o, NEW) for o in range(3)], members(range(3), leader=leader), NOW) \
+    assert step_of(STEADY, [pod(o, NEW) for o in range(3)], members(range(3), leader=leader)) \
         is STEADY
 
 
 def test_a_roll_step_is_a_step_with_its_own_reason() -> None:
-    step = rolls.next_step(STEADY, NEW, [pod(o) for o in range(3)], members(range(3), leader=0), NOW)
+    step = step_of(STEADY, [pod(o) for o in range(3)], members(range(3), leader=0))
     assert STEP_REASONS[step.action] == "RollingMember"
     assert (step.replicas, step.reserved) == (STEADY.replicas, STEADY.reserved), "a roll never scales"
     assert "demo-2" in step.message and "3 of 3" in step.message
@@ -54,14 +63,14 @@ def test_a_roll_step_is_a_step_with_its_own_reason() -> None:
 
 def test_the_leader_is_told_to_hand_off() -> None:
     pods = [pod(0), pod(1, NEW), pod(2, NEW)]
-    step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0), NOW)
+    step = step_of(STEADY, pods, members(range(3), leader=0))
     assert step.restart == ("demo-0",) and step.hand_off_from == "demo-0"
     assert "leadership" in step.message
 
 
 def test_waits_while_a_pod_restarts() -> None:
     pods = [pod(0), pod(1), pod(2, NEW, terminating=True)]
-    step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0), NOW)
+    step = step_of(STEADY, pods, members(range(3), leader=0))
     assert step.action == "wait" and not step.restart and "demo-2" in step.message
 
 
@@ -72,7 +81,7 @@ def test_waits_while_a_pod_restarts() -> None:
 ])
 def test_waits_until_every_member_is_a_fresh_healthy_voter(overrides: dict[int, dict[str, Any]]) -> None:
     pods = [pod(0), pod(1), pod(2, NEW)]
-    step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0, overrides=overrides), NOW)
+    step = step_of(STEADY, pods, members(range(3), leader=0, overrides=overrides))
     assert step.action == "wait" and not step.restart, step
 
 
@@ -82,32 +91,64 @@ def test_raft_holds_the_roll_where_a_lease_still_says_voter() -> None:
     voter of two reachable. A learner in Raft holds it the same way."""
     records = members(range(3), leader=0)
     pods = [pod(0), pod(1, NEW), pod(2)]
-    assert rolls.next_step(STEADY, NEW, pods, records, NOW, raft=raft_of(records)).restart == ("demo-2",)
+    assert step_of(STEADY, pods, records, raft=raft_of(records)).restart == ("demo-2",)
     for published, why in ((raft([raft_member(0), raft_member(2)]), "demo-1 (member"),
                            (raft([raft_member(0), raft_member(1, learner=True), raft_member(2)]), "ordinal 1 to join")):
-        step = rolls.next_step(STEADY, NEW, pods, records, NOW, raft=published)
+        step = step_of(STEADY, pods, records, raft=published)
         assert step.action == "wait" and not step.restart and why in step.message, step
 
 
 def test_waits_for_the_restarted_pod_to_report_from_its_new_pod() -> None:
-    """Its old Lease may still be fresh: only a renewal after the new pod was created counts."""
-    pods = [pod(0), pod(1), pod(2, NEW, age=5)]
+    """Its old Lease may still be fresh: only a renewal the operator saw after it listed the new pod counts."""
+    pods = [pod(0), pod(1), pod(2, NEW)]
     records = members(range(3), leader=0, overrides={2: {"age": 10}})
-    step = rolls.next_step(STEADY, NEW, pods, records, NOW)
+    step = step_of(STEADY, pods, records, listed={2: 5})
     assert step.action == "wait" and "demo-2" in step.message
     records = members(range(3), leader=0, overrides={2: {"age": 1}})
-    assert rolls.next_step(STEADY, NEW, pods, records, NOW).restart == ("demo-1",)
+    assert step_of(STEADY, pods, records, listed={2: 5}).restart == ("demo-1",)
+
+
+def test_the_sidecars_clock_proves_nothing() -> None:
+    """A renewTime from a sidecar whose clock runs an hour ahead says nothing about when the operator
+    saw the renewal: what counts is the operator's own observation (raftset.operator.freshness)."""
+    records = members(range(3), leader=0, overrides={2: {"age": 10}})
+    records[2] = dataclasses.replace(records[2], renewed=NOW + timedelta(hours=1))
+    step = step_of(STEADY, [pod(0), pod(1), pod(2, NEW)], records, listed={2: 5})
+    assert step.action == "wait" and "demo-2" in step.message, step
+
+
+def test_a_pod_that_does_not_run_holds_the_roll() -> None:
+    records = members(range(3), leader=0)
+    step = step_of(STEADY, [pod(0), pod(1), pod(2, NEW, running=False)], records, raft=raft_of(records))
+    assert step.action == "wait" and not step.restart and "ordinal 2" in step.message, step
+
+
+def test_a_sighting_of_another_incarnation_proves_nothing() -> None:
+    pods = [pod(0), pod(1), pod(2, NEW)]
+    seen = {p.name: rolls.PodSighting(p.uid, NOW - timedelta(seconds=600)) for p in pods}
+    seen["demo-2"] = rolls.PodSighting("uid-of-the-pod-it-replaced", NOW - timedelta(seconds=600))
+    step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0), NOW, seen=seen)
+    assert step.action == "wait" and "demo-2" in step.message, step
+
+
+def test_sight_keeps_a_pods_first_sighting_until_it_is_re_created() -> None:
+    first = rolls.sight({}, [pod(0), pod(1)], NOW)
+    later = NOW + timedelta(seconds=30)
+    again = rolls.sight(first, [pod(0), pod(1, NEW)], later)
+    assert again == {"demo-0": rolls.PodSighting("uid-0-rev-old", NOW),
+                     "demo-1": rolls.PodSighting("uid-1-rev-new", later)}
+    assert rolls.sight(again, [pod(0)], later) == {"demo-0": rolls.PodSighting("uid-0-rev-old", NOW)}
 
 
 def test_waits_for_a_leader() -> None:
-    step = rolls.next_step(STEADY, NEW, [pod(o) for o in range(3)], members(range(3), leader=None), NOW)
+    step = step_of(STEADY, [pod(o) for o in range(3)], members(range(3), leader=None))
     assert step.action == "wait" and "leader" in step.message
 
 
 def test_only_kept_ordinals_roll() -> None:
     plan = Plan(replicas=2, reserved=(1,), action="steady", message="")
     pods = [pod(0, NEW), pod(2)]
-    step = rolls.next_step(plan, NEW, pods, [member(0, contract.ROLE_LEADER), member(2)], NOW)
+    step = step_of(plan, pods, [member(0, contract.ROLE_LEADER), member(2)])
     assert step.restart == ("demo-2",)
 
 
@@ -132,27 +173,38 @@ def test_pending_reads_only_the_workload_status(obj: dict[str, Any], is_pending:
 
 
 def test_pod_revisions_ignore_strays() -> None:
-    def raw(name: str, **meta: Any) -> dict[str, Any]:
-        return {"metadata": {"name": name, "creationTimestamp": "2026-01-01T11:50:00Z",
-                             "labels": {rolls.REVISION_LABEL: OLD}, **meta}}
-    found = rolls.pod_revisions([raw("demo-1"), raw("demo-0", deletionTimestamp="x"), raw("other-0"),
-                                 raw("demo-x"), raw("demo-extra-1")], "demo")
-    assert [(p.name, p.terminating, p.revision) for p in found] == [("demo-0", True, OLD), ("demo-1", False, OLD)]
+    def raw(name: str, phase: str = "Running", **meta: Any) -> dict[str, Any]:
+        return {"metadata": {"name": name, "uid": f"uid-{name}", "labels": {rolls.REVISION_LABEL: OLD}, **meta},
+                "status": {"phase": phase}}
+    found = rolls.pod_revisions([raw("demo-1"), raw("demo-0", deletionTimestamp="x"), raw("demo-2", "Pending"),
+                                 raw("demo-3", uid=None), raw("other-0"), raw("demo-x"), raw("demo-extra-1")], "demo")
+    assert [(p.name, p.uid, p.running, p.terminating, p.revision) for p in found] == [
+        ("demo-0", "uid-demo-0", True, True, OLD), ("demo-1", "uid-demo-1", True, False, OLD),
+        ("demo-2", "uid-demo-2", False, False, OLD)]
 
 
 def test_a_restarted_member_reports_for_one_refresh_before_the_next_goes() -> None:
-    pods = [pod(0), pod(1), pod(2, NEW, age=12)]
+    pods = [pod(0), pod(1), pod(2, NEW)]
     settle = timedelta(seconds=10)
-    just_back = members(range(3), leader=0, overrides={2: {"age": 5}})  # renewed 7 s after its pod came
-    step = rolls.next_step(STEADY, NEW, pods, just_back, NOW, settle=settle)
+    just_back = members(range(3), leader=0, overrides={2: {"age": 5}})  # renewed 7 s after its pod was listed
+    step = step_of(STEADY, pods, just_back, settle=settle, listed={2: 12})
     assert step.action == "wait" and "demo-2" in step.message
     settled = members(range(3), leader=0, overrides={2: {"age": 1}})  # 11 s after
-    assert rolls.next_step(STEADY, NEW, pods, settled, NOW, settle=settle).restart == ("demo-1",)
+    assert step_of(STEADY, pods, settled, settle=settle, listed={2: 12}).restart == ("demo-1",)
 
 
 def test_a_leader_rolled_without_hand_off_is_told_an_election_follows() -> None:
     pods = [pod(0), pod(1, NEW), pod(2, NEW)]
-    step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0), NOW, hand_off=False)
+    step = step_of(STEADY, pods, members(range(3), leader=0), hand_off=False)
     assert step.restart == ("demo-0",) and step.hand_off_from == "demo-0" and step.hand_off is False
     assert "without a hand-off: an election follows" in step.message
     assert [e[:2] for e in step.step_events()] == [("Normal", "RollingMember"), ("Warning", "LeaderLeavesWithoutHandOff")]
+
+
+def test_a_deleted_pod_not_yet_re_created_holds_the_roll() -> None:
+    """Issue 30, bug 2: demo-2 was deleted for the roll and its pod is not re-created yet. Its Lease
+    is still fresh (it lasts 30 s) and the leader has not yet published a membership that marks it
+    down: only the missing pod says it is gone, and no second member may go meanwhile."""
+    records = members(range(3), leader=0)
+    step = step_of(STEADY, [pod(0), pod(1)], records, raft=raft_of(records))
+    assert step.action == "wait" and not step.restart and "ordinal 2" in step.message, step

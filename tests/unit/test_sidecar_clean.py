@@ -132,3 +132,22 @@ def test_may_remove_reads_a_member_list_and_the_answers(answering: tuple[int, ..
     members = [member(0), member(1), member(2), member(3, learner=True)]
     statuses = {mid(o): (status(o) if o in answering else None) for o in range(4)}
     assert may_remove(members, statuses, mid(target)) is allowed
+
+
+def test_a_member_that_answers_again_counts_as_one_that_may_stop() -> None:
+    """Issue 30, bug 5: 4 voters, ordinal 1 down; ordinal 3 (not kept) was absent past the grace but
+    answers again when the leader decides under the lock. It may stop before its removal commits:
+    2 of the 4 voters would then answer, no quorum. Nothing is removed until 1 is back."""
+    members = [member(i) for i in range(4)]
+    got = run(members, [0, 1, 2], {mid(0), mid(2), mid(3)}, {mid(3): 0.0, mid(1): 0.0})
+    assert got.remove is None and "quorum" in got.reason, got
+    assert run(members, [0, 1, 2], {mid(0), mid(1), mid(2), mid(3)}, {mid(3): 0.0}).remove == mid(3)
+
+
+def test_the_guard_counts_the_voters_of_now() -> None:
+    """Healthy voters other than the target must be a quorum of the voters there are *now*: the target
+    may stop before its removal commits. One short for an even size under the old count."""
+    assert not safe_to_remove({1, 2, 3, 4}, {1, 2, 4}, 4)  # 2 of 4 while 4 is not yet removed
+    assert safe_to_remove({1, 2, 3, 4}, {1, 2, 4}, 3)  # the one down goes: 3 of 4 answer throughout
+    assert safe_to_remove({1, 2, 3, 4, 5}, {1, 2, 3, 5}, 5)  # 3 of 5
+    assert not safe_to_remove({1, 2}, {1, 2}, 2)  # 1 of 2

@@ -147,3 +147,14 @@ def test_leader_of_an_engine_without_safe_hand_off_never_moves_leadership(away: 
 def test_follower_reason_is_unchanged_without_hand_off() -> None:
     got = decide(Fate(True, "away"), mid(2), MEMBERS, statuses(leader=0), ORD, [0, 1], hand_off=False)
     assert got.reason == "away" and got.remove
+
+
+def test_a_scaled_away_member_removes_itself_where_only_its_removal_keeps_quorum() -> None:
+    """Issue 30, bug 5, from the leaving side: 4 voters, ordinal 1 down, ordinal 3 scaled away. Its pod
+    stops whatever it decides: removed, 2 of the 3 voters left answer; kept, 2 of 4 would. So it removes
+    itself (the removal needs its own vote, which the preStop path gives before the store stops). The
+    step itself is refused earlier, by the operator's guard and by clean's, which count the 4."""
+    members = [member(i) for i in range(4)]
+    sts_ = {mid(i): None if i == 1 else status(i, leader=0) for i in range(4)}
+    got = decide(Fate(True, "away"), mid(3), members, sts_, {mid(i): i for i in range(4)}, [0, 1, 2])
+    assert got.remove, got

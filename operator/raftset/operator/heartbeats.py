@@ -30,6 +30,7 @@ class HeartbeatRecord:
     role: str
     healthy: bool
     renewed: datetime  # the sidecar's renewTime, on the sidecar's clock: shown, never compared
+    observed: datetime  # on the operator's clock: when it saw the last renewal
     expires: datetime  # on the operator's clock: observed + leaseDurationSeconds
     confirmed: bool = True  # a renewal was observed (False: only first seen, e.g. after a restart)
     # The member's own Status, which it serves without quorum too; raft_term 0: it did not answer.
@@ -76,6 +77,7 @@ def from_lease(lease: Mapping[str, Any], sighting: Sighting | None = None) -> He
     if renewed is None or not isinstance(beat, dict):
         return None
     role = beat.get("role") if beat.get("role") in contract.ROLES else contract.ROLE_UNKNOWN
+    observed = sighting.observed if sighting else renewed
     return HeartbeatRecord(
         pod=pod,
         ordinal=ordinal,
@@ -83,7 +85,8 @@ def from_lease(lease: Mapping[str, Any], sighting: Sighting | None = None) -> He
         role=role,
         healthy=bool(beat.get("healthy")),
         renewed=renewed,
-        expires=(sighting.observed if sighting else renewed) + timedelta(seconds=duration),
+        observed=observed,
+        expires=observed + timedelta(seconds=duration),
         confirmed=sighting.confirmed if sighting else True,
         raft_term=_count(beat.get("raft_term")),
         raft_index=_count(beat.get("raft_index")),

@@ -357,12 +357,19 @@ def plan(
     if raft_joining:
         return Plan(replicas, reserved, "wait", "waiting for learner "
                     + ", ".join(_member(m) for m in raft_joining) + " to be promoted in Raft")
-    # The quorum guard counts a member only where its heartbeat and Raft both call it a voter.
+    # The quorum guard counts a member healthy only where its heartbeat and Raft both call it a
+    # voter, and against the voters Raft has now: the victim's store may stop before its
+    # MemberRemove commits (a leave that times out), and it is one of them until then.
     voting = membership(kept, members, now, raft)
-    if voting.healthy_voters - int(victim in voting.voters) < quorum(step):
+    voters = sum(1 for m in raft.members if m.voter)
+    left = voting.healthy_voters - int(victim in voting.voters)
+    if left < quorum(voters):
+        then = ("waiting for the cluster to recover" if voters - 1 >= quorum(voters)
+                else f"no member can leave a cluster of {voters} voters this way, healthy or not")
         return Plan(replicas, reserved, "wait",
-                    f"removing ordinal {victim} now would leave fewer than {quorum(step)} "
-                    f"healthy voters; waiting for the cluster to recover", refused=True)
+                    f"removing ordinal {victim} now could leave {left} healthy of {voters} voters (its store "
+                    f"may stop before its removal commits), fewer than the {quorum(voters)} a quorum needs; "
+                    f"{then}", refused=True)
     leaving = victim_pod if victim == current_leader.ordinal else None
     message = f"removing {victim_pod} ({replicas} -> {step} members)"
     if leaving:

@@ -45,6 +45,9 @@ class Runtime:
     # When each heartbeat Lease was last seen to change (raftset.operator.freshness); a
     # restart starts afresh, every Lease unconfirmed until its next renewal.
     sightings: dict[Key, dict[str, Sighting]] = field(default_factory=dict)
+    # When each member pod (by UID) was first listed during a roll (raftset.operator.rolls); a
+    # restart starts afresh, and each pod must then report once more before the next deletion.
+    pod_sightings: dict[Key, dict[str, rolls.PodSighting]] = field(default_factory=dict)
     # When each of a cluster's status.disagreements was first seen (raftset.operator.lasting).
     disagreements: dict[Key, dict[str, lasting.Seen]] = field(default_factory=dict)
     # The last look for why a cluster's members are missing (raftset.operator.diagnosis).
@@ -53,6 +56,7 @@ class Runtime:
 
     def forget(self, key: Key) -> None:
         self.sightings.pop(key, None)
+        self.pod_sightings.pop(key, None)
         self.turns.pop(key, None)
         self.applied_at.pop(key, None)
         self.published.pop(key, None)
@@ -169,10 +173,12 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
         if plan.action != "steady" or workload is None or not rolls.pending(workload):
             return plan
         # Some pods run an older template: only now is the pod list worth a request.
-        pods = await runtime.kube.list("v1", "Pod", cluster.namespace, contract.label_selector(cluster.name))
+        listed = await runtime.kube.list("v1", "Pod", cluster.namespace, contract.label_selector(cluster.name))
+        pods = rolls.pod_revisions(listed, cluster.name)
+        seen = runtime.pod_sightings[key] = rolls.sight(runtime.pod_sightings.get(key, {}), pods, now)
         revision = rolls.update_revision(workload)
         assert revision is not None  # rolls.pending checked it
-        return rolls.next_step(plan, revision, rolls.pod_revisions(pods, cluster.name), members, now,
+        return rolls.next_step(plan, revision, pods, members, now, seen=seen,
                                settle=timedelta(seconds=cluster.sidecar.heartbeat_interval), hand_off=hand_off,
                                raft=raft)
 

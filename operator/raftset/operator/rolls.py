@@ -2,15 +2,19 @@
 
 The workload's update strategy is OnDelete on both backends, so no controller restarts a
 member on its own; the operator deletes one outdated pod per step and the workload
-controller re-creates it on the new template with its volume (its member). A step waits
-until every member of the kept ordinals is a fresh, healthy voter (one Raft lists as a
-voter, where the leader published the membership) whose heartbeat was renewed by the pod
-that runs now, so a member that has not come back yet is never counted
-twice. The leader goes last, and its sidecar hands leadership away on the preStop path
-before its store stops: one leader change per roll, the leader's own.
+controller re-creates it on the new template with its volume (its member). Before each
+deletion, every kept ordinal must show, in what is read at that moment: a pod that runs
+and is not terminating, and a fresh, healthy voter (one Raft lists as a voter, where the
+leader published the membership) whose heartbeat the operator saw renewed at least
+`settle` after it first listed that pod. Both times are the operator's own clock
+(`PodSighting`, `raftset.operator.freshness`), so a deleted pod whose Lease is still
+fresh, or a restarted one that has not reported yet, is never counted, and no record's
+staleness or another loop's timing is needed to see it. The leader goes last, and its
+sidecar hands leadership away on the preStop path before its store stops: one leader
+change per roll, the leader's own.
 
-Pure: from the workload's status, the pods' revision labels, the heartbeat records and
-the published Raft membership.
+Pure: from the workload's status, the pods, the operator's sightings of them, the
+heartbeat records and the published Raft membership.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from typing import Any
 from raftset.membership import RaftMembership
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.operator.planner import Plan, awaiting_renewal, leader, leader_going, membership
-from raftset.times import parse_rfc3339
 
 REVISION_LABEL = "controller-revision-hash"
 
@@ -36,8 +39,27 @@ class PodRevision:
     name: str
     ordinal: int
     revision: str
-    created: datetime
+    uid: str  # tells a re-created pod from the one it replaced
+    running: bool  # status.phase Running
     terminating: bool
+
+
+@dataclass(frozen=True)
+class PodSighting:
+    """When the operator first listed one incarnation (UID) of a member pod, on its own clock."""
+
+    uid: str
+    seen: datetime
+
+
+def sight(previous: Mapping[str, PodSighting], pods: Sequence[PodRevision], now: datetime) -> dict[str, PodSighting]:
+    """The sightings after listing `pods` at `now`: a pod keeps its first sighting while its UID
+    stays; a re-created pod (a new UID) is seen anew. Pods no longer listed are forgotten."""
+    out = {}
+    for pod in pods:
+        before = previous.get(pod.name)
+        out[pod.name] = before if before is not None and before.uid == pod.uid else PodSighting(pod.uid, now)
+    return out
 
 
 def update_revision(workload: Mapping[str, Any]) -> str | None:
@@ -62,26 +84,27 @@ def pod_revisions(pods: Sequence[Mapping[str, Any]], cluster: str) -> list[PodRe
         meta = pod.get("metadata") or {}
         name = meta.get("name", "")
         prefix, _, tail = name.rpartition("-")
-        created = parse_rfc3339(meta.get("creationTimestamp"))
-        if prefix != cluster or not tail.isdigit() or created is None:
+        uid = meta.get("uid")
+        if prefix != cluster or not tail.isdigit() or not uid:
             continue
         out.append(PodRevision(name=name, ordinal=int(tail), revision=(meta.get("labels") or {}).get(REVISION_LABEL, ""),
-                               created=created,
+                               uid=str(uid), running=(pod.get("status") or {}).get("phase") == "Running",
                                terminating=bool(meta.get("deletionTimestamp"))))
     return sorted(out, key=lambda p: p.ordinal)
 
 
 def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: Sequence[HeartbeatRecord],
-              now: datetime, settle: timedelta = timedelta(0), hand_off: bool = True,
-              raft: RaftMembership | None = None) -> Plan:
+              now: datetime, *, seen: Mapping[str, PodSighting], settle: timedelta = timedelta(0),
+              hand_off: bool = True, raft: RaftMembership | None = None) -> Plan:
     """The steady `plan` turned into the next roll step: restart one pod, wait, or nothing to do.
 
-    `settle` (the sidecars' heartbeat interval) is how long a member must have reported
-    from its new pod before the next one goes: one refresh as a healthy voter, time for a
-    restarted member to catch up with the log it missed. `hand_off` is the engine's
-    Capabilities.hand_off: whether the leader's sidecar moves leadership away before it restarts.
-    `raft` is the leader's published membership: where it is known, a member whose Lease says
-    "voter" but whom Raft does not list as one holds the roll, as it holds a scale step.
+    `seen` is `sight` of `pods`. `settle` (the sidecars' heartbeat interval) is how long after
+    the operator first listed a pod a renewal of its heartbeat must be observed: one refresh
+    as a healthy voter from that pod, time for a restarted member to catch up with the log it
+    missed. `hand_off` is the engine's Capabilities.hand_off: whether the leader's sidecar
+    moves leadership away before it restarts. `raft` is the leader's published membership:
+    where it is known, a member whose Lease says "voter" but whom Raft does not list as one
+    holds the roll, as it holds a scale step.
     """
     kept = plan.kept
     outdated = [p for p in pods if p.ordinal in kept and p.revision != revision]
@@ -95,15 +118,19 @@ def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: S
     restarting = [p.name for p in pods if p.terminating]
     if restarting:
         return wait(f"waiting for {', '.join(restarting)} to restart")
+    running = {p.ordinal: p for p in pods if p.ordinal in kept and p.running}
+    absent = [o for o in kept if o not in running]
+    if absent:
+        return wait(f"waiting for the pod of ordinal {', '.join(map(str, absent))} to be created and run")
     state = membership(kept, members, now, raft)
     if not state.settled:
         return wait(state.describe())
     by_pod = {m.pod: m for m in members}
-    running = {p.name: p for p in pods if p.ordinal in kept}
-    stale = sorted(name for name, pod in running.items()
-                   if name not in by_pod or by_pod[name].renewed < pod.created + settle)
-    if stale:
-        return wait(f"waiting for {', '.join(stale)} to report healthy from its new pod for {settle.seconds} s")
+    unproven = sorted(p.name for p in running.values() if not _reported_from(p, by_pod.get(p.name),
+                                                                              seen.get(p.name), settle))
+    if unproven:
+        return wait(f"waiting for {', '.join(unproven)} to report healthy from its pod, a renewal seen "
+                    f"{settle.seconds} s or more after the operator first listed that pod")
     unobserved = awaiting_renewal(members, now)
     if unobserved is not None:
         return wait(unobserved)
@@ -119,3 +146,13 @@ def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: S
     return dataclasses.replace(plan, action="roll", message=message, restart=(victim.name,),
                                hand_off_from=victim.name if leading else None, hand_off=hand_off)
 
+
+def _reported_from(pod: PodRevision, record: HeartbeatRecord | None, sighting: PodSighting | None,
+                   settle: timedelta) -> bool:
+    """Did the operator see `pod`'s heartbeat renewed `settle` after it first listed this pod?
+
+    Both times are the operator's. The pod a re-created one replaces was gone before it was
+    created, so a renewal seen after the listing is the new pod's; `settle` also covers a
+    watch event of the old pod's last write that arrives late."""
+    return (record is not None and record.confirmed and sighting is not None and sighting.uid == pod.uid
+            and record.observed > sighting.seen + settle)

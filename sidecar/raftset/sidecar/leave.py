@@ -15,7 +15,7 @@ from typing import Any
 
 from raftset import contract
 from raftset.etcdclient import Member, Status
-from raftset.sidecar.quorum import may_remove
+from raftset.sidecar.quorum import may_leave
 from raftset.workloads import Backend, being_deleted
 
 _FALSE = ("", "false", "0", "no")
@@ -89,6 +89,6 @@ def decide(
         return LeaveDecision(target, False, fate.reason)
     if not any(m.id == own_id for m in members):
         return LeaveDecision(None, False, "already removed from the cluster")
-    if not may_remove(members, statuses, own_id):
+    if not may_leave(members, statuses, own_id):
         return LeaveDecision(target, False, f"{fate.reason}; but removing this member would lose quorum: keep it")
     return LeaveDecision(target, True, fate.reason)
