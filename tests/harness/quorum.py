@@ -57,7 +57,8 @@ def survivors(lab: Lab, *ordinals: int) -> list[Survivor]:
 def record_recovery(lab: Lab, survivor: Survivor, requested: str = contract.RECOVER_QUORUM_AUTO) -> RecoveryRecord:
     """What the operator writes on the workload when a recovery starts."""
     record = RecoveryRecord(id=uuid.uuid4().hex[:8], survivor=survivor.pod, member_id=survivor.member_id,
-                            started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), requested=requested)
+                            started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), requested=requested,
+                            term=survivor.term)
     patch = {"metadata": {"annotations": {contract.ANNOTATION_QUORUM_RECOVERY: record.to_json()}}}
     lab.apps.patch_namespaced_stateful_set(lab.cluster, lab.namespace, patch)
     return record
