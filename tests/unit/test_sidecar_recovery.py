@@ -70,8 +70,9 @@ def test_a_member_that_already_rejoined_the_new_cluster_restarts_as_usual() -> N
     bare = RecoveryView(name=NAMING.pod(0), peer_url=NAMING.peer_url(0), record=RECORD, has_data=True,
                         marker=None, force_supported=True, survivor_members=grown, peers=())
     assert decide(bare).action is Action.NONE
-    assert decide(RecoveryView(name=NAMING.pod(2), peer_url=NAMING.peer_url(2), record=RECORD, has_data=True,
-                               marker=None, force_supported=True, survivor_members=grown, peers=())).action is Action.MOVE_ASIDE
+    other = RecoveryView(name=NAMING.pod(2), peer_url=NAMING.peer_url(2), record=RECORD, has_data=True,
+                         marker=None, force_supported=True, survivor_members=grown, peers=())
+    assert decide(other).action is Action.MOVE_ASIDE
 
 
 def test_keep_aside_never_deletes(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ from raftset.quorumloss import RecoveryRecord, Survivor, choose
 from raftset.times import parse_rfc3339, rfc3339
 
 CONDITION = "QuorumLost"
+_STATUSES: dict[str, bool | None] = {"True": True, "False": False, "Unknown": None}  # as metav1.Condition spells them
 
 
 @dataclass(frozen=True)
@@ -281,8 +282,6 @@ def previous_condition(old: Mapping[str, Any]) -> Condition | None:
     return Condition(CONDITION, _STATUSES[cond["status"]], str(cond.get("reason") or ""),
                      str(cond.get("message") or ""))
 
-
-_STATUSES: dict[str, bool | None] = {"True": True, "False": False, "Unknown": None}
 
 
 def _since(record: RecoveryRecord, now: datetime) -> str:

@@ -93,11 +93,10 @@ def _survivor(view: RecoveryView, record: RecoveryRecord) -> RecoveryDecision:
                                                f"data dir belongs to member {view.marker.member_id:x}")
     leading = next((p for p in view.peers if p.leader != 0 and p.raft_term >= record.term), None)
     if leading is not None:
-        return RecoveryDecision(Action.REFUSE, f"recovery {record.id}: not starting alone: {leading.endpoint} (member "
-                                               f"{leading.member_id:x}) has leader {leading.leader:x} at term "
-                                               f"{leading.raft_term}, the survivor's was {record.term} when chosen: "
-                                               "Raft still has a leader; nothing was changed. If the cluster serves, remove the "
-                                               f"workload's {contract.ANNOTATION_QUORUM_RECOVERY} annotation and every "
-                                               "pod restarts as usual")
+        return RecoveryDecision(Action.REFUSE, (
+            f"recovery {record.id}: not starting alone: {leading.endpoint} (member {leading.member_id:x}) has leader "
+            f"{leading.leader:x} at term {leading.raft_term}, the survivor's was {record.term} when chosen: Raft still "
+            f"has a leader; nothing was changed. If the cluster serves, remove the workload's "
+            f"{contract.ANNOTATION_QUORUM_RECOVERY} annotation and every pod restarts as usual"))
     return RecoveryDecision(Action.FORCE, f"recovery {record.id}: starting member {record.member_id} alone "
                                           "from its own data; no other member reached has a leader")
