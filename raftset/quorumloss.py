@@ -71,6 +71,9 @@ class RecoveryRecord:
     member_id: str  # the survivor's member id (hex): its data dir must still hold this member
     started: str  # RFC 3339, the operator's clock: for people and the RTO, not for decisions
     requested: str  # "auto", a pod name, or "Automatic" (the spec's policy)
+    # The survivor's raft term when it was chosen (0: a record written before the term was kept).
+    # Its sidecar refuses to force while a peer still has a leader at this term or later.
+    term: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -80,5 +83,11 @@ def parse_record(raw: str | None) -> RecoveryRecord | None:
     """The record, or None if absent or unreadable (then no recovery is under way)."""
     record = records.parse(raw, lambda doc: RecoveryRecord(
         id=str(doc["id"]), survivor=str(doc["survivor"]), member_id=str(doc["member_id"]),
-        started=str(doc.get("started") or ""), requested=str(doc.get("requested") or "")))
+        started=str(doc.get("started") or ""), requested=str(doc.get("requested") or ""),
+        term=_term(doc.get("term"))))
     return record if record is not None and record.id and record.survivor and record.member_id else None
+
+
+def _term(raw: object) -> int:
+    """A non-negative integer from a record anyone could have written; 0 if it is not one."""
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw >= 0 else 0

@@ -9,12 +9,15 @@ import asyncio
 import shutil
 import time
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from typing import Any
 
 from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
 
 from raftset import contract
 from raftset.etcdclient import MemberClient
@@ -57,7 +60,8 @@ def survivors(lab: Lab, *ordinals: int) -> list[Survivor]:
 def record_recovery(lab: Lab, survivor: Survivor, requested: str = contract.RECOVER_QUORUM_AUTO) -> RecoveryRecord:
     """What the operator writes on the workload when a recovery starts."""
     record = RecoveryRecord(id=uuid.uuid4().hex[:8], survivor=survivor.pod, member_id=survivor.member_id,
-                            started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), requested=requested)
+                            started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), requested=requested,
+                            term=survivor.term)
     patch = {"metadata": {"annotations": {contract.ANNOTATION_QUORUM_RECOVERY: record.to_json()}}}
     lab.apps.patch_namespaced_stateful_set(lab.cluster, lab.namespace, patch)
     return record
@@ -151,3 +155,44 @@ def lose_majority(kv: ClusterView, runner: PodRunner) -> None:
     for name in ("kv-1", "kv-2"):
         core.delete_namespaced_pod(name, kv.namespace)
         runner.lose(kv.namespace, name)
+
+
+@contextmanager
+def lease_writes_refused(api: k8s.ApiClient, namespace: str, pods: Sequence[str]) -> Iterator[None]:
+    """While the block runs, the API refuses every write of these pods' heartbeat Leases (a
+    ValidatingAdmissionPolicy, as in issue 30's live reproduction): their sidecars cannot write to the
+    API while pod-to-pod traffic flows. Entered once a dry-run write is refused, left once one passes."""
+    admission = k8s.AdmissionregistrationV1Api(api)
+    leases = k8s.CoordinationV1Api(api)
+    names = [contract.lease_name(p) for p in pods]
+    policy = f"raftset-test-refuse-leases-{namespace}"
+    admission.create_validating_admission_policy({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": policy},
+        "spec": {"failurePolicy": "Fail",
+                 "matchConstraints": {"resourceRules": [{
+                     "apiGroups": ["coordination.k8s.io"], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                     "resources": ["leases"], "resourceNames": names}]},
+                 "validations": [{"expression": f"request.namespace != '{namespace}'",
+                                  "message": "test: this sidecar cannot write its heartbeat Lease"}]},
+    })
+    admission.create_validating_admission_policy_binding({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": ["Deny"]},
+    })
+
+    def refused() -> bool:
+        try:
+            for name in names:
+                leases.patch_namespaced_lease(name, namespace, {"metadata": {"labels": {"probe": "x"}}}, dry_run="All")
+        except ApiException as exc:
+            return exc.status in (403, 422) and "cannot write its heartbeat Lease" in str(exc.body)
+        return False
+    try:
+        wait_for(refused, 30, f"the API refusing writes of {names}")
+        yield
+    finally:
+        admission.delete_validating_admission_policy_binding(policy)
+        admission.delete_validating_admission_policy(policy)
+        wait_for(lambda: not refused(), 30, f"the API accepting writes of {names} again")

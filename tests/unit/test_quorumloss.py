@@ -75,3 +75,16 @@ def test_the_record_round_trips_and_bad_records_are_none() -> None:
     for raw in (None, "", "not json", "[]", '{"id": "r1"}', '{"id": "", "survivor": "demo-1", "member_id": "ab"}',
                 '{"id": "r1", "survivor": "demo-1", "member_id": ""}'):
         assert parse_record(raw) is None
+
+
+def test_the_record_carries_the_survivors_term_and_an_older_record_reads_as_term_0() -> None:
+    """The survivor's sidecar refuses to force while a peer has a leader at this term or later (issue 30)."""
+    record = RecoveryRecord(id="r1", survivor="demo-1", member_id="ab", started="", requested="auto", term=7)
+    assert parse_record(record.to_json()) == record
+    older = '{"id": "r1", "survivor": "demo-1", "member_id": "ab", "started": "", "requested": "auto"}'
+    parsed = parse_record(older)
+    assert parsed is not None and parsed.term == 0
+    for bad in ('"7"', "-1", "true", "1.5", "null"):
+        raw = older[:-1] + f', "term": {bad}}}'
+        parsed = parse_record(raw)
+        assert parsed is not None and parsed.term == 0, bad

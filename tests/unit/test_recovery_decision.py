@@ -13,7 +13,7 @@ from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.operator.recovery import (QuorumView, announcements, decide, lost_since, narrated, previous_condition,
                                        restart, survivors)
-from raftset.operator.status import Condition
+from raftset.operator.status import Condition, merge_conditions
 from raftset.quorumloss import RecoveryRecord
 
 pytestmark = pytest.mark.unit
@@ -100,10 +100,9 @@ def test_automatic_starts_only_after_the_grace_period() -> None:
     assert started is not None and started.survivor == "demo-1" and started.requested == "Automatic"
 
 
-def test_no_survivor_and_an_engine_without_force_new_cluster_need_a_backup() -> None:
-    assert decide(view([])).condition.reason == "NoSurvivor"
-    stale = [beat(1, age=120)]  # a heartbeat older than its Lease is no survivor
-    assert decide(view(stale)).condition.reason == "NoSurvivor"
+def test_an_engine_without_force_new_cluster_needs_a_backup() -> None:
+    stale = [beat(1, age=120)]  # a heartbeat older than its Lease is no survivor: no evidence either way
+    assert decide(view(stale)).condition.reason == "MembersUnseen"
     for request in (None, "auto"):
         d = decide(view(LOST, force_supported=False, request=request))
         assert d.condition.reason == "RecoveryUnsupported" and d.start is None
@@ -229,11 +228,11 @@ def test_a_voter_whose_store_does_not_answer_makes_auto_wait_and_says_so() -> No
     assert named.start is not None and named.start.survivor == "demo-1"
     waits = decide(view(beats, request="demo-2", **five))  # named, but it cannot start yet: kept
     assert waits.start is None and not waits.drop_request and waits.condition.reason == "SurvivorsNotAnswering"
-    # The only voter with data does not answer: not "NoSurvivor" (restore a backup), it may answer soon.
+    # The only voter with data does not answer: it may answer soon.
     assert decide(view([quiet])).condition.reason == "SurvivorsNotAnswering"
     # A pod on an empty volume (no member id) holds nothing: it is neither survivor nor silent.
     empty = beat(2, term=0, member_id="")
-    assert decide(view([empty])).condition.reason == "NoSurvivor"
+    assert decide(view([empty])).condition.reason == "MembersUnseen"
     assert [e[1] for e in announcements({}, d.condition)] == ["SurvivorsNotAnswering"]
 
 
@@ -289,3 +288,90 @@ def test_a_cluster_that_never_published_a_membership_is_forming_not_lost() -> No
     assert announcements({}, d.condition) == []
     refused = decide(view([], raft=None, request="auto"))
     assert refused.drop_request and refused.events[0][1] == "RecoveryRefused" and refused.start is None
+
+
+# --- issue 30, bug 1: stale Leases are no evidence that Raft lost quorum
+
+AUTOMATIC_PAST_GRACE = dict(policy="Automatic", grace_seconds=10, lost_since=NOW - timedelta(minutes=5))
+
+
+def test_a_follower_that_sees_a_leader_is_evidence_of_quorum_even_when_the_leaders_lease_is_stale() -> None:
+    """The live reproduction: the leader's and one follower's sidecars cannot write their Leases while
+    Raft keeps committing; only the third member's record is fresh, and it reports a leader."""
+    beats = [beat(0, role=contract.ROLE_LEADER, healthy=True, age=120),
+             beat(1, role=contract.ROLE_FOLLOWER, healthy=True, age=120),
+             beat(2, role=contract.ROLE_FOLLOWER, healthy=True)]
+    for changes in ({}, AUTOMATIC_PAST_GRACE, dict(request="auto"), dict(request="demo-2")):
+        d = decide(view(beats, **changes))
+        assert d.start is None, changes
+        assert (d.condition.status, d.condition.reason) == (False, "QuorumHealthy"), (changes, d.condition)
+        assert "demo-2" in d.condition.message and "leader" in d.condition.message, d.condition
+    # A request is refused as on any healthy cluster, naming the evidence.
+    refused = decide(view(beats, request="auto"))
+    assert refused.drop_request and refused.events[0][1] == "RecoveryRefused" and "demo-2" in refused.events[0][2]
+    # A learner's record is no voter's evidence; an unconfirmed one (first seen) is no evidence at all.
+    assert decide(view([*beats[:2], beat(2, role=contract.ROLE_FOLLOWER, healthy=True, confirmed=False)],
+                       **AUTOMATIC_PAST_GRACE)).start is None
+
+
+def test_no_fresh_record_of_any_voter_claims_nothing_about_quorum() -> None:
+    """Every Lease stale says the sidecars cannot write to the API (or the pods are down), not that
+    Raft lost quorum: the condition is Unknown, tells no one to restore a backup, and starts nothing."""
+    stale = [dataclasses.replace(b, expires=NOW - timedelta(seconds=1)) for b in HEALTHY]
+    empty_volume = beat(2, term=0, member_id="")  # a fresh sidecar on an empty volume holds no member
+    for beats in ([], stale, [empty_volume]):
+        for changes in ({}, AUTOMATIC_PAST_GRACE):
+            d = decide(view(beats, **changes))
+            assert d.start is None and d.condition.status is None, (beats, changes, d.condition)
+            assert d.condition.reason == "MembersUnseen" and "backup" not in d.condition.message, d.condition
+        refused = decide(view(beats, request="auto"))
+        assert refused.start is None and refused.drop_request and refused.events[0][1] == "RecoveryRefused"
+    # Told once, as a Warning; and the grace of Automatic does not count through it.
+    unseen = decide(view([])).condition
+    assert [e[1] for e in announcements({}, unseen)] == ["MembersUnseen"]
+    assert announcements({"conditions": [{"type": "QuorumLost", "status": "Unknown", "reason": "MembersUnseen"}]},
+                         unseen) == []
+    assert lost_since(_previous("Unknown", "MembersUnseen")) is None
+    assert previous_condition({"conditions": [{"type": "QuorumLost", "status": "Unknown", "reason": "MembersUnseen",
+                                               "message": "m"}]}) == Condition("QuorumLost", None, "MembersUnseen", "m")
+
+
+def test_a_real_loss_is_still_seen_and_automatic_still_starts_after_the_grace() -> None:
+    """Fresh survivors that answer Status without a leader: the Raft evidence of a loss."""
+    beats = [beat(0, age=120, role=contract.ROLE_LEADER, healthy=True), beat(1, committed=120), beat(2, age=120)]
+    d = decide(view(beats))
+    assert (d.condition.status, d.condition.reason) == (True, "QuorumLost")
+    assert decide(view(beats, policy="Automatic", grace_seconds=10, lost_since=NOW - timedelta(seconds=9))).start \
+        is None
+    started = decide(view(beats, **AUTOMATIC_PAST_GRACE)).start
+    assert started is not None and started.survivor == "demo-1" and started.term == 4
+
+
+def test_a_leader_seen_in_between_resets_the_grace_of_automatic() -> None:
+    """The grace counts from when QuorumLost last turned True: a round that sees a leader turns it
+    False, so the next loss starts the count again (status.merge_conditions moves lastTransitionTime)."""
+    auto = dict(policy="Automatic", grace_seconds=10)
+    first = decide(view(LOST, **auto)).condition
+    lost_at = NOW - timedelta(seconds=30)
+    shown = merge_conditions([], [first], 1, lost_at)
+    assert lost_since({"conditions": shown}) == lost_at
+    sees = [beat(1, role=contract.ROLE_FOLLOWER, healthy=True)]
+    healthy = decide(view(sees, lost_since=lost_since({"conditions": shown}), **auto))
+    assert healthy.start is None and healthy.condition.status is False
+    shown = merge_conditions(shown, [healthy.condition], 1, NOW - timedelta(seconds=5))
+    again = decide(view(LOST, lost_since=lost_since({"conditions": shown}), **auto))
+    assert again.start is None and again.condition.reason == "QuorumLost"
+    shown = merge_conditions(shown, [again.condition], 1, NOW - timedelta(seconds=2))
+    assert lost_since({"conditions": shown}) == NOW - timedelta(seconds=2)
+    assert decide(view(LOST, lost_since=lost_since({"conditions": shown}), **auto)).start is None
+    # The same with the operator unable to see any heartbeat in between (Unknown): no count through it.
+    blind = decide(view([], **auto)).condition
+    shown = merge_conditions(merge_conditions([], [first], 1, lost_at), [blind], 1, NOW - timedelta(seconds=5))
+    assert lost_since({"conditions": shown}) is None
+    shown = merge_conditions(shown, [again.condition], 1, NOW - timedelta(seconds=2))
+    assert decide(view(LOST, lost_since=lost_since({"conditions": shown}), **auto)).start is None
+
+
+def test_unknown_is_written_as_unknown() -> None:
+    merged = merge_conditions([], [Condition("QuorumLost", None, "MembersUnseen", "m")], 1, NOW)
+    assert merged[0]["status"] == "Unknown"

@@ -3,6 +3,7 @@ and the move-aside that keeps what it moves."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from pathlib import Path
@@ -13,7 +14,7 @@ from raftset.quorumloss import RecoveryRecord
 from raftset.sidecar import datadir
 from raftset.sidecar.marker import Marker
 from raftset.sidecar.recovery import Action, RecoveryView, decide
-from tests.unit.sidecar_data import NAMING, member, mid
+from tests.unit.sidecar_data import NAMING, member, mid, status
 
 pytestmark = pytest.mark.unit
 
@@ -22,12 +23,12 @@ RECORD = RecoveryRecord(id="r1", survivor="demo-1", member_id=f"{mid(1):x}", sta
 
 def view(ordinal: int, *, record: RecoveryRecord | None = RECORD, has_data: bool = True,
          marker_id: int | None = None, recovered: str = "", force: bool = True,
-         members: list | None = None) -> RecoveryView:
+         members: list | None = None, peers: tuple = ()) -> RecoveryView:
     own = mid(ordinal) if marker_id is None else marker_id
     return RecoveryView(
         name=NAMING.pod(ordinal), peer_url=NAMING.peer_url(ordinal), record=record, has_data=has_data,
         marker=Marker(own, NAMING.pod(ordinal), NAMING.peer_url(ordinal), {}, recovered) if has_data else None,
-        force_supported=force, survivor_members=members,
+        force_supported=force, survivor_members=members, peers=peers,
     )
 
 
@@ -67,10 +68,11 @@ def test_a_member_that_already_rejoined_the_new_cluster_restarts_as_usual() -> N
     assert decide(view(0, members=grown)).action is Action.NONE
     # A data dir without a marker is recognised by its peer URL.
     bare = RecoveryView(name=NAMING.pod(0), peer_url=NAMING.peer_url(0), record=RECORD, has_data=True,
-                        marker=None, force_supported=True, survivor_members=grown)
+                        marker=None, force_supported=True, survivor_members=grown, peers=())
     assert decide(bare).action is Action.NONE
-    assert decide(RecoveryView(name=NAMING.pod(2), peer_url=NAMING.peer_url(2), record=RECORD, has_data=True,
-                               marker=None, force_supported=True, survivor_members=grown)).action is Action.MOVE_ASIDE
+    other = RecoveryView(name=NAMING.pod(2), peer_url=NAMING.peer_url(2), record=RECORD, has_data=True,
+                         marker=None, force_supported=True, survivor_members=grown, peers=())
+    assert decide(other).action is Action.MOVE_ASIDE
 
 
 def test_keep_aside_never_deletes(tmp_path: Path) -> None:
@@ -88,3 +90,33 @@ def test_keep_aside_never_deletes(tmp_path: Path) -> None:
     # The replace path's release (once a new member votes) leaves quorum-loss copies alone.
     assert datadir.release(str(data)) == []
     assert sorted(p for p in os.listdir(tmp_path) if not p.endswith(".member.json")) == kept
+
+
+# --- issue 30, bug 1: the survivor asks its peers before it forces a new cluster
+
+def test_the_survivor_refuses_to_force_while_a_peer_has_a_leader_at_its_term_or_later() -> None:
+    """A majority that still has a leader is a cluster that commits: a forced one beside it splits it."""
+    record = dataclasses.replace(RECORD, term=3)
+    for peer_term in (3, 4, 9):
+        leading = dataclasses.replace(status(0, leader=0), raft_term=peer_term)
+        for peers in ((leading,), (status(2, leader=None), leading)):
+            d = decide(view(1, record=record, peers=peers))
+            assert d.action is Action.REFUSE, (peer_term, peers)
+            assert "r1" in d.reason and f"term {peer_term}" in d.reason and "leader" in d.reason, d.reason
+    # A follower's answer is evidence as good as the leader's own (the leader may not answer us).
+    follower = dataclasses.replace(status(2, leader=0), raft_term=3)
+    assert decide(view(1, record=record, peers=(follower,))).action is Action.REFUSE
+    # A record written before the term was recorded (term 0): any leader refuses.
+    assert decide(view(1, record=dataclasses.replace(RECORD, term=0), peers=(status(0, leader=0),))).action \
+        is Action.REFUSE
+    # Already started alone for this recovery: peers of the new cluster have a leader, nothing to refuse.
+    assert decide(view(1, record=record, recovered="r1", peers=(follower,))).action is Action.NONE
+
+
+def test_the_survivor_forces_when_no_peer_answers_or_none_has_a_leader_at_its_term() -> None:
+    record = dataclasses.replace(RECORD, term=3)
+    assert decide(view(1, record=record, peers=())).action is Action.FORCE  # nobody answers
+    no_leader = (status(0, leader=None), status(2, leader=None))
+    assert decide(view(1, record=record, peers=no_leader)).action is Action.FORCE
+    older = (dataclasses.replace(status(0, leader=0), raft_term=2),)  # a leader it knew before the loss
+    assert decide(view(1, record=record, peers=older)).action is Action.FORCE

@@ -15,6 +15,15 @@ raftset.operator.freshness). Such a record neither leads, nor survives, nor vote
 one is pending the verdict waits (the condition the status shows stands). A voter that holds
 data but does not answer Status cannot be ranked either: `auto` waits for it
 (SurvivorsNotAnswering) rather than choose a survivor that may hold less.
+
+What a loss needs (issue 30): Raft evidence, never stale Leases alone. A Lease that stopped
+renewing says its sidecar cannot write to the API (a cut path to the apiserver, throttling, a
+policy), not that Raft lost quorum. So a fresh, confirmed record of a voter whose member's
+Status names a leader (its role is leader or follower) is evidence that Raft has a leader: the
+cluster has quorum, whatever the other Leases say. A loss is reported only when some voter's
+fresh record shows its store answering Status, or its sidecar running while its store does
+not, and no fresh record names a leader; with no fresh record of any voter the operator cannot
+tell, says so (Unknown, MembersUnseen) and starts nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from raftset.quorumloss import RecoveryRecord, Survivor, choose
 from raftset.times import parse_rfc3339, rfc3339
 
 CONDITION = "QuorumLost"
+_STATUSES: dict[str, bool | None] = {"True": True, "False": False, "Unknown": None}  # as metav1.Condition spells them
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,13 @@ def _leader(view: QuorumView) -> HeartbeatRecord | None:
                  and b.healthy), None)
 
 
+def sees_leader(view: QuorumView) -> list[HeartbeatRecord]:
+    """Voters whose own Status names a leader (Status.leader != 0 makes the role leader or follower), on
+    a heartbeat seen renewed: Raft has a leader, whoever's Lease went stale."""
+    voters = _voter_ids(view)
+    return [b for b in view.beats if _candidate(view, b, voters) and b.confirmed and b.voting]
+
+
 def _voter_count(view: QuorumView) -> int:
     if view.raft is not None:
         return sum(1 for m in view.raft.members if m.voter)
@@ -133,11 +150,13 @@ def decide(view: QuorumView) -> QuorumDecision:
         return _refuse_request(view, Condition(CONDITION, False, "Forming",
             "no Raft membership published yet: the cluster is forming"))
     leader = _leader(view)
+    seeing = sees_leader(view)
     voters = _voter_count(view)
     found = survivors(view)
-    if leader is not None or len(found) >= quorum(voters) or voters == 0:
-        healthy = Condition(CONDITION, False, "QuorumHealthy",
-                            f"leader {leader.pod}" if leader else f"{len(found)} of {voters} voting members answer")
+    if leader is not None or seeing or len(found) >= quorum(voters) or voters == 0:
+        healthy = Condition(CONDITION, False, "QuorumHealthy", f"leader {leader.pod}" if leader else (
+            f"{seeing[0].pod} (member {seeing[0].member_id}) sees a leader at term {seeing[0].raft_term}"
+            if seeing else f"{len(found)} of {voters} voting members answer"))
         if view.request:
             return QuorumDecision(healthy, drop_request=True, events=(("Warning", "RecoveryRefused",
                 f"recover-quorum={view.request} refused: the cluster has quorum ({healthy.message}); "
@@ -151,9 +170,13 @@ def decide(view: QuorumView) -> QuorumDecision:
     lost = f"{len(found)} of {voters} voting members answer, {quorum(voters)} needed"
     quiet = silent(view)
     if not found and not quiet:
-        return _refuse_request(view, Condition(CONDITION, True, "NoSurvivor",
-            f"{lost}: no member answers. Members that come back with their data rejoin by themselves "
-            "(lights-out); if every volume is gone for good, restore a backup into a new cluster"))
+        # Every voter's Lease stale: the sidecars cannot write to the API, or the pods are down. Either
+        # way no Raft evidence, so no verdict: Unknown stops the grace of Automatic and any request.
+        return _refuse_request(view, Condition(CONDITION, None, "MembersUnseen",
+            f"no heartbeat of the {voters} voting members is fresh: the operator cannot tell whether Raft has "
+            "quorum. Stale Leases say the sidecars cannot write to the API (or their pods are down), not that "
+            "quorum is lost; nothing is recovered on them. Check the pods and their sidecars' logs; members "
+            "that come back with their data rejoin by themselves (lights-out)"))
     listing = _listing(found) if found else "none answers Status"
     if not view.force_supported:
         return _refuse_request(view, Condition(CONDITION, True, "RecoveryUnsupported",
@@ -186,7 +209,7 @@ def decide(view: QuorumView) -> QuorumDecision:
     if chosen is None:
         return QuorumDecision(waiting)  # a request that waits for a silent survivor stays
     record = RecoveryRecord(id=view.new_id, survivor=chosen.pod, member_id=chosen.member_id,
-                            started=rfc3339(view.now), requested=requested or "")
+                            started=rfc3339(view.now), requested=requested or "", term=chosen.term)
     reason = (f"the most up-to-date survivor of: {_listing(found)}" if requested in (contract.RECOVER_QUORUM_AUTO,
               "Automatic") else "the survivor asked for")
     return QuorumDecision(
@@ -254,9 +277,11 @@ def narrated(condition: Condition, record: RecoveryRecord) -> bool:
 def previous_condition(old: Mapping[str, Any]) -> Condition | None:
     """The QuorumLost condition a status shows, or None."""
     cond = next((c for c in old.get("conditions") or [] if c.get("type") == CONDITION), None)
-    if not cond or cond.get("status") not in ("True", "False"):
+    if not cond or cond.get("status") not in _STATUSES:
         return None
-    return Condition(CONDITION, cond["status"] == "True", str(cond.get("reason") or ""), str(cond.get("message") or ""))
+    return Condition(CONDITION, _STATUSES[cond["status"]], str(cond.get("reason") or ""),
+                     str(cond.get("message") or ""))
+
 
 
 def _since(record: RecoveryRecord, now: datetime) -> str:
@@ -277,9 +302,10 @@ def lost_since(previous: Mapping[str, Any]) -> datetime | None:
 def announcements(old: Mapping[str, Any], new: Condition) -> list[tuple[str, str, str]]:
     """The QuorumLost condition's changes worth one Event each: the loss itself, and writes accepted again."""
     before = next((c for c in old.get("conditions") or [] if c.get("type") == CONDITION), {})
-    if (before.get("status") == "True") == new.status and before.get("reason") == new.reason:
+    if _STATUSES.get(before.get("status") or "") == new.status and before.get("reason") == new.reason:
         return []
-    if new.status and new.reason in ("QuorumLost", "SurvivorsNotAnswering", "NoSurvivor", "RecoveryUnsupported"):
+    if new.status is not False and new.reason in ("QuorumLost", "SurvivorsNotAnswering", "MembersUnseen",
+                                                  "RecoveryUnsupported"):
         return [("Warning", new.reason, new.message)]
     if new.reason == "Rejoining" and before.get("status") == "True":
         return [("Normal", "QuorumRestored", new.message)]

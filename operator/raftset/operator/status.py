@@ -26,7 +26,7 @@ from raftset.times import parse_rfc3339, rfc3339
 @dataclass(frozen=True)
 class Condition:
     type: str
-    status: bool
+    status: bool | None  # None: Unknown, the operator cannot tell (QuorumLost while no heartbeat is fresh)
     reason: str
     message: str
 
@@ -155,7 +155,7 @@ def merge_conditions(
     previous = {c.get("type"): c for c in old}
     merged = []
     for cond in new:
-        status = "True" if cond.status else "False"
+        status = "Unknown" if cond.status is None else "True" if cond.status else "False"
         before = previous.get(cond.type) or {}
         since = before.get("lastTransitionTime") if before.get("status") == status else None
         merged.append({

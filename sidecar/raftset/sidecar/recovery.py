@@ -6,7 +6,10 @@ survives; this module says what this pod does about it before the normal join
 (its marker says whether the survivor already started alone for this recovery) and the
 survivor's MemberList, so a sidecar killed midway resumes:
 
-- the survivor starts alone from its own data, once per recovery;
+- the survivor starts alone from its own data, once per recovery, and only if no other member
+  it can reach still has a leader at the term the operator recorded or later: a majority that
+  still elects a leader is a cluster that commits, and a forced cluster beside it would split
+  it (issue 30);
 - every other pod waits until the survivor answers MemberList (a one-member cluster has
   quorum), moves aside data whose member the new cluster dropped (kept, never deleted),
   and then joins through the normal steps: a learner, one at a time, promoted when caught up.
@@ -18,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from raftset.etcdclient import Member
+from raftset import contract
+from raftset.etcdclient import Member, Status
 from raftset.quorumloss import RecoveryRecord
 from raftset.sidecar.marker import Marker
 
@@ -40,6 +44,7 @@ class RecoveryView:
     marker: Marker | None
     force_supported: bool  # the engine can start one member alone (Capabilities.force_new_cluster)
     survivor_members: Sequence[Member] | None  # MemberList from the survivor only; None: no answer
+    peers: Sequence[Status]  # the Status of every other pod's member that answered, asked just now
 
 
 @dataclass(frozen=True)
@@ -86,5 +91,12 @@ def _survivor(view: RecoveryView, record: RecoveryRecord) -> RecoveryDecision:
     if f"{view.marker.member_id:x}" != record.member_id:
         return RecoveryDecision(Action.REFUSE, f"recovery {record.id} chose member {record.member_id}, but this "
                                                f"data dir belongs to member {view.marker.member_id:x}")
+    leading = next((p for p in view.peers if p.leader != 0 and p.raft_term >= record.term), None)
+    if leading is not None:
+        return RecoveryDecision(Action.REFUSE, (
+            f"recovery {record.id}: not starting alone: {leading.endpoint} (member {leading.member_id:x}) has leader "
+            f"{leading.leader:x} at term {leading.raft_term}, the survivor's was {record.term} when chosen: Raft still "
+            f"has a leader; nothing was changed. If the cluster serves, remove the workload's "
+            f"{contract.ANNOTATION_QUORUM_RECOVERY} annotation and every pod restarts as usual"))
     return RecoveryDecision(Action.FORCE, f"recovery {record.id}: starting member {record.member_id} alone "
-                                          "from its own data")
+                                          "from its own data; no other member reached has a leader")
