@@ -34,7 +34,7 @@ def test_a_recreated_advanced_statefulset_keeps_its_holes(control_plane: Any, op
     full size (3 replicas, no reservations): a new member in the hole. Owned by the cluster
     object, the record outlives the workload."""
     kv = stack(control_plane.kubeconfig, namespace, "holes", runner)
-    kv.create(3, storage={"size": "1Gi"}, **FAST)  # claims: the re-created pods find their data
+    kv.create(3, workloadKind="AdvancedStatefulSet", storage={"size": "1Gi"}, **FAST)  # claims: pods keep their data
     kv.wait_healthy(0, 1, 2)
     kv.move_leader(2, 0, 1, 2)  # the planner keeps the leader: ordinal 1, the highest follower, goes
     kv.scale(2)
