@@ -58,9 +58,14 @@ def test_a_refused_leave_blocks_the_next_step_and_is_reported(
         assert c.workload()["spec"]["replicas"] == 4, "a step was taken while the last one is unconfirmed"
         assert c.pods() == c.pod_names(0, 1, 2, 3)
         assert any(reason == "LeaveStuck" for reason, _ in c.events())
-        st = c.status()
-        row = next(m for m in st["members"] if m["name"] == "refuse-4")
-        assert row["inRaft"] and row["id"] == member_id(4) and not row["healthy"]
+        # Its sidecar never deletes the Lease of a member it could not remove: the row turns unhealthy
+        # once that Lease is no longer renewed (one Lease duration), not when the pod goes.
+        def reported() -> dict[str, Any] | None:
+            st = c.status()
+            row = next(m for m in st["members"] if m["name"] == "refuse-4")
+            return st if row["inRaft"] and row["id"] == member_id(4) and not row["healthy"] else None
+
+        st = wait_for(reported, STEP_TIMEOUT, "refuse-4's member in Raft, reported unhealthy")
         assert any("runs no pod for ordinal 4" in d for d in st["disagreements"])
         # Outlasting a step (RAFTSET_STEP_STUCK_SECONDS), the disagreement gets one Warning, once.
         def disagreement_events() -> list[str]:
