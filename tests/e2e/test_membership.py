@@ -3,8 +3,9 @@ confirms blocks the next scale step and is reported, and the scale resumes once 
 drops the member; evictions half-way through a scale-in keep the quorum of the
 membership as it is (fault a).
 
-Pods are kwok pods; `Sidecars` writes the heartbeat Leases and the leader's membership
-Lease; a member whose leave is refused stays in that membership after its pod is gone.
+Pods are kwok pods; `Sidecars` does what their sidecars would do: a member whose removal is
+refused stays in Raft after its pod is gone, until membership-clean removes it once the
+refusal ends and the (here short) grace period has passed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.harness.view import STEP_TIMEOUT, ClusterView
 pytestmark = pytest.mark.e2e
 
 STUCK_SECONDS = 8
+CLEAN = {"sidecar": {"cleanGracePeriodSeconds": 5}}  # past it, membership-clean removes a refused member
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def operator(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> It
 def test_a_refused_leave_blocks_the_next_step_and_is_reported(
         control_plane: Any, operator: Operator, namespace: str) -> None:
     c = ClusterView(control_plane.kubeconfig, "EtcdCluster", "refuse", namespace, "StatefulSet")
-    c.create(5)
+    c.create(5, **CLEAN)
     with Sidecars(c.api, namespace, c.name, leader=0) as sidecars:
         sidecars.refusing.add(4)  # ordinal 4's sidecar will fail to remove its member
         c.wait_pods(0, 1, 2, 3, 4)
@@ -56,9 +58,14 @@ def test_a_refused_leave_blocks_the_next_step_and_is_reported(
         assert c.workload()["spec"]["replicas"] == 4, "a step was taken while the last one is unconfirmed"
         assert c.pods() == c.pod_names(0, 1, 2, 3)
         assert any(reason == "LeaveStuck" for reason, _ in c.events())
-        st = c.status()
-        row = next(m for m in st["members"] if m["name"] == "refuse-4")
-        assert row["inRaft"] and row["id"] == member_id(4) and not row["healthy"]
+        # Its sidecar never deletes the Lease of a member it could not remove: the row turns unhealthy
+        # once that Lease is no longer renewed (one Lease duration), not when the pod goes.
+        def reported() -> dict[str, Any] | None:
+            st = c.status()
+            row = next(m for m in st["members"] if m["name"] == "refuse-4")
+            return st if row["inRaft"] and row["id"] == member_id(4) and not row["healthy"] else None
+
+        st = wait_for(reported, STEP_TIMEOUT, "refuse-4's member in Raft, reported unhealthy")
         assert any("runs no pod for ordinal 4" in d for d in st["disagreements"])
         # Outlasting a step (RAFTSET_STEP_STUCK_SECONDS), the disagreement gets one Warning, once.
         def disagreement_events() -> list[str]:
@@ -68,7 +75,7 @@ def test_a_refused_leave_blocks_the_next_step_and_is_reported(
         time.sleep(3)  # more reconciles: no repeat
         assert len([m for m in disagreement_events() if "runs no pod for ordinal 4" in m]) == 1, disagreement_events()
 
-        sidecars.refusing.clear()  # membership-clean (or a retried leave) removes the member
+        sidecars.refusing.clear()  # membership-clean removes the member (its grace has passed)
         c.wait_pods(0, 1, 2)
         obj = c.wait_settled(3)
         assert obj["status"]["disagreements"] == []
@@ -83,7 +90,7 @@ def test_evictions_in_the_middle_of_a_scale_in_keep_the_quorum_of_the_current_me
     so the real Eviction API lets one go and refuses the second (with minAvailable from the
     desired size, 2, it let both go and left 2 of 5 voters)."""
     c = ClusterView(control_plane.kubeconfig, "EtcdCluster", "evict", namespace, "StatefulSet")
-    c.create(5)
+    c.create(5, **CLEAN)
     policy = client.PolicyV1Api(c.api)
     with Sidecars(c.api, namespace, c.name, leader=0) as sidecars:
         sidecars.refusing.add(4)  # holds the scale-in half-way: ordinal 4's member stays in Raft

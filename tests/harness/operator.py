@@ -1,12 +1,9 @@
-"""Running the real operator against a real apiserver, and standing in for the sidecars.
+"""Running the real operator against a real apiserver, and the Leases a test writes by hand.
 
 In the k8s and e2e tiers the pods are kwok pods: no store runs in them. `Sidecars`
-writes the heartbeat Leases and the leader's membership Lease through the real API
-exactly as the sidecar writes them (`raftset.sidecar.heartbeat.lease_body`,
-`raftset.sidecar.membership.lease_body`), so the operator sees what it would see in a
-real cluster: a Lease per running pod, the leader marked, Leases gone with their pods,
-and a Raft membership that loses a member when its pod leaves (unless its leave is
-refused).
+(tests/harness/sidecars.py) does what each pod's sidecar would do and writes what it would
+write; `heartbeat_lease` and `membership_lease` build single Leases with the sidecar's own code
+for tests that place them by hand.
 """
 
 from __future__ import annotations
@@ -15,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -23,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 
 from raftset import contract, engines
 from raftset.membership import RaftMember, RaftMembership
@@ -32,6 +27,7 @@ from raftset.sidecar import membership
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 from tools.devcluster.net import free_port
 
+from tests.harness.sidecars import Sidecars, member_id  # noqa: F401 - the tests import them from here
 from tests.harness.waiting import wait_for  # noqa: F401 - the tests of this harness import it from here
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,11 +113,6 @@ def product_intervals() -> dict[str, str]:
             "RAFTSET_RETRY_SECONDS": str(defaults.retry_seconds)}
 
 
-def member_id(ordinal: int) -> str:
-    """The member id the stand-in gives each ordinal's member."""
-    return f"{0x1000 + ordinal:x}"
-
-
 def membership_lease(namespace: str, cluster: str, leader: int, members: dict[int, bool], index: int,
                      lease_seconds: int = 30) -> dict[str, Any]:
     """The membership Lease the leader's sidecar writes: `members` maps ordinal -> learner."""
@@ -133,100 +124,6 @@ def membership_lease(namespace: str, cluster: str, leader: int, members: dict[in
                       for o, learner in sorted(members.items())),
         published=rfc3339(datetime.now(timezone.utc)))
     return membership.lease_body(cluster, namespace, record, duration=lease_seconds, owner=None)
-
-
-class Sidecars:
-    """Heartbeat Leases for every Running pod of one cluster, with a chosen leader, and the
-    Raft membership the leader publishes.
-
-    When the leader's pod goes away the lowest remaining ordinal becomes leader, as the
-    sidecar's MoveLeader hand-off would do. A member joins Raft when its pod runs and
-    leaves Raft when its pod is gone, unless its ordinal is in `refusing` (its leave was
-    refused: the member stays in Raft without a pod).
-    """
-
-    def __init__(self, api_client: client.ApiClient, namespace: str, cluster: str,
-                 leader: int = 0, interval: float = 0.3, lease_seconds: int = 6) -> None:
-        self.core = client.CoreV1Api(api_client)
-        self.leases = client.CoordinationV1Api(api_client)
-        self.namespace = namespace
-        self.cluster = cluster
-        self.leader = leader
-        self.unhealthy: set[int] = set()
-        self.learners: set[int] = set()
-        self.refusing: set[int] = set()
-        self.raft: set[int] = set()  # ordinals with a member in Raft
-        self.index = 1  # the raft index: every tick stands for some writes
-        self.interval = interval
-        self.lease_seconds = lease_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.leaders_seen: list[int] = []
-        self.errors: list[str] = []
-        self._seen: set[int] = set()
-
-    def __enter__(self) -> Sidecars:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-        # A stand-in that silently stopped writing would make the operator look stuck.
-        assert len(self.errors) < 20, f"heartbeat stand-in kept failing: {self.errors[-3:]}"
-
-    def _running_ordinals(self) -> dict[int, dict[str, Any]]:
-        selector = f"{contract.LABEL_INSTANCE}={self.cluster}"
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=selector).items
-        return {
-            contract.ordinal_of(p.metadata.name): p
-            for p in pods
-            if p.status.phase == "Running" and p.metadata.deletion_timestamp is None
-        }
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.tick()
-            except Exception as error:  # noqa: BLE001 - recorded, asserted on exit, retried
-                self.errors.append(repr(error))
-
-    def tick(self) -> None:
-        running = self._running_ordinals()
-        if self.leader in self._seen and self.leader not in running and running:
-            self.leader = min(running)  # the hand-off: its pod went away
-        self._seen.update(running)
-        if not self.leaders_seen or self.leaders_seen[-1] != self.leader:
-            self.leaders_seen.append(self.leader)
-        for ordinal, pod in running.items():
-            role = (contract.ROLE_LEARNER if ordinal in self.learners
-                    else contract.ROLE_LEADER if ordinal == self.leader else contract.ROLE_FOLLOWER)
-            body = heartbeat_lease(self.namespace, self.cluster, pod.metadata.name, role=role,
-                                   member_id=member_id(ordinal), healthy=ordinal not in self.unhealthy,
-                                   lease_seconds=self.lease_seconds)
-            self._apply(body)
-        self.raft = set(running) | (self.raft & self.refusing)
-        self.index += 1
-        if running:
-            self._apply(membership_lease(self.namespace, self.cluster, self.leader,
-                                         {o: o in self.learners for o in self.raft}, self.index))
-        selector = f"{contract.LABEL_INSTANCE}={self.cluster},{contract.LABEL_HEARTBEAT}=true"
-        for lease in self.leases.list_namespaced_lease(self.namespace, label_selector=selector).items:
-            if contract.ordinal_of(lease.spec.holder_identity) not in running:
-                self._delete(lease.metadata.name)
-
-    def _apply(self, body: dict[str, Any]) -> None:
-        # Server-side apply, as the sidecar writes it (a Lease update needs a resourceVersion).
-        self.leases.patch_namespaced_lease(
-            body["metadata"]["name"], self.namespace, body, field_manager="raftset-sidecar", force=True,
-            _content_type="application/apply-patch+yaml")
-
-    def _delete(self, name: str) -> None:
-        try:
-            self.leases.delete_namespaced_lease(name, self.namespace)
-        except ApiException as error:
-            if error.status != 404:
-                raise
 
 
 def install_crds(kubeconfig: str) -> None:

@@ -9,7 +9,8 @@ import pytest
 
 from raftset import contract
 from raftset.operator.heartbeats import from_lease
-from raftset.sidecar.heartbeat import beat, lease_body, owner_reference, role_of, should_write
+from raftset.sidecar.heartbeat import (beat, cluster_owner, event_subject, lease_body, owner_reference, role_of,
+                                        should_write)
 from raftset.sidecar.readiness import Readiness, readiness
 from tests.unit.sidecar_data import mid, status
 
@@ -100,3 +101,29 @@ def test_lease_body_is_what_the_operator_reads() -> None:
 
 def test_no_owner_without_a_uid() -> None:
     assert owner_reference(None) is None and owner_reference({"metadata": {"name": "x"}}) is None
+
+
+CLUSTER_REF = {"apiVersion": contract.API_VERSION, "kind": "EtcdCluster", "name": "demo", "uid": "c-uid",
+               "controller": True, "blockOwnerDeletion": True}
+WORKLOAD = {"apiVersion": "apps.kruise.io/v1beta1", "kind": "StatefulSet",
+            "metadata": {"name": "demo", "uid": "w-uid", "ownerReferences": [CLUSTER_REF]}}
+
+
+def test_the_membership_record_is_owned_by_the_cluster_object_so_it_outlives_the_workload() -> None:
+    """Issue 30, bug 6: owned by the workload, the record was garbage-collected with it, and the
+    operator re-created a deleted workload at full size, its holes filled by new members."""
+    assert cluster_owner(WORKLOAD) == {"apiVersion": contract.API_VERSION, "kind": "EtcdCluster", "name": "demo",
+                                       "uid": "c-uid"}
+    assert owner_reference(WORKLOAD)["uid"] == "w-uid"  # the heartbeat Leases still go with the workload
+    assert event_subject(WORKLOAD, "ns") == {**cluster_owner(WORKLOAD), "namespace": "ns"}  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("refs", [
+    [],
+    [{**CLUSTER_REF, "controller": False}],  # owned, but not controlled, by the cluster object
+    [{**CLUSTER_REF, "apiVersion": "example.com/v1"}],  # another operator's object
+])
+def test_without_a_controlling_cluster_object_the_workload_owns_it(refs: list[dict[str, object]]) -> None:
+    workload = {**WORKLOAD, "metadata": {**WORKLOAD["metadata"], "ownerReferences": refs}}  # type: ignore[dict-item]
+    assert cluster_owner(workload) == owner_reference(workload)
+    assert cluster_owner(None) is None

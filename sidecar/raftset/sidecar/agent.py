@@ -66,6 +66,8 @@ class Agent:
         self.member_id: int | None = None
         self.heartbeat = heartbeat.beat(settings.pod_name, None, datetime.now(timezone.utc), serving=self.readiness)
         self.workload_owner: dict[str, Any] | None = None  # the heartbeat Lease goes with the workload
+        # The membership Lease goes with the cluster object: it must outlive a deleted workload.
+        self.cluster_owner: dict[str, Any] | None = None
         self.alarms: tuple[str, ...] = ()  # this member's active alarms, as the maintenance shell last read them
         self.cluster_alarms: tuple[Alarm, ...] = ()  # every active alarm, as the maintenance shell last read them
         self.index_lags: dict[str, int] = {}  # by member pod; the leader's sidecar fills it

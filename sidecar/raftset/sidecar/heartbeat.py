@@ -111,13 +111,22 @@ def owner_reference(workload: Mapping[str, Any] | None) -> dict[str, Any] | None
     }
 
 
+def cluster_owner(workload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The cluster object (EtcdCluster / XlineCluster) that controls the workload, else the workload.
+
+    What must outlive the workload (the published Raft membership: a re-created workload keeps
+    the ordinals that still have members by it) is owned by the cluster object instead.
+    """
+    meta = (workload or {}).get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("apiVersion") == contract.API_VERSION and ref.get("uid"):
+            return {"apiVersion": ref["apiVersion"], "kind": ref.get("kind", ""), "name": ref.get("name", ""),
+                    "uid": ref["uid"]}
+    return owner_reference(workload)
+
+
 def event_subject(workload: Mapping[str, Any] | None, namespace: str) -> dict[str, Any] | None:
     """What a sidecar's Events are about: the cluster object that controls the workload (so that
     `kubectl describe etcdcluster` shows them), else the workload itself."""
-    meta = (workload or {}).get("metadata") or {}
-    for ref in meta.get("ownerReferences") or []:
-        if ref.get("controller") and ref.get("apiVersion") == contract.API_VERSION:
-            return {"apiVersion": ref["apiVersion"], "kind": ref.get("kind", ""), "name": ref.get("name", ""),
-                    "uid": ref.get("uid", ""), "namespace": namespace}
-    own = owner_reference(workload)
-    return {**own, "namespace": namespace} if own else None
+    owner = cluster_owner(workload)
+    return {**owner, "namespace": namespace} if owner else None

@@ -49,6 +49,7 @@ class Joiner(Shell):
         if workload is None:
             raise KubeError("GET", f"workload {settings.workload_name}", 404, "not found (yet)")
         agent.workload_owner = heartbeat.owner_reference(workload)
+        agent.cluster_owner = heartbeat.cluster_owner(workload)
         kept = settings.backend.kept(workload)
         leases = await agent.kube.member_leases(settings.cluster)
         evidence = join.cluster_evidence(leases, settings.pod_name)

@@ -17,7 +17,8 @@ def due(last_key: Hashable | None, current_key: Hashable, last_write: float | No
 
 def lease(name: str, namespace: str, *, labels: Mapping[str, str], annotations: Mapping[str, str],
           holder: str, duration: int, renew_time: str, owner: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A coordination.k8s.io/v1 Lease; owned by the workload so that deleting the cluster removes it."""
+    """A coordination.k8s.io/v1 Lease; owned (by the workload or the cluster object) so that deleting the cluster
+    removes it."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels),
                                 "annotations": dict(annotations)}
     if owner:

@@ -55,7 +55,8 @@ def should_publish(last: RaftMembership | None, current: RaftMembership, last_wr
 
 def lease_body(cluster: str, namespace: str, membership: RaftMembership, *, duration: int,
                owner: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The cluster's membership Lease, held by the leader that wrote it; owned by the workload."""
+    """The cluster's membership Lease, held by the leader that wrote it; owned by the cluster object, not the
+    workload: a workload deleted under a running cluster is re-created with the ordinals this record names."""
     return leases.lease(contract.membership_lease_name(cluster), namespace,
                         labels={**contract.selector_labels(cluster), contract.LABEL_MEMBERSHIP: "true"},
                         annotations={contract.ANNOTATION_MEMBERSHIP: membership.to_json()},

@@ -48,7 +48,7 @@ class MembershipPublisher(Shell):
         agent.index_lags = membership.index_lags(current, settings.cluster)
         body = membership.lease_body(settings.cluster, settings.namespace, current,
                                      duration=settings.lease_duration,
-                                     owner=agent.workload_owner)
+                                     owner=agent.cluster_owner)
         try:
             await agent.kube.apply_lease(body)
         except API_ERRORS as exc:
