@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     watches.decide(kube.load_config(), Settings.from_env().backends, args.namespace)
     from raftset.operator import handlers  # noqa: F401  (registers the handlers)
 
+    watches.outlive_deleted_crds()
+
     elector = None
     if args.leader_elect:
         from raftset.operator import election, kube

@@ -8,15 +8,18 @@ may not read is a crash loop wherever that resource exists. Hence: the watches a
 before the handlers are registered, from the enabled backends (`Settings.backends`) and a
 SelfSubjectAccessReview per resource; a forbidden one is logged, counted
 (`raftset_operator_watch_forbidden`) and left out, and only the clusters that need it are
-Degraded (`problem`). A resource whose CRD is absent needs nothing here: kopf watches only what
-the apiserver serves and starts or stops a watch as a CRD comes or goes.
+Degraded (`problem`). A resource whose CRD is absent at start needs nothing here: kopf watches
+only what the apiserver serves and starts or stops a watch as a CRD comes or goes. One whose CRD
+is deleted under a running watch does (`outlive_deleted_crds`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kubernetes import client
 
@@ -128,3 +131,33 @@ def decided() -> Watches:
     if _decided is None:
         raise RuntimeError("the watches are decided (watches.decide) before the handlers are imported")
     return _decided
+
+
+VANISHED_RETRY_S = 10.0
+
+
+def outlive_deleted_crds() -> None:
+    """Keep a watch whose CRD is deleted from ending the operator.
+
+    When a CRD goes, its watch stream ends and kopf lists again; that list can get 404 before
+    kopf's own rescan of the CRDs stops the watch, and kopf (1.45) then ends the whole operator.
+    The watcher is wrapped so that a 404 is logged and the list retried later instead: the
+    rescan cancels it meanwhile, and a CRD installed again gets a new watch from kopf. kopf has
+    no setting for this; the wrapper is on its internal `queueing.watcher`, which its
+    orchestrator looks up at each spawn (a kopf that moves it fails this loudly at start).
+    """
+    from kopf._cogs.clients import errors
+    from kopf._core.reactor import queueing
+
+    original = queueing.watcher
+
+    async def watcher(**kwargs: Any) -> None:
+        while True:
+            try:
+                return await original(**kwargs)
+            except errors.APINotFoundError:
+                log.warning("%s is no longer served (its CRD was deleted): its watch waits for kopf to stop it; "
+                            "clusters that need it become Degraded (WorkloadAPIMissing)", kwargs.get("resource"))
+                await asyncio.sleep(VANISHED_RETRY_S)
+
+    queueing.watcher = watcher
