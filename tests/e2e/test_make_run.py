@@ -98,7 +98,11 @@ def test_make_run_serves_the_user_guide_and_stops_leaving_nothing_behind(
         assert len(volumes) == 6 and all(v.parent == plane.HOSTPATH_ROOT and v.is_dir() for v in volumes), volumes
         recorded = cli.processes()
         assert len(recorded) > 20, "plane, operator, and a sidecar and a store per member"
-        code = cli.stop(signal.SIGTERM, timeout=120, repeat=True)  # make forwards a second one
+        # An impatient user's second SIGTERM (make forwards each) lands while the teardown runs.
+        cli.signal(signal.SIGTERM)
+        cli.wait_match(r"stopping \(SIGTERM\)", 60)
+        cli.signal(signal.SIGTERM)
+        code = cli.wait_exit(120, "after two SIGTERMs")
     finally:
         cli.close()
     assert code == 0, cli.output[-4000:]
