@@ -405,6 +405,27 @@ async def test_a_corrupt_or_missing_backup_starts_nothing_and_says_why(
         assert not list(pod.data_dir.parent.glob("*.restoring")), name
 
 
+class PausesAfterFirstPart:
+    """A taker's store that stops after its first part until `go_on` is set (a slow or paused taker)."""
+
+    def __init__(self, inner: S3Store, first_part: threading.Event, go_on: threading.Event) -> None:
+        self.inner, self.first_part, self.go_on = inner, first_part, go_on
+
+    def begin(self, key: str) -> Any:
+        upload = self.inner.begin(key)
+        real_part = upload.part
+
+        def part_then_wait(data: bytes) -> None:
+            real_part(data)
+            self.first_part.set()
+            assert self.go_on.wait(60), "never told to go on"
+        upload.part = part_then_wait  # type: ignore[method-assign]
+        return upload
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 async def test_an_abandoned_upload_is_aborted_while_the_one_in_flight_completes_and_restores(
         backup_lab: Callable[..., Lab], s3_server: S3Server, bucket: str) -> None:
     """A taker killed mid-upload left an incomplete multipart upload on the real server. The sweep,
@@ -442,28 +463,8 @@ async def test_an_abandoned_upload_is_aborted_while_the_one_in_flight_completes_
 
         first_part, go_on = threading.Event(), threading.Event()
 
-        class PausesAfterFirstPart:
-            """The taker's store: it stops after its first part until the sweep is done."""
-
-            def __init__(self, inner: S3Store) -> None:
-                self.inner = inner
-
-            def begin(self, key: str) -> Any:
-                upload = self.inner.begin(key)
-                real_part = upload.part
-
-                def part_then_wait(data: bytes) -> None:
-                    real_part(data)
-                    first_part.set()
-                    assert go_on.wait(60), "the sweep never finished"
-                upload.part = part_then_wait  # type: ignore[method-assign]
-                return upload
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(self.inner, name)
-
         in_flight: set[str] = set()
-        taking = asyncio.create_task(snapshots.take(client, PausesAfterFirstPart(store), target, "etcd",
+        taking = asyncio.create_task(snapshots.take(client, PausesAfterFirstPart(store, first_part, go_on), target, "etcd",
                                                     datetime.now(timezone.utc), part_size=part,
                                                     in_flight=in_flight))
         try:
@@ -634,31 +635,11 @@ async def test_an_older_backup_finishing_later_does_not_move_latest_back(
     part = 5 * 1024 * 1024
     first_part, go_on = threading.Event(), threading.Event()
 
-    class PausesAfterFirstPart:
-        """The deposed leader's store: slow, it stops after its first part until told to go on."""
-
-        def __init__(self, inner: S3Store) -> None:
-            self.inner = inner
-
-        def begin(self, key: str) -> Any:
-            upload = self.inner.begin(key)
-            real_part = upload.part
-
-            def part_then_wait(data: bytes) -> None:
-                real_part(data)
-                first_part.set()
-                assert go_on.wait(60), "never told to go on"
-            upload.part = part_then_wait  # type: ignore[method-assign]
-            return upload
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self.inner, name)
-
     async with MemberClient(lab.pod(0).client_url) as client:
         for i in range(12):  # more than one part, so the slow one is caught mid-upload (1 MiB a put: etcd's limit is 1.5)
             await client.put(f"/big/{i}", os.urandom(1024 * 1024))
         now = datetime.now(timezone.utc)
-        slow = asyncio.create_task(snapshots.take(client, PausesAfterFirstPart(store), target, "etcd", now,
+        slow = asyncio.create_task(snapshots.take(client, PausesAfterFirstPart(store, first_part, go_on), target, "etcd", now,
                                                   part_size=part))
         try:
             assert await asyncio.to_thread(first_part.wait, 60), "the slow backup's first part"

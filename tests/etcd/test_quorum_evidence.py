@@ -50,6 +50,14 @@ async def member_ids(lab: Lab) -> dict[str, int]:
     return {m.name: m.id for m in await lab.members(0, 1, 2)}
 
 
+async def nothing_forced(lab: Lab, ids: dict[str, int], writer: Writer) -> None:
+    """The end of both tests: no member forced a new cluster, the same members, every acknowledged write."""
+    assert not any("recovery: force" in lab.pod(o).log_text() for o in range(3))
+    assert await member_ids(lab) == ids, "member IDs changed"
+    verdict = await check([lab.pod(o).client_url for o in range(3)], writer.acked, lab.client_tls())
+    assert verdict.acknowledged == len(writer.acked) > 100
+
+
 async def test_a_healthy_cluster_whose_leader_and_one_follower_cannot_write_their_leases_is_not_recovered(
         make_lab) -> None:
     lab = make_lab(replicas=3)
@@ -83,10 +91,7 @@ async def test_a_healthy_cluster_whose_leader_and_one_follower_cannot_write_thei
               f"{decision.condition.message}")
     finally:
         writer.stop()
-    assert not any("recovery: force" in lab.pod(o).log_text() for o in range(3))
-    assert await member_ids(lab) == ids, "member IDs changed"
-    verdict = await check([lab.pod(o).client_url for o in range(3)], writer.acked, lab.client_tls())
-    assert verdict.acknowledged == len(writer.acked) > 100
+    await nothing_forced(lab, ids, writer)
 
 
 async def test_a_survivor_told_to_force_while_the_majority_has_a_leader_refuses_and_changes_nothing(
@@ -125,7 +130,4 @@ async def test_a_survivor_told_to_force_while_the_majority_has_a_leader_refuses_
         await lab.wait_voting(3, 60)
     finally:
         writer.stop()
-    assert not any("recovery: force" in lab.pod(o).log_text() for o in range(3))
-    assert await member_ids(lab) == ids, "member IDs changed"
-    verdict = await check([lab.pod(o).client_url for o in range(3)], writer.acked, lab.client_tls())
-    assert verdict.acknowledged == len(writer.acked) > 100
+    await nothing_forced(lab, ids, writer)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -118,6 +119,7 @@ class Sidecars:
         self.published_at: float | None = None
         self.lease_seconds = 30  # the sidecars' Lease duration, from the cluster object once read
         self.longest_outage = 0.0  # seconds between two good ticks
+        self.last_good = time.monotonic()  # the last good tick (the start counts as one)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -137,11 +139,13 @@ class Sidecars:
         self._stop.set()
         self._thread.join(timeout=10)
         # A stand-in that stopped writing would make Leases go stale that real sidecars keep fresh.
+        # An outage still running at exit counts too: it ends nowhere else.
+        self.longest_outage = max(self.longest_outage, time.monotonic() - self.last_good)
         assert self.longest_outage < self.lease_seconds, \
             f"the stand-in wrote nothing for {self.longest_outage:.1f}s: {self.errors[-3:]}"
 
     def _run(self) -> None:
-        good = time.monotonic()
+        self.last_good = time.monotonic()
         while not self._stop.wait(self.interval):
             try:
                 self.tick()
@@ -149,29 +153,30 @@ class Sidecars:
                 self.errors.append(repr(error))
                 continue
             now = time.monotonic()
-            self.longest_outage, good = max(self.longest_outage, now - good), now
+            self.longest_outage, self.last_good = max(self.longest_outage, now - self.last_good), now
 
     # --- what the sidecars read ---
 
-    def _cluster_object(self) -> tuple[Engine, dict[str, Any]] | None:
-        for engine in engines.ENGINES.values():
+    def _first_found(self, kinds: Iterable[tuple[str, str, str]]) -> tuple[int, dict[str, Any]] | None:
+        """The first of `kinds` (group, version, plural) that has an object named after the cluster, by position."""
+        for position, (group, version, plural) in enumerate(kinds):
             try:
-                return engine, self.custom.get_namespaced_custom_object(
-                    contract.GROUP, contract.VERSION, self.namespace, engine.plural, self.cluster)
+                return position, self.custom.get_namespaced_custom_object(
+                    group, version, self.namespace, plural, self.cluster)
             except ApiException as error:
                 if error.status != 404:
                     raise
         return None
 
+    def _cluster_object(self) -> tuple[Engine, dict[str, Any]] | None:
+        kinds = list(engines.ENGINES.values())
+        found = self._first_found((contract.GROUP, contract.VERSION, e.plural) for e in kinds)
+        return (kinds[found[0]], found[1]) if found else None
+
     def _workload(self) -> tuple[Backend, dict[str, Any]] | None:
-        for backend in BACKENDS.values():
-            try:
-                return backend, self.custom.get_namespaced_custom_object(
-                    backend.group, backend.version, self.namespace, backend.plural, self.cluster)
-            except ApiException as error:
-                if error.status != 404:
-                    raise
-        return None
+        kinds = list(BACKENDS.values())
+        found = self._first_found((b.group, b.version, b.plural) for b in kinds)
+        return (kinds[found[0]], found[1]) if found else None
 
     # --- one round of every sidecar ---
 
