@@ -29,7 +29,9 @@ The raft index grows by one per tick, the term by one per leader change. Setting
 moves leadership there (a MoveLeader) as soon as that ordinal is a running voter.
 
 What the model cannot see: a preStop runs when the stand-in first notices the pod terminating
-(or gone), with the workload as it is then, up to one `interval` after the real hook would.
+(or gone), with the workload as it is then, up to one `interval` after the real hook would. The
+hooks it notices in one tick run side by side, as real ones would (each pod's store runs until
+its own hook ends), one membership change at a time.
 """
 
 from __future__ import annotations
@@ -206,12 +208,14 @@ class Sidecars:
             sidecar = self.pods[uid]
             sidecar.body = body
             present[uid] = sidecar
-        # preStop: once per pod, when it is seen terminating or gone.
-        for uid, sidecar in self.pods.items():
-            terminating = uid not in present or sidecar.body["metadata"].get("deletionTimestamp") is not None
-            if terminating and not sidecar.stopped:
-                sidecar.stopped = True
-                self._pre_stop(sidecar, engine, backend, workload, kept, present)
+        # preStop: once per pod, when it is seen terminating or gone. A store keeps running while its
+        # pod's hook runs, so the hooks seen starting in one tick run side by side: each sees the others answer.
+        stopping = [s for uid, s in self.pods.items() if not s.stopped and (
+            uid not in present or s.body["metadata"].get("deletionTimestamp") is not None)]
+        still_up = {s.ordinal for s in self.pods.values() if not s.stopped}
+        for sidecar in stopping:
+            sidecar.stopped = True
+            self._pre_stop(sidecar, engine, backend, workload, kept, still_up)
         for uid in [u for u in self.pods if u not in present]:
             del self.pods[uid]
         running = {s.ordinal for s in self.pods.values() if not s.stopped}
@@ -255,13 +259,14 @@ class Sidecars:
         return {e.id: e.ordinal for e in self.raft.values()}
 
     def _pre_stop(self, sidecar: PodSidecar, engine: Engine, backend: Backend | None,
-                  workload: dict[str, Any] | None, kept: list[int], present: dict[str, PodSidecar]) -> None:
-        """The sidecar's leave (raftset.sidecar.leaver): hand off if leading, remove itself if scaled away."""
+                  workload: dict[str, Any] | None, kept: list[int], answering: set[int]) -> None:
+        """The sidecar's leave (raftset.sidecar.leaver): hand off if leading, remove itself if scaled away.
+
+        `answering`: the ordinals whose stores run while this hook runs (its own among them)."""
         own = self.raft.get(sidecar.ordinal)
         if own is None or backend is None:
             return  # this sidecar never had a member (or could not read its workload: the leave errs)
         fate = leave.fate(sidecar.ordinal, backend, workload, sidecar.body)
-        answering = {s.ordinal for s in present.values() if not s.stopped} | {sidecar.ordinal}
         decision = leave.decide(fate, own.id, self._members(), self._statuses(answering), self._ordinal_of(), kept,
                                 hand_off=engine.capabilities.hand_off)
         if decision.move_leader_to is not None:
