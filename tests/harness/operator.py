@@ -67,6 +67,9 @@ class Operator:
             **os.environ,
             "KUBECONFIG": kubeconfig,
             "RAFTSET_DEFAULT_WORKLOAD_KIND": default_kind,
+            # The tiers' operators serve both backends (their credentials allow both); the
+            # overlays' own choice is what tests/*/test_install_matrix.py runs.
+            "RAFTSET_BACKENDS": "StatefulSet,AdvancedStatefulSet",
             "RAFTSET_RECONCILE_INTERVAL": "1",
             "RAFTSET_RESYNC_SECONDS": "5",
             "RAFTSET_RETRY_SECONDS": "5",

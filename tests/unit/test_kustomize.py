@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from raftset import contract, engines, workloads
-from raftset.operator import tls
+from raftset.operator import settings, tls
 from tools import crdgen
 from tools.devcluster import versions
 
@@ -101,6 +101,18 @@ def test_default_workload_kind_comes_from_the_overlay(overlay: str, kind: str) -
     env = {e["name"]: e.get("value") for e in operator_container(render(f"overlays/{overlay}"))["env"]}
     assert env["RAFTSET_DEFAULT_WORKLOAD_KIND"] == kind
     assert kind in workloads.BACKENDS
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_each_overlay_enables_exactly_the_backends_its_rbac_grants(overlay: str) -> None:
+    """The operator watches the enabled backends' workloads: one its ClusterRole does not let it
+    list and watch would end it (kopf gives up on a forbidden watch), where its CRD exists."""
+    docs = render(f"overlays/{overlay}")
+    env = {e["name"]: e.get("value") for e in operator_container(docs)["env"]}
+    enabled = settings.enabled_backends(env.get("RAFTSET_BACKENDS"), env["RAFTSET_DEFAULT_WORKLOAD_KIND"])
+    granted = {name for name, b in workloads.BACKENDS.items()
+               if all(allows(docs, b.group, b.plural, verb) for verb in ("get", "list", "watch", "create", "patch"))}
+    assert set(enabled) == granted
 
 
 @pytest.mark.parametrize("overlay", sorted(OVERLAYS))
@@ -234,7 +246,7 @@ def test_only_the_kruise_overlay_manages_advanced_statefulsets(verb: str) -> Non
     assert not allows(render("overlays/statefulset"), backend.group, backend.plural, verb)
 
 
-def test_overlays_differ_only_in_kruise_rbac_and_default_kind() -> None:
+def test_overlays_differ_only_in_kruise_rbac_default_kind_and_backends() -> None:
     sts, kruise = render("overlays/statefulset"), render("overlays/kruise")
     assert rules(kruise, OPERATOR)[:-1] == rules(sts, OPERATOR)
     assert rules(kruise, OPERATOR)[-1]["apiGroups"] == [workloads.ADVANCED_STATEFULSET.group]

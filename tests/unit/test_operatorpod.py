@@ -22,12 +22,15 @@ def rendered_deployment(overlay: str) -> dict[str, Any]:
     return next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment")
 
 
-@pytest.mark.parametrize(("overlay", "kind"), [("kruise", "AdvancedStatefulSet"), ("statefulset", "StatefulSet")])
-def test_the_overlays_deployment_runs_on_loopback_with_its_env_and_identity(overlay: str, kind: str) -> None:
+@pytest.mark.parametrize(("overlay", "kind", "backends"), [
+    ("kruise", "AdvancedStatefulSet", "StatefulSet,AdvancedStatefulSet"), ("statefulset", "StatefulSet", "StatefulSet")])
+def test_the_overlays_deployment_runs_on_loopback_with_its_env_and_identity(overlay: str, kind: str,
+                                                                            backends: str) -> None:
     spec = operatorpod.container_spec(rendered_deployment(overlay), host="127.70.1.1",
                                       ports={8080: 41000, 8081: 41001}, bin_dir=Path("/venv/bin"))
     assert spec.argv[:2] == ("/venv/bin/raftset-operator", "--liveness=http://127.70.1.1:41000/healthz")
-    assert spec.env == {"RAFTSET_DEFAULT_WORKLOAD_KIND": kind, "POD_NAMESPACE": "raftset-system",
+    assert spec.env == {"RAFTSET_DEFAULT_WORKLOAD_KIND": kind, "RAFTSET_BACKENDS": backends,
+                        "POD_NAMESPACE": "raftset-system",
                         "RAFTSET_METRICS_ADDRESS": "127.70.1.1:41001",  # the metrics port, on loopback
                         "POD_NAME": "raftset-operator-local"}  # the leader-election identity
     assert (spec.namespace, spec.service_account) == ("raftset-system", "raftset-operator")

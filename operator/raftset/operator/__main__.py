@@ -33,7 +33,14 @@ def main(argv: list[str] | None = None) -> None:
         from raftset.operator import logs
 
         logging.getLogger("kopf.objects").addFilter(logs.DropRoutine())
+    from raftset.operator import kube, watches
+    from raftset.operator.settings import Settings
+
+    # Decided before the handlers register: only what the install enables and allows is watched.
+    watches.decide(kube.load_config(), Settings.from_env().backends, args.namespace)
     from raftset.operator import handlers  # noqa: F401  (registers the handlers)
+
+    watches.outlive_deleted_crds()
 
     elector = None
     if args.leader_elect:

@@ -13,7 +13,7 @@ from typing import Any
 import kopf
 
 from raftset import contract, engines, replacement
-from raftset.operator import apiorder, freshness, manifests
+from raftset.operator import apiorder, freshness, manifests, watches
 from raftset.operator.heartbeats import LEASE, SIGHTING
 from raftset.operator.kube import Kube, load_config
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
@@ -21,6 +21,8 @@ from raftset.operator.settings import Settings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 
 SETTINGS = Settings.from_env()
+# Only what the install enables and allows is watched: kopf ends the operator on a forbidden watch.
+WATCHES = watches.decided()
 RECONCILE_INTERVAL = SETTINGS.reconcile_interval
 # A spec change's API calls go first, then a new cluster's, then every other reconcile's: a burst
 # of reconciles (an operator restart, a thousand new clusters) never queues ahead of a spec change.
@@ -35,15 +37,22 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         prefix=prefix, key="last-handled-configuration")
     settings.posting.level = logging.WARNING  # handler failures become Events; progress is ours to announce
     settings.watching.server_timeout = 300
-    memo.runtime = Runtime(settings=SETTINGS, kube=Kube(load_config()))
+    memo.runtime = Runtime(settings=SETTINGS, kube=Kube(load_config()), watches=WATCHES)
+    for forbidden in WATCHES.forbidden:
+        memo.runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)
     memo.runtime.metrics.serve(SETTINGS.metrics_address)
+
+
+def _if_watched(watch: watches.Watch, decorator: Any) -> Any:
+    """`decorator` (a kopf registration on `watch`'s resource) where `watch` is enabled, else none."""
+    return decorator if WATCHES.enabled(watch) else (lambda fn: fn)
 
 
 # --- indices: the API objects each reconcile needs, kept current by kopf's watches ---
 # (Coroutines although they never wait: kopf runs a plain function in a worker thread, a thread
 # hop per watch event, and heartbeat renewals are the most frequent events there are.)
 
-@kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_HEARTBEAT: "true"})
+@_if_watched(watches.LEASES, kopf.index(*watches.LEASES.resource, labels={contract.LABEL_HEARTBEAT: "true"}))
 async def heartbeats(namespace: str, name: str, labels: dict[str, str], body: kopf.Body, memo: kopf.Memo,
                      **_: Any) -> dict[Key, Any]:
     """The Lease with the operator's sighting of it: a watch event is the moment a renewal is observed."""
@@ -60,7 +69,7 @@ async def heartbeats(namespace: str, name: str, labels: dict[str, str], body: ko
     return {(namespace, cluster): {LEASE: lease, SIGHTING: seen[name]}}
 
 
-@kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_MEMBERSHIP: "true"})
+@_if_watched(watches.LEASES, kopf.index(*watches.LEASES.resource, labels={contract.LABEL_MEMBERSHIP: "true"}))
 async def memberships(namespace: str, labels: dict[str, str], annotations: dict[str, str], **_: Any) -> dict[Key, str]:
     """The Raft membership record the cluster's leader published (raftset.membership)."""
     cluster = labels.get(contract.LABEL_INSTANCE)
@@ -68,7 +77,7 @@ async def memberships(namespace: str, labels: dict[str, str], annotations: dict[
     return {(namespace, cluster): raw} if cluster and raw else {}
 
 
-@kopf.index("coordination.k8s.io", "v1", "leases", labels={contract.LABEL_BACKUP: "true"})
+@_if_watched(watches.LEASES, kopf.index(*watches.LEASES.resource, labels={contract.LABEL_BACKUP: "true"}))
 async def backup_records(namespace: str, labels: dict[str, str], annotations: dict[str, str],
                          **_: Any) -> dict[Key, dict[str, str]]:
     """The backup record and restore failure the leader's (or first member's) sidecar published."""
@@ -76,7 +85,7 @@ async def backup_records(namespace: str, labels: dict[str, str], annotations: di
     return {(namespace, cluster): dict(annotations)} if cluster else {}
 
 
-@kopf.index("pods", annotations={contract.ANNOTATION_SCALE_AWAY: kopf.PRESENT})
+@_if_watched(watches.PODS, kopf.index(*watches.PODS.resource, annotations={contract.ANNOTATION_SCALE_AWAY: kopf.PRESENT}))
 async def scale_away_marks(namespace: str, name: str, labels: dict[str, str], **_: Any) -> dict[Key, str]:
     cluster = labels.get(contract.LABEL_INSTANCE)
     return {(namespace, cluster): name} if cluster else {}
@@ -86,7 +95,8 @@ def _replace_annotated(annotations: kopf.Annotations, **_: Any) -> bool:
     return contract.ANNOTATION_REPLACE in annotations or contract.ANNOTATION_REPLACE_PROGRESS in annotations
 
 
-@kopf.index("pods", labels={contract.LABEL_NAME: contract.MANAGER}, when=_replace_annotated)
+@_if_watched(watches.PODS, kopf.index(*watches.PODS.resource, labels={contract.LABEL_NAME: contract.MANAGER},
+                                       when=_replace_annotated))
 async def replace_requests(namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str],
                            **_: Any) -> dict[Key, dict[str, Any]]:
     """Pods asked to replace their member, and the sidecar's record of each step (raftset.sidecar.repair)."""
@@ -113,15 +123,20 @@ def _by_owner(body: kopf.Body) -> dict[Key, dict[str, Any]]:
 _MANAGED = {contract.LABEL_MANAGED_BY: contract.MANAGER}
 
 
-@kopf.index(STATEFULSET.group, STATEFULSET.version, STATEFULSET.plural, labels=_MANAGED)
+@_if_watched(watches.WORKLOADS[STATEFULSET.name],
+             kopf.index(STATEFULSET.group, STATEFULSET.version, STATEFULSET.plural, labels=_MANAGED))
 async def statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return _by_owner(body)
 
 
-@kopf.index(ADVANCED_STATEFULSET.group, ADVANCED_STATEFULSET.version, ADVANCED_STATEFULSET.plural,
-            labels=_MANAGED)
+@_if_watched(watches.WORKLOADS[ADVANCED_STATEFULSET.name],
+             kopf.index(ADVANCED_STATEFULSET.group, ADVANCED_STATEFULSET.version, ADVANCED_STATEFULSET.plural,
+                        labels=_MANAGED))
 async def advanced_statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
     return _by_owner(body)
+
+
+Idx = kopf.Index | None  # None: not watched here (watches.Watches), the reconcile refuses what needs it
 
 
 def _register(engine: engines.Engine) -> None:
@@ -131,9 +146,9 @@ def _register(engine: engines.Engine) -> None:
     @kopf.on.create(*resource, id=f"{engine.name}-create")
     @kopf.on.update(*resource, id=f"{engine.name}-update", field="spec")
     async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, reason: kopf.Reason,
-                      heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
-                      replace_requests: kopf.Index, statefulsets: kopf.Index, advanced_statefulsets: kopf.Index,
-                      backup_records: kopf.Index, **_: Any) -> None:
+                      heartbeats: Idx = None, memberships: Idx = None, scale_away_marks: Idx = None,
+                      replace_requests: Idx = None, statefulsets: Idx = None, advanced_statefulsets: Idx = None,
+                      backup_records: Idx = None, **_: Any) -> None:
         indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
                              advanced_statefulsets, backup_records)
         await reconcile(body, patch, memo.runtime, indices, forced=True,
@@ -141,9 +156,9 @@ def _register(engine: engines.Engine) -> None:
 
     @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
     async def step(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
-                   heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
-                   replace_requests: kopf.Index, statefulsets: kopf.Index, advanced_statefulsets: kopf.Index,
-                   backup_records: kopf.Index, **_: Any) -> None:
+                   heartbeats: Idx = None, memberships: Idx = None, scale_away_marks: Idx = None,
+                   replace_requests: Idx = None, statefulsets: Idx = None, advanced_statefulsets: Idx = None,
+                   backup_records: Idx = None, **_: Any) -> None:
         indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
                              advanced_statefulsets, backup_records)
         await reconcile(body, patch, memo.runtime, indices, forced=False)
@@ -167,13 +182,8 @@ def _mark_drift(body: kopf.Body, memo: kopf.Memo) -> None:
         memo.runtime.applied_at.pop(key, None)  # the next step re-applies everything
 
 
-for _owned in (
-    (STATEFULSET.group, STATEFULSET.version, STATEFULSET.plural),
-    (ADVANCED_STATEFULSET.group, ADVANCED_STATEFULSET.version, ADVANCED_STATEFULSET.plural),
-    ("v1", "services"),
-    ("policy", "v1", "poddisruptionbudgets"),
-):
-    @kopf.on.event(*_owned, labels=_MANAGED, id=f"drift-{'-'.join(_owned)}")
+for _owned in (*watches.WORKLOADS.values(), watches.SERVICES, watches.PDBS):
+    @_if_watched(_owned, kopf.on.event(*_owned.resource, labels=_MANAGED, id=f"drift-{'-'.join(_owned.resource)}"))
     async def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
         if manifests.edited_behind_our_back(type, body):
             _mark_drift(body, memo)

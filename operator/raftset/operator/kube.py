@@ -58,19 +58,25 @@ class Kube:
             return self._dynamic.resources.get(api_version=api_version, kind=kind)
 
     async def has_api(self, api_version: str, kind: str) -> bool:
-        """Is `kind` served? Rediscovers on a miss, so an OpenKruise install is noticed."""
+        """Is `kind` served now? Asked of the apiserver's discovery document of its group version,
+        not of the dynamic client's discovery cache: that cache outlives an uninstalled CRD (it is
+        even kept on disk across restarts), and is refreshed here when a CRD has been installed."""
         def probe() -> bool:
+            path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+            try:
+                found = self._dynamic.request("GET", path).to_dict()
+            except ApiException as error:
+                if error.status == 404:
+                    return False
+                raise
+            if not any(r.get("kind") == kind and "/" not in r.get("name", "") for r in found.get("resources") or []):
+                return False
             try:
                 self._resource(api_version, kind)
-                return True
             except ResourceNotFoundError:
                 with self._discovery:
                     self._dynamic.resources.invalidate_cache()
-                try:
-                    self._resource(api_version, kind)
-                    return True
-                except ResourceNotFoundError:
-                    return False
+            return True
         return await self._call(probe)
 
     async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:

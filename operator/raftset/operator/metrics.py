@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -28,7 +28,7 @@ RESULT_ERROR = "error"  # an exception escaped: kopf retries
 
 # The Degraded reasons that are a refusal of what the user asked (not a fault of the cluster).
 REFUSALS = frozenset({"InvalidSpec", "VersionChangeRefused", "StorageTooSmall", "WorkloadAPIMissing",
-                      "ScaleRefused"})
+                      "ScaleRefused", "WorkloadKindNotEnabled"})
 
 
 def last_backup(status: Mapping[str, Any]) -> float | None:
@@ -116,6 +116,9 @@ class OperatorMetrics:
                                 ["kind", "reason"], registry=self.registry)
         self.leader_changes = Counter("raftset_cluster_leader_changes", "Leader changes the operator saw.",
                                       CLUSTER_LABELS, registry=self.registry)
+        self.watch_forbidden = Gauge("raftset_operator_watch_forbidden",
+                                     "1 for each resource the operator may not list and watch, and so does not watch.",
+                                     ["resource"], registry=self.registry)
         self.clusters = Clusters()
         self.registry.register(self.clusters)
 

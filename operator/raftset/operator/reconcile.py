@@ -9,6 +9,7 @@ the last full apply) is a cache that a restart simply rebuilds.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -18,7 +19,8 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from raftset.membership import ScaleStep, parse_membership, parse_step
-from raftset.operator import apiorder, backup_requests, diagnosis, lasting, planner, recovery_shell, replacements, rolls, spec, status
+from raftset.operator import (apiorder, backup_requests, diagnosis, lasting, planner, recovery_shell, replacements,
+                              rolls, spec, status, watches)
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
 from raftset.operator.freshness import Sighting
@@ -37,6 +39,7 @@ class Runtime:
 
     settings: Settings
     kube: Kube
+    watches: watches.Watches  # what this operator watches (decided at start)
     turns: dict[Key, apiorder.Turns] = field(default_factory=dict)
     applied_at: dict[Key, float] = field(default_factory=dict)
     # The last status computed per cluster: a reconcile may run on a body that does not
@@ -67,25 +70,27 @@ class Runtime:
 
 @dataclass(frozen=True)
 class Indices:
-    """kopf's indices a reconcile reads, by what they hold."""
+    """kopf's indices (kopf.Index) a reconcile reads, by what they hold."""
 
-    heartbeats: kopf.Index
-    memberships: kopf.Index
-    scale_away_marks: kopf.Index
-    replace_requests: kopf.Index  # pods with a replace request or record: {pod, requested, progress}
-    workloads: dict[str, kopf.Index]  # by Backend.name
-    backup_records: kopf.Index  # the backup Lease's annotations (raftset.operator.backup_status)
+    heartbeats: Mapping[Key, Any]
+    memberships: Mapping[Key, Any]
+    scale_away_marks: Mapping[Key, Any]
+    replace_requests: Mapping[Key, Any]  # pods with a replace request or record: {pod, requested, progress}
+    workloads: dict[str, Mapping[Key, Any]]  # by Backend.name
+    backup_records: Mapping[Key, Any]  # the backup Lease's annotations (raftset.operator.backup_status)
 
     def workload(self, backend: Backend, key: Key) -> dict[str, Any] | None:
         return next(iter(self.workloads[backend.name].get(key, [])), None)
 
     @classmethod
-    def of(cls, heartbeats: kopf.Index, memberships: kopf.Index, scale_away_marks: kopf.Index,
-           replace_requests: kopf.Index, statefulsets: kopf.Index, advanced_statefulsets: kopf.Index,
-           backup_records: kopf.Index) -> Indices:
-        return cls(heartbeats, memberships, scale_away_marks, replace_requests,
-                   {STATEFULSET.name: statefulsets, ADVANCED_STATEFULSET.name: advanced_statefulsets},
-                   backup_records)
+    def of(cls, heartbeats: kopf.Index | None, memberships: kopf.Index | None, scale_away_marks: kopf.Index | None,
+           replace_requests: kopf.Index | None, statefulsets: kopf.Index | None,
+           advanced_statefulsets: kopf.Index | None, backup_records: kopf.Index | None) -> Indices:
+        """The indices kopf passed; one not watched here (None) reads as empty, and the reconcile
+        refuses a cluster that needs it before reading any (watches.problem)."""
+        workloads = {STATEFULSET.name: statefulsets, ADVANCED_STATEFULSET.name: advanced_statefulsets}
+        return cls(heartbeats or {}, memberships or {}, scale_away_marks or {}, replace_requests or {},
+                   {name: index or {} for name, index in workloads.items()}, backup_records or {})
 
 
 def _now() -> datetime:
@@ -146,6 +151,10 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     except spec.InvalidSpec as error:
         publish(None, None, None, (error.reason, str(error)))
         return RESULT_INVALID
+    unserved = watches.problem(cluster.backend.name, runtime.watches)
+    if unserved is not None:
+        publish(cluster, None, None, unserved)
+        return RESULT_FAILED
     await backup_requests.take(runtime.kube, body, cluster, patch, now)
 
     backend = cluster.backend

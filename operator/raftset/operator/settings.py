@@ -7,6 +7,25 @@ from dataclasses import dataclass
 
 from raftset.operator import spec
 from raftset.operator.planner import STUCK_AFTER_SECONDS
+from raftset.workloads import BACKENDS, STATEFULSET
+
+
+def enabled_backends(listed: str | None, default_workload_kind: str) -> tuple[str, ...]:
+    """The workload backends this install serves: RAFTSET_BACKENDS (comma-separated backend
+    names), or where unset the builtin StatefulSet plus the default workload kind.
+
+    The operator watches only these backends' workloads, so an install whose RBAC grants
+    nothing on apps.kruise.io never watches Advanced StatefulSets (docs/install.md).
+    """
+    names = ([n.strip() for n in listed.split(",") if n.strip()] if listed is not None
+             else [STATEFULSET.name, default_workload_kind])
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown:
+        raise ValueError(f"RAFTSET_BACKENDS names unknown backends {unknown}; known: {sorted(BACKENDS)}")
+    if default_workload_kind not in names:
+        raise ValueError(f"RAFTSET_DEFAULT_WORKLOAD_KIND {default_workload_kind} is not among "
+                         f"RAFTSET_BACKENDS {names}")
+    return tuple(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
@@ -14,6 +33,7 @@ class Settings:
     """Per-operator defaults; everything per cluster is in its spec."""
 
     default_workload_kind: str = "StatefulSet"
+    backends: tuple[str, ...] = (STATEFULSET.name,)  # the enabled ones (enabled_backends)
     sidecar_image: str = spec.DEFAULT_SIDECAR_IMAGE
     reconcile_interval: float = 5.0
     resync_seconds: float = 600.0  # drift is seen by watches; this is the safety net
@@ -40,8 +60,10 @@ class Settings:
     @classmethod
     def from_env(cls) -> Settings:
         env = os.environ
+        default_workload_kind = env.get("RAFTSET_DEFAULT_WORKLOAD_KIND", cls.default_workload_kind)
         return cls(
-            default_workload_kind=env.get("RAFTSET_DEFAULT_WORKLOAD_KIND", cls.default_workload_kind),
+            default_workload_kind=default_workload_kind,
+            backends=enabled_backends(env.get("RAFTSET_BACKENDS"), default_workload_kind),
             sidecar_image=env.get("RAFTSET_SIDECAR_IMAGE", cls.sidecar_image),
             reconcile_interval=float(env.get("RAFTSET_RECONCILE_INTERVAL", cls.reconcile_interval)),
             resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", cls.resync_seconds)),

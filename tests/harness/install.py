@@ -1,0 +1,70 @@
+"""An overlay installed exactly as docs/install.md says, and its operator run with only that overlay's rights.
+
+`kubectl apply --server-side -k kustomize/overlays/<overlay>` installs everything, the Deployment
+included. Its image does not run here, so the Deployment's operator container runs as a local
+process the way `make run` runs it (`tools.devcluster.operatorpod`): its command, args and env
+from the rendered Deployment, and a TokenRequest token of its ServiceAccount as credentials, so
+the overlay's ClusterRole is all it may do. The pod's restart count is `OperatorPod.restarts`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from raftset import contract
+from raftset.workloads import ADVANCED_STATEFULSET
+from tests.harness.operator import kubectl
+from tools.devcluster import operatorpod
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAYS = ("statefulset", "kruise")
+KRUISE_CRD = f"{ADVANCED_STATEFULSET.plural}.{ADVANCED_STATEFULSET.group}"
+
+
+def rendered_deployment(overlay: str) -> dict[str, Any]:
+    rendered = subprocess.run(["kubectl", "kustomize", str(ROOT / "kustomize" / "overlays" / overlay)],
+                              capture_output=True, text=True, check=True, timeout=60).stdout
+    return next(d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "Deployment")
+
+
+def apply_overlay(admin: str, overlay: str) -> None:
+    """The documented install: `kubectl apply --server-side -k kustomize/overlays/<overlay>`."""
+    kubectl(admin, "apply", "--server-side", "--force-conflicts", "-k", str(ROOT / "kustomize" / "overlays" / overlay))
+    for plural in (contract.PLURAL_ETCD, contract.PLURAL_XLINE):
+        kubectl(admin, "wait", "--for=condition=Established", f"crd/{plural}.{contract.GROUP}", "--timeout=60s")
+
+
+@contextmanager
+def installed_operator(admin: str, overlay: str, host: str, workdir: Path,
+                       **env: str) -> Iterator[operatorpod.OperatorPod]:
+    """`overlay` applied and its operator running as its ServiceAccount until the block ends (`env`
+    overrides the container's, as an admin editing the Deployment would); the Deployment goes
+    again afterwards (on a full plane its pods would be kwok's, running nothing)."""
+    apply_overlay(admin, overlay)
+    deployment = rendered_deployment(overlay)
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec = operatorpod.installed(operatorpod.container_spec(
+        deployment, host=host, ports=operatorpod.free_ports(deployment, host), bin_dir=Path(sys.executable).parent))
+    spec = dataclasses.replace(spec, env={**spec.env, **env})
+    identity = operatorpod.service_account_kubeconfig(admin, spec.namespace, spec.service_account,
+                                                      workdir / "operator.kubeconfig")
+    pod = operatorpod.OperatorPod(spec, identity, workdir).start()
+    try:
+        yield pod
+    finally:
+        pod.close()
+        kubectl(admin, "delete", "deployment", deployment["metadata"]["name"], "-n", spec.namespace,
+                "--ignore-not-found", check=False)
+
+
+def kruise_crd(crds: list[dict[str, Any]]) -> dict[str, Any]:
+    """OpenKruise's Advanced StatefulSet CRD among its CRDs (tools.devcluster.plane.kruise_manifests)."""
+    return next(c for c in crds if c["metadata"]["name"] == KRUISE_CRD)
