@@ -89,8 +89,14 @@ class Indices:
         """The indices kopf passed; one not watched here (None) reads as empty, and the reconcile
         refuses a cluster that needs it before reading any (watches.problem)."""
         workloads = {STATEFULSET.name: statefulsets, ADVANCED_STATEFULSET.name: advanced_statefulsets}
-        return cls(heartbeats or {}, memberships or {}, scale_away_marks or {}, replace_requests or {},
-                   {name: index or {} for name, index in workloads.items()}, backup_records or {})
+        return cls(_watched(heartbeats), _watched(memberships), _watched(scale_away_marks),
+                   _watched(replace_requests), {name: _watched(index) for name, index in workloads.items()},
+                   _watched(backup_records))
+
+
+def _watched(index: kopf.Index | None) -> Mapping[Key, Any]:
+    """kopf's live index where it is watched (an empty one included), else nothing."""
+    return index if index is not None else {}
 
 
 def _now() -> datetime:
