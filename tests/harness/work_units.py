@@ -19,8 +19,9 @@ TIERS = "tiers"
 E2E = "tests/e2e/"
 # These start every process they need (the bench's planes, `make run`'s), using no session fixture.
 STANDALONE = frozenset({"tests/bench/test_smoke.py", "tests/e2e/test_make_run.py"})
-# Approximate seconds of each unit in CI (--durations, 2026-11-27, warm, 2 cores): they only
-# order the units, so a stale or missing entry (DEFAULT_SECONDS) costs balance, never a test.
+# Approximate seconds of each unit in CI (warm, 2 cores; from the 40 slowest of `make test`'s
+# --durations on 2026-11-27, the shorter tests guessed): they only order the units, so a stale or
+# missing entry (DEFAULT_SECONDS) costs balance, never a test.
 SECONDS = {
     "tests/bench/test_smoke.py": 353,
     "tests/e2e/test_make_run.py": 165,
