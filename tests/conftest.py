@@ -112,8 +112,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """`make test` runs `pytest -n 2`: the unit, etcd and k8s tiers on one worker, the e2e files on
-    the other, each worker taking what is left when it runs out (tests/harness/work_units.py). The
-    tests mostly wait on timers (grace periods, heartbeats, elections), so two side by side take
+    the other; the tiers' worker then takes the e2e files still queued (tests/harness/work_units.py).
+    The tests mostly wait on timers (grace periods, heartbeats, elections), so two side by side take
     about as long as the longer one."""
     from xdist.scheduler import LoadScopeScheduling
 

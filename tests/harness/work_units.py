@@ -1,14 +1,15 @@
 """How `make test`'s two workers share the tests (the policy; tests/conftest.py wires it to xdist).
 
-A work unit is the tests one worker runs in a row. The unit, etcd and k8s tiers are one unit
-(`TIERS`): they share a worker's session fixtures (one kube-apiserver, one versitygw) and run
-serially. Each e2e file is a unit: its tests share a module's operator and the worker's control
-plane, started at the worker's first e2e file. Two long tests start their own planes, so they are
-units of their own that either worker can take (`STANDALONE`).
+A work unit is the tests one worker runs in a row. The unit, etcd and k8s tiers and the bench
+tests are one unit (`TIERS`): they share a worker's session fixtures (one kube-apiserver, one
+versitygw) and run serially, the bench smoke run last. Each e2e file is a unit: its tests share a
+module's operator and the worker's control plane, started at the worker's first e2e file.
 
-The first worker takes the tiers, the second the e2e files, longest first. A worker that runs out
-takes a standalone unit; the tiers' worker then takes e2e files shortest first, so that the two
-finish close together: it starts a second control plane only for the run's last files.
+The first worker takes the tiers, the second the e2e files, longest first. When the tiers are
+done while e2e files are still queued, the tiers' worker takes them too, shortest first, on a
+control plane of its own, so that the two workers finish close together. Nothing is taken from
+the tiers: a worker runs them whole, as before, so a run is never slower than the plain split by
+more than one e2e file and a plane's start.
 """
 
 from __future__ import annotations
@@ -17,20 +18,17 @@ from collections.abc import Collection
 
 TIERS = "tiers"
 E2E = "tests/e2e/"
-# These start every process they need (the bench's planes, `make run`'s), using no session fixture.
-STANDALONE = frozenset({"tests/bench/test_smoke.py", "tests/e2e/test_make_run.py"})
-# Approximate seconds of each unit in CI (warm, 2 cores; from the 40 slowest of `make test`'s
-# --durations on 2026-11-27, the shorter tests guessed): they only order the units, so a stale or
+# Approximate seconds of each e2e file in CI (warm, 2 cores; from the 40 slowest of `make test`'s
+# --durations on 2026-11-27, the shorter tests guessed): they only order the files, so a stale or
 # missing entry (DEFAULT_SECONDS) costs balance, never a test.
 SECONDS = {
-    "tests/bench/test_smoke.py": 353,
-    "tests/e2e/test_make_run.py": 165,
     "tests/e2e/test_fullstack.py": 600,
     "tests/e2e/test_operator.py": 450,
     "tests/e2e/test_quorum_loss_resume.py": 340,
     "tests/e2e/test_tls_rbac.py": 270,
     "tests/e2e/test_step_guards.py": 240,
     "tests/e2e/test_backups.py": 200,
+    "tests/e2e/test_make_run.py": 165,
     "tests/e2e/test_quorum_loss_leases_refused.py": 142,
     "tests/e2e/test_repair.py": 100,
     "tests/e2e/test_quorum_loss_silent.py": 85,
@@ -44,17 +42,9 @@ DEFAULT_SECONDS = 60
 
 
 def unit_of(nodeid: str) -> str:
-    """The work unit a test belongs to."""
+    """The work unit a test belongs to: its e2e file, or the tiers."""
     path = nodeid.split("::", 1)[0]
-    return path if path in STANDALONE or path.startswith(E2E) else TIERS
-
-
-def _e2e(unit: str) -> bool:
-    return unit.startswith(E2E) and unit not in STANDALONE
-
-
-def _seconds(unit: str) -> int:
-    return SECONDS.get(unit, DEFAULT_SECONDS)
+    return path if path.startswith(E2E) else TIERS
 
 
 def role_of(queued: Collection[str]) -> str:
@@ -65,8 +55,7 @@ def role_of(queued: Collection[str]) -> str:
 
 def next_unit(queued: Collection[str], role: str) -> str:
     """The unit a worker of `role` takes next from the queued ones (at least one)."""
-    e2e = sorted((u for u in queued if _e2e(u)), key=_seconds)
-    rest = sorted((u for u in queued if not _e2e(u)), key=lambda u: (u != TIERS, -_seconds(u)))
-    if role == E2E:
-        return e2e[-1] if e2e else rest[0]
-    return rest[0] if rest else e2e[0]
+    files = sorted((u for u in queued if u != TIERS), key=lambda u: SECONDS.get(u, DEFAULT_SECONDS))
+    if role == TIERS:
+        return TIERS if TIERS in queued else files[0]
+    return files[-1] if files else TIERS
