@@ -38,7 +38,8 @@ controlplane: venv
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-# Two workers: the e2e tier on one, the other tiers on the other (see tests/conftest.py).
+# Two workers: the e2e files on one, the other tiers on the other, which then takes the e2e files
+# still queued (see tests/harness/work_units.py).
 # The slowest tests are listed at the end: where the warm run's wall time goes.
 test: deps controlplane
 	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n 2 --durations=40 $(PYTEST_ARGS)

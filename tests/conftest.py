@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import engines
+from tests.harness import engines, work_units
 from tests.harness import s3 as s3_harness
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, running_operator
@@ -111,13 +111,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """`make test` runs `pytest -n 2`: the e2e tier on one worker, the other tiers on the other.
-    The tiers mostly wait on timers (grace periods, heartbeats, elections), so side by side they
-    take about as long as the longer one; each tier keeps its session fixtures and runs serially."""
+    """`make test` runs `pytest -n 2`: the unit, etcd and k8s tiers on one worker, the e2e files on
+    the other; the tiers' worker then takes the e2e files still queued (tests/harness/work_units.py).
+    The tests mostly wait on timers (grace periods, heartbeats, elections), so two side by side take
+    about as long as the longer one."""
     from xdist.scheduler import LoadScopeScheduling
 
-    class TierScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return "e2e" if nodeid.startswith("tests/e2e/") else "processes"
+    class WorkUnitScheduling(LoadScopeScheduling):
+        def __init__(self, config: pytest.Config, log: object) -> None:
+            super().__init__(config, log)
+            self.roles: dict[object, str] = {}  # a worker's role, fixed at its first unit
 
-    return TierScheduling(config, log)
+        def _split_scope(self, nodeid: str) -> str:
+            return work_units.unit_of(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            role = self.roles.setdefault(node, work_units.role_of(self.workqueue))
+            self.workqueue.move_to_end(work_units.next_unit(self.workqueue, role), last=False)
+            super()._assign_work_unit(node)  # takes the queue's first unit
+
+    return WorkUnitScheduling(config, log)
