@@ -110,6 +110,9 @@ def review(api: client.ApiClient, backends: Sequence[str], namespaces: Sequence[
     forbidden = frozenset(
         w for w in decided.wanted()
         if not all(may(w, verb, ns) for verb in VERBS for ns in (namespaces or [""])))
+    unwatched = sorted(w.name for w in WORKLOADS.values() if not decided.enabled(w))
+    log.info("workload backends enabled: %s; not watched: %s", ", ".join(sorted(decided.backends)),
+             ", ".join(unwatched) or "none")
     for watch in sorted(forbidden, key=lambda w: w.name):
         log.error("the operator may not list and watch %s: not watched; %s", watch.name,
                   "clusters that need it are Degraded (WatchForbidden)" if watch.needed_by
