@@ -107,6 +107,39 @@ def test_advanced_statefulset_keeps_the_leader_through_a_real_scale_in(
     asyncio.run(check([kv.url(o) for o in (0, 1, 4)], writer.acked))
 
 
+def test_the_operator_killed_mid_scale_in_resumes_it_keeping_the_leader_and_every_write(
+        control_plane: Any, operator: Operator, namespace: str, runner: PodRunner, etcd: EngineUnderTest) -> None:
+    """SIGKILLed between the two steps of a 5 -> 3 scale-in, the operator's next replica reads the step the
+    killed one wrote on the workload and finishes it: the leader on the highest ordinal keeps leading,
+    each member is removed once, and no write fails."""
+    kv = stack(control_plane.kubeconfig, namespace, "killed", runner)
+    kv.create(5, version=etcd.version, **FAST)
+    kv.wait_healthy(0, 1, 2, 3, 4)
+    kv.move_leader(4, 0, 1, 2, 3, 4)
+    writer = Writer([kv.url(o) for o in (4, 0, 1, 2, 3)])
+    writer.start()
+    try:
+        kv.scale(3)
+        first = wait_for(lambda: (spec := kv.workload()["spec"])["replicas"] == 4 and spec, 120,
+                         "the first scale-in step on the workload")
+        operator.kill()
+        assert first.get("reserveOrdinals") == [3], first
+        operator.start()
+        st = kv.wait_healthy(0, 1, 4)
+    finally:
+        writer.stop()
+        if not operator.alive():
+            operator.start()  # the module's other tests share it
+    assert kv.pods() == {"killed-0", "killed-1", "killed-4"}
+    assert sorted(m.name for m in kv.members(0, 1, 4)) == ["killed-0", "killed-1", "killed-4"]
+    assert kv.leader(0, 1, 4) == 4, "the leader's member must keep leading"
+    assert st["leader"] == "killed-4" and st["reservedOrdinals"] == [2, 3]
+    scaled_in = [m for reason, m in kv.events() if reason == "ScalingIn"]
+    assert len(scaled_in) == len(set(scaled_in)), f"a member narrated twice: {scaled_in}"
+    assert_writes_flowed(writer, at_least=50)
+    asyncio.run(check([kv.url(o) for o in (0, 1, 4)], writer.acked))
+
+
 @ETCD_BUILDS
 def test_builtin_statefulset_hands_leadership_off_before_its_pod_goes(
         control_plane: Any, operator: Operator, namespace: str, runner: PodRunner, etcd: EngineUnderTest) -> None:
