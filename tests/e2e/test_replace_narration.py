@@ -29,6 +29,7 @@ from tools.devcluster.podrunner import PodRunner
 
 pytestmark = pytest.mark.e2e
 
+STEPS = ("ReplaceRemoving", "ReplaceRejoining", "ReplaceLearner", "Replaced")
 NEVER = "3600"  # RAFTSET_RECONCILE_INTERVAL: no timer reconcile during the test
 _RECONCILES = re.compile(r"^raftset_operator_reconciles_total\{[^}]*\}\s+([0-9.e+]+)$", re.MULTILINE)
 
@@ -87,5 +88,8 @@ def test_a_follower_replaced_between_two_reconciles_leaves_one_replaced_event(
     assert "asked for" in told[0], told
     events = kv.events()
     print("events:", *sorted(set(events)), sep="\n  ")
-    assert [r for r, m in events if r == "ReplaceRemoving" and victim in m] == ["ReplaceRemoving"], events
+    # Every step the follower's replacement took, each told once, in the order taken.
+    steps = [r for r, m in sorted(events, key=lambda e: STEPS.index(e[0]) if e[0] in STEPS else -1)
+             if r in STEPS and m.startswith(f"{victim}:")]
+    assert steps == list(STEPS), events
     asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))
