@@ -179,3 +179,8 @@ def test_an_event_told_twice_has_one_name() -> None:
     [tale] = replacements.untold([entry("demo-1", P.REMOVING, id="ab12cd34")], [])
     assert replacements.event_name("demo", tale) == "demo.replace-demo-1-ab12cd34-0"
     assert replacements.untold([entry("demo-1", P.REMOVING, id="ab12cd34")], []) == [tale]
+
+
+def test_a_learner_step_told_late_without_its_new_member_reads_right() -> None:
+    events, _ = tell([entry("demo-1", P.DONE, new="", steps=(P.LEARNER, P.DONE))])
+    assert events[0][2] == "demo-1: the new member caught up as a learner"

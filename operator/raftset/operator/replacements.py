@@ -27,7 +27,7 @@ _STEP_WORDS = {
     ReplacePhase.HANDING_OFF: "member {old} led: leadership was moved first",
     ReplacePhase.REMOVING: "member {old} was removed from Raft",
     ReplacePhase.REJOINING: "joined again as a new member on fresh data (the old data kept aside)",
-    ReplacePhase.LEARNER: "the new member {new} caught up as a learner",
+    ReplacePhase.LEARNER: "the new member{new} caught up as a learner",
 }
 _REASONS = {
     ReplacePhase.REQUESTED: "ReplaceRequested",
@@ -144,5 +144,5 @@ def _event(pod: str, record: Progress, index: int) -> tuple[str, str, str] | Non
         return None
     if current:
         return "Normal", _REASONS[step], f"{pod}: {record.reason}"
-    words = _STEP_WORDS[step].format(old=old, new=new or "").replace("  ", " ")
+    words = _STEP_WORDS[step].format(old=old, new=f" {new}" if new else "")
     return "Normal", _REASONS[step], f"{pod}: {words}"
