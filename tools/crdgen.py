@@ -593,6 +593,8 @@ def _status() -> Schema:
                         "Abandoned incomplete uploads (older than spec.backup.retention."
                         "abortIncompleteUploadsAfter) the leader's sidecars have aborted; absent while none.",
                         format="int64", minimum=0),
+                    "failures": _int("Failed attempts, ever (only the last one's details are kept); absent while none.",
+                                     format="int64", minimum=0),
                 },
             ),
             "kopf": _opaque("Bookkeeping of the kopf framework the operator runs on."),
