@@ -292,6 +292,8 @@ class Record:
     `since` anchors the schedule: the last scheduled run, or when the schedule was first seen.
     `request` is the last on-demand request served, so that one request is one backup.
     `aborted_uploads` counts the abandoned incomplete uploads the actors aborted, ever.
+    `failures` counts the failed attempts, ever: only the last one's details are kept, and the
+    operator tells from the count how many failed since it last looked (however quickly).
     """
 
     since: str = ""
@@ -299,6 +301,7 @@ class Record:
     last_success: Manifest | None = None
     last_failure: Failure | None = None
     aborted_uploads: int = 0
+    failures: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -312,6 +315,7 @@ class Record:
             last_success=Manifest(**raw["last_success"]) if raw.get("last_success") else None,
             last_failure=Failure(**raw["last_failure"]) if raw.get("last_failure") else None,
             aborted_uploads=max(0, int(raw.get("aborted_uploads") or 0)),
+            failures=max(0, int(raw.get("failures") or 0)),
         )) or cls()
 
 
@@ -452,7 +456,7 @@ def succeeded(record: Record, manifest: Manifest) -> Record:
 
 
 def failed(record: Record, when: datetime, reason: str, message: str) -> Record:
-    return replace(record, last_failure=Failure(rfc3339(when), reason, message[:500]))
+    return replace(record, last_failure=Failure(rfc3339(when), reason, message[:500]), failures=record.failures + 1)
 
 
 def aborted(record: Record, count: int) -> Record:
@@ -472,6 +476,8 @@ def status_of(record: Record) -> dict[str, Any]:
         out["lastFailure"] = {"time": f.time, "reason": f.reason, "message": f.message}
     if record.aborted_uploads:
         out["abortedUploads"] = record.aborted_uploads
+    if record.failures:
+        out["failures"] = record.failures
     return out
 
 

@@ -84,8 +84,9 @@ ACCESS_KEY_FILE = "accessKeyID"
 SECRET_KEY_FILE = "secretAccessKey"
 CA_FILE = "ca.crt"
 # Replace a member at the same size: the user sets ANNOTATION_REPLACE=true on the pod; the
-# pod's sidecar records each step in ANNOTATION_REPLACE_PROGRESS (raftset.sidecar.repair.Progress)
-# and clears both once the new member votes; the operator narrates the record.
+# pod's sidecar records each step in ANNOTATION_REPLACE_PROGRESS (raftset.replacement.Progress),
+# clears the request once the new member votes and leaves the record finished (Done) until the
+# pod's next replacement; the operator narrates the record, each step once.
 ANNOTATION_REPLACE = f"{GROUP}/replace"
 ANNOTATION_REPLACE_PROGRESS = f"{GROUP}/replace-progress"
 # The store container's restartCount when the member last finished a replacement: a crash
@@ -109,7 +110,7 @@ class ReplacePhase(StrEnum):
     REMOVING = "Removing"  # MemberRemove of the old member
     REJOINING = "Rejoining"  # old member gone; data moved aside; joining again as a new learner
     LEARNER = "Learner"  # the new member catches up
-    DONE = "Done"  # the new member votes; annotations cleared
+    DONE = "Done"  # the new member votes; the request cleared, the record kept finished
     WITHDRAWN = "Withdrawn"  # the annotation went away before the member left
 
 

@@ -551,6 +551,17 @@ def _status() -> Schema:
                 }, required=["pod", "phase"]),
                 "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["pod"],
             },
+            "narrated": {
+                "type": "array",
+                "description": "How far the operator told each pod's replacement record as Events, one row per pod: "
+                               "every step is told once, however quickly it ran, also after an operator restart.",
+                "items": _obj("One pod's last replacement record, as far as it was told.", {
+                    "pod": _str("The pod whose sidecar keeps the record."),
+                    "replacement": _str("The replacement's id (the record's)."),
+                    "steps": _int("How many of its steps were told.", minimum=0),
+                }, required=["pod", "replacement", "steps"]),
+                "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["pod"],
+            },
             "workloadKind": _enum("The workload that runs the pods.", list(workloads.BACKENDS)),
             "reservedOrdinals": {
                 "type": "array",
@@ -582,6 +593,8 @@ def _status() -> Schema:
                         "Abandoned incomplete uploads (older than spec.backup.retention."
                         "abortIncompleteUploadsAfter) the leader's sidecars have aborted; absent while none.",
                         format="int64", minimum=0),
+                    "failures": _int("Failed attempts, ever (only the last one's details are kept); absent while none.",
+                                     format="int64", minimum=0),
                 },
             ),
             "kopf": _opaque("Bookkeeping of the kopf framework the operator runs on."),

@@ -19,9 +19,10 @@ from etcd3aio import Etcd3Client
 from etcd3aio.kv import prefix_range_end
 
 from raftset import contract
-from raftset.contract import SidecarEnv
+from raftset.contract import ReplacePhase, SidecarEnv
 from raftset.etcdclient import ClusterClient, EtcdClientError, LockLost, MemberClient
 from raftset.etcdlock import LOCK_PREFIX
+from raftset.replacement import Progress, parse_progress
 from raftset.sidecar import datadir, repair
 from raftset.sidecar.plumbing import LOCK_NAME
 from raftset.sidecar.repairer import Repairer
@@ -62,6 +63,12 @@ def annotations(lab: Lab, ordinal: int) -> dict[str, str]:
     return lab.pod_object(ordinal).metadata.annotations or {}
 
 
+def finished(lab: Lab, ordinal: int) -> Progress | None:
+    """The pod's replace record once finished (Done, Withdrawn): it stays for the operator to tell."""
+    record = parse_progress(annotations(lab, ordinal).get(contract.ANNOTATION_REPLACE_PROGRESS))
+    return record if record is not None and record.finished else None
+
+
 async def replace_on_request(lab: Lab, ordinal: int, *, leader: int) -> None:
     await grow(lab, 3)
     await lab.move_leader_to(leader)
@@ -72,15 +79,18 @@ async def replace_on_request(lab: Lab, ordinal: int, *, leader: int) -> None:
     async with kubelet_restarts(lab.pod(ordinal)):
         lab.annotate_pod(ordinal, {contract.ANNOTATION_REPLACE: "true"})
         new = await new_voter(lab, ordinal, old)
-        wait_for(lambda: contract.ANNOTATION_REPLACE not in annotations(lab, ordinal)
-                 and contract.ANNOTATION_REPLACE_PROGRESS not in annotations(lab, ordinal),
-                 30, "the replace annotations cleared")
+        record = wait_for(lambda: contract.ANNOTATION_REPLACE not in annotations(lab, ordinal)
+                          and finished(lab, ordinal), 30, "the request cleared, the record finished")
         lab.pod(ordinal).wait_ready()
     written = writer.ok  # a bare `writer.ok > 100` may have held before the replacement ended
     wait_for(lambda: writer.ok > written + 20, 20, "writes flowing after the replacement")
     writer.stop()
     assert new != old
     assert writer.failed == 0, writer.errors[:5]
+    # The finished record stays for the operator to tell: both members, every step, why.
+    assert (record.phase, record.old_member, record.new_member) == (ReplacePhase.DONE, f"{old:x}", f"{new:x}")
+    assert record.steps[-3:] == (ReplacePhase.REJOINING, ReplacePhase.LEARNER, ReplacePhase.DONE), record
+    assert ReplacePhase.REMOVING in record.steps and record.cause.startswith("asked for"), record
     wait_released(lab.pod(ordinal))
     log = lab.pod(ordinal).log_text()
     assert "moved aside" in log and "released the data moved aside" in log
@@ -149,6 +159,10 @@ async def test_a_lost_volume_rejoins_as_a_new_member_after_its_old_entry_is_remo
     assert f"removed our old member entry {old:x}" in log
     # The old entry goes before the new one is added: never two entries for one pod.
     assert log.index("removed our old member entry") < log.rindex("as learner with peer URL")
+    # Recorded as a replacement for the operator to tell, with its cause.
+    record = wait_for(lambda: finished(lab, 2), 30, "the lost volume's replacement record finished")
+    assert (record.phase, record.old_member, record.new_member) == (ReplacePhase.DONE, f"{old:x}", f"{new:x}")
+    assert record.cause.startswith("lost volume:") and ReplacePhase.REMOVING in record.steps, record
     await check_members(lab, writer, 0, 1, 2)
 
 
@@ -165,8 +179,7 @@ async def test_a_follower_with_a_corrupt_db_is_replaced_automatically(make_lab) 
         fh.write(os.urandom(8192))
     async with kubelet_restarts(pod):
         new = await new_voter(lab, 2, old, timeout=120)
-        wait_for(lambda: contract.ANNOTATION_REPLACE_PROGRESS not in annotations(lab, 2), 30,
-                 "the replacement record cleared")
+        wait_for(lambda: finished(lab, 2), 30, "the replacement record finished")
         pod.wait_ready()
     written = writer.ok
     wait_for(lambda: writer.ok > written + 20, 20, "writes flowing after the replacement")

@@ -14,6 +14,7 @@ from typing import Any
 
 from raftset import contract
 from raftset.etcdclient import Alarm, MemberClient
+from raftset.replacement import parse_progress
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, Pod
 from tests.harness.scenarios import grow
@@ -56,10 +57,12 @@ def holds(lab: Lab, ordinal: int, value: str) -> Callable[[], Awaitable[bool]]:
 
 
 def cleared(lab: Lab, ordinal: int) -> Callable[[], Awaitable[bool]]:
-    """The replace record and the leader's verdict gone from the pod."""
+    """The replace record finished (it stays on the pod for the operator to tell) and the leader's verdict
+    gone from the pod."""
     async def check() -> bool:
         found = await asyncio.to_thread(annotations, lab, ordinal)
-        return not {contract.ANNOTATION_REPLACE_PROGRESS, contract.ANNOTATION_CORRUPTION} & set(found)
+        record = parse_progress(found.get(contract.ANNOTATION_REPLACE_PROGRESS))
+        return (record is None or record.finished) and contract.ANNOTATION_CORRUPTION not in found
     return check
 
 

@@ -159,6 +159,35 @@ def test_one_event_per_new_failure() -> None:
     assert not [e for e in status.announcements(new, new) if e[1].startswith("Backup")], "announced once"
 
 
+def backup_events(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [e for e in status.announcements(old, new) if e[1].startswith("Backup")]
+
+
+def test_failures_that_came_and_went_between_two_reconciles_are_counted_in_the_next_event() -> None:
+    c = cluster(backup={"s3": S3})
+    first = backups.failed(Record(last_success=manifest()), NOW, backups.ENDPOINT_UNREACHABLE, "503 Slow Down")
+    old = full_status(c, lease_annotations(first))
+    later = first
+    for _ in range(3):  # three more failed attempts; the operator looks again only after the third
+        later = backups.failed(later, NOW, backups.ENDPOINT_UNREACHABLE, "503 Slow Down again")
+    new = full_status(c, lease_annotations(later), old)
+    assert new["backup"]["failures"] == 4
+    [(_, _, message)] = backup_events(old, new)
+    assert message.endswith("503 Slow Down again (2 earlier failures since the last one told)"), message
+    assert backup_events(new, new) == []
+    # The first failures of a cluster, all between two reconciles: the earlier ones counted from none.
+    fresh = full_status(c, lease_annotations(Record(last_success=manifest())))
+    [(_, _, message)] = backup_events(fresh, full_status(c, lease_annotations(later), fresh))
+    assert message.endswith("(3 earlier failures since the last one told)"), message
+    # One new failure: no count; a status from before failures were counted cannot tell how many came between.
+    one = backups.failed(first, NOW, backups.ENDPOINT_UNREACHABLE, "once more")
+    [(_, _, message)] = backup_events(old, full_status(c, lease_annotations(one), old))
+    assert message.endswith("once more"), message
+    legacy = {**old, "backup": {k: v for k, v in old["backup"].items() if k != "failures"}}
+    [(_, _, message)] = backup_events(legacy, new)
+    assert message.endswith("503 Slow Down again"), message
+
+
 def test_a_failed_restore_degrades_the_cluster_with_its_reason() -> None:
     c = cluster(bootstrap={"fromBackup": {"backup": "latest", "s3": S3}})
     failure = {"time": "2026-01-01T11:30:00Z", "reason": backups.CHECKSUM_MISMATCH, "message": "sha256 differs"}

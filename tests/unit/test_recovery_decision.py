@@ -128,6 +128,20 @@ def test_one_recovery_at_a_time_reported_step_by_step_until_every_member_votes()
     assert d.finish and d.condition.reason == "Recovered" and d.events[-1][1] == "QuorumRecovered"
 
 
+def test_a_recovery_whose_members_all_rejoined_between_two_reconciles_still_tells_writes_restored() -> None:
+    recovering = decide(view([beat(1)], record=RECORD, request="auto")).condition
+    assert recovering.status is True and recovering.reason == "Recovering"
+    d = decide(view(HEALTHY, record=RECORD, previous=recovering, announced=True))
+    assert d.finish and [e[1] for e in d.events] == ["QuorumRestored", "QuorumRecovered"]
+    assert "recovery r1: demo-0 leads" in d.events[0][2]
+    assert not [e for e in announcements({"conditions": [{"type": "QuorumLost", "status": "True",
+                                                           "reason": "Recovering"}]}, d.condition)], "told once"
+    # Seen Rejoining before: told then (announcements), not again at the end.
+    rejoining = decide(view([beat(1, role=contract.ROLE_LEADER, healthy=True)], record=RECORD, raft=raft(1))).condition
+    d = decide(view(HEALTHY, record=RECORD, previous=rejoining, announced=True))
+    assert [e[1] for e in d.events] == ["QuorumRecovered"]
+
+
 def test_announcements_once_per_change() -> None:
     lost = decide(view(LOST)).condition
     assert [e[1] for e in announcements({}, lost)] == ["QuorumLost"]

@@ -292,3 +292,48 @@ def test_the_record_keeps_the_first_cause_to_the_end() -> None:
     assert needed.cause == removing.cause == learner.cause == crash
     assert repair.cause(True, "data corrupt") == repair.REQUESTED_CAUSE and "replace=true" in repair.REQUESTED_CAUSE
     assert repair.cause(False, None) == ""
+
+
+def test_a_record_that_begins_gets_the_id_it_is_given_and_keeps_it_to_the_end() -> None:
+    removing = repair.next_progress(None, None, P.REMOVING, "removing", mid(1), new_id="r1")
+    learner = repair.next_progress(removing, None, P.LEARNER, "catching up", NEW, new_id="r2")
+    assert removing is not None and learner is not None
+    assert removing.id == learner.id == "r1"
+    done = repair.advanced(learner, None, P.DONE, "votes", NEW, new_id="r3")
+    assert done == Progress(P.DONE, f"{mid(1):x}", f"{NEW:x}", "votes", (P.REMOVING, P.LEARNER, P.DONE), "", "r1")
+    assert done.finished and not learner.finished
+
+
+def test_a_finished_record_on_the_pod_is_no_replacement_under_way() -> None:
+    def pod(record: Progress) -> dict:
+        return {"metadata": {"annotations": {contract.ANNOTATION_REPLACE_PROGRESS: record.to_json()}}}
+    done = Progress(P.DONE, "a1", "b2", "votes", (P.REMOVING, P.DONE), "", "r1")
+    withdrawn = Progress(P.WITHDRAWN, "a1", "", "withdrawn", (P.QUEUED, P.WITHDRAWN), "", "r1")
+    assert repair.progress(pod(done)) is None and repair.progress(pod(withdrawn)) is None
+    learner = Progress(P.LEARNER, "a1", "b2", "catching up", (P.REMOVING, P.LEARNER), "", "r1")
+    assert repair.progress(pod(learner)) == learner
+    # So the next replacement of the pod begins a record of its own.
+    fresh = repair.next_progress(repair.progress(pod(done)), None, P.REMOVING, "removing", 0xb2, new_id="r2")
+    assert fresh == Progress(P.REMOVING, "b2", "", "removing", (P.REMOVING,), "", "r2")
+
+
+def test_a_lost_volume_is_recorded_as_a_replacement_its_member_left_and_the_repair_finishes() -> None:
+    record = repair.lost_volume(mid(1), "member x has our peer URL but our data dir is empty", "r1")
+    assert (record.phase, record.steps, record.id) == (P.REJOINING, (P.REMOVING, P.REJOINING), "r1")
+    assert record.old_member == f"{mid(1):x}" and record.cause.startswith("lost volume: ")
+    learner = three(learner=1, new_for=1)
+    d = decide(view(requested=False, progress=record, own=NEW, members=learner))
+    assert (d.act, d.phase) == (Act.RECORD, P.LEARNER)
+    d = decide(view(requested=False, progress=record, own=NEW, members=three(new_for=1)))
+    assert (d.act, d.phase) == (Act.FINISH, P.DONE)
+
+
+def test_a_new_member_promoted_before_the_sidecar_looked_still_has_its_learner_step() -> None:
+    rejoining = Progress(P.REJOINING, "a1", "", "rejoining", (P.REMOVING, P.REJOINING), "", "r1")
+    done = repair.advanced(rejoining, None, P.DONE, "votes", NEW)
+    assert done.steps == (P.REMOVING, P.REJOINING, P.LEARNER, P.DONE)
+    learner = repair.advanced(rejoining, None, P.LEARNER, "catching up", NEW)
+    assert repair.advanced(learner, None, P.DONE, "votes", NEW).steps == (P.REMOVING, P.REJOINING, P.LEARNER, P.DONE)
+    # A request withdrawn before the member left has no new member: nothing added.
+    queued = Progress(P.QUEUED, "a1", "", "queued", (P.QUEUED,), "", "r1")
+    assert repair.advanced(queued, None, P.WITHDRAWN, "withdrawn", mid(1)).steps == (P.QUEUED, P.WITHDRAWN)

@@ -47,9 +47,15 @@ def restore_problem(cluster: Cluster, annotations: Mapping[str, str] | None) -> 
 
 
 def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """A Warning Event for every failure not announced yet (a new lastFailure)."""
+    """A Warning Event for every failure not announced yet (a new lastFailure); failures that came and went
+    between two reconciles (the record keeps only the last one's details) are counted in it."""
     failure = new.get("lastFailure")
-    if not failure or failure == old.get("lastFailure"):
+    if not failure or (failure == old.get("lastFailure") and new.get("failures") == old.get("failures")):
         return []
+    if "failures" in old:
+        missed = int(new.get("failures") or 0) - int(old["failures"]) - 1
+    else:  # none failed before (nothing shown), or a status from before failures were counted (cannot tell)
+        missed = int(new.get("failures") or 0) - 1 if not old.get("lastFailure") else 0
+    earlier = f" ({missed} earlier failure{'s' if missed > 1 else ''} since the last one told)" if missed > 0 else ""
     return [("Warning", f"Backup{failure.get('reason', 'Failed')}",
-             f"backup failed at {failure.get('time')}: {failure.get('message', '')}")]
+             f"backup failed at {failure.get('time')}: {failure.get('message', '')}{earlier}")]

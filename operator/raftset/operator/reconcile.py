@@ -19,8 +19,8 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from raftset.membership import ScaleStep, parse_membership, parse_step
-from raftset.operator import (apiorder, backup_requests, diagnosis, lasting, planner, recovery_shell, replacements,
-                              rolls, spec, status, watches)
+from raftset.operator import (apiorder, backup_requests, diagnosis, lasting, narration, planner, recovery_shell,
+                              replacements, rolls, spec, status, watches)
 from raftset.operator.components import COMPONENTS, Step
 from raftset.operator.kube import Kube, api_error_message
 from raftset.operator.freshness import Sighting
@@ -131,13 +131,19 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     members = from_observed(indices.heartbeats.get(key, []), body.metadata.name)
     raft = parse_membership(next(iter(indices.memberships.get(key, [])), None))
     backup = next(iter(indices.backup_records.get(key, [])), None)
-    replacing = replacements.rows(list(indices.replace_requests.get(key, [])))
+    replace_entries = list(indices.replace_requests.get(key, []))
+    replacing = replacements.rows(replace_entries)
+    # Told before the status that counts them is published (raftset.operator.narration).
+    narrated = await narration.tell_replacements(
+        runtime.kube, body, replace_entries, runtime.published.get(key, old_status).get("narrated") or [], now)
 
     def publish(cluster: spec.Cluster | None, plan: planner.Plan | None,
                 workload: dict[str, Any] | None, problem: tuple[str, str] | None,
                 extra: tuple[status.Condition, ...] = ()) -> None:
         new = status.status(cluster, plan, workload, members, old_status, generation, now, problem, raft=raft,
                             extra=extra, backup=backup, replacements=replacing)
+        if narrated:
+            new["narrated"] = narrated
         announced = status.announcements(runtime.published.get(key, old_status), new)
         seen, lasted = lasting.track(runtime.disagreements.get(key, {}), new.get("disagreements") or [], now,
                                      timedelta(seconds=runtime.settings.stuck_seconds))

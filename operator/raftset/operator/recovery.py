@@ -259,6 +259,11 @@ def _recovering(view: QuorumView, record: RecoveryRecord) -> QuorumDecision:
     healthy = _healthy_voters(view)
     voters = _voter_count(view)
     if healthy >= view.replicas and voters >= view.replicas:
+        # The survivor took writes and every member rejoined between two reconciles: the status never
+        # showed Rejoining, so writes accepted again are told here, before the end.
+        if view.previous is not None and view.previous.status is not False:
+            events += (("Normal", "QuorumRestored", f"recovery {record.id}: {leader.pod} leads and accepts writes "
+                                                     f"(the others rejoined before the operator looked)"),)
         return QuorumDecision(Condition(CONDITION, False, "Recovered",
             f"recovery {record.id} from {record.survivor} done: {healthy} members voting"),
             finish=True, drop_request=drop, announce=announce, events=events + (("Normal", "QuorumRecovered",

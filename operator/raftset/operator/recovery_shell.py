@@ -23,12 +23,12 @@ import kopf
 from raftset import contract
 from raftset.membership import RaftMembership
 from raftset.operator import recovery
+from raftset.operator.narration import named_event
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.operator.kube import Kube
 from raftset.operator.spec import Cluster
 from raftset.operator.status import Condition
 from raftset.quorumloss import RecoveryRecord, parse_record
-from raftset.times import rfc3339
 
 
 def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -77,15 +77,5 @@ async def reconcile(kube: Kube, body: kopf.Body, patch: kopf.Patch, cluster: Clu
 
 def started_event(body: kopf.Body, record: RecoveryRecord, event: tuple[str, str, str],
                   now: datetime) -> dict[str, Any]:
-    """The recovery's start Event as kopf would post it, named after the recovery: applied twice, still one."""
-    kind, reason, message = event
-    stamp = rfc3339(now)
-    return {
-        "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": f"{body.metadata.name}.quorum-recovery-{record.id}", "namespace": body.metadata.namespace},
-        "type": kind, "reason": reason, "message": message,
-        "involvedObject": {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"),
-                           "name": body.metadata.name, "namespace": body.metadata.namespace,
-                           "uid": body.metadata.uid},
-        "source": {"component": "kopf"}, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
-    }
+    """The recovery's start Event, named after the recovery: applied twice, still one."""
+    return named_event(body, f"{body.metadata.name}.quorum-recovery-{record.id}", event, now)

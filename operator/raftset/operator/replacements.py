@@ -1,32 +1,34 @@
-"""Narrating member replacements: the pods' replace annotations as status rows, conditions and Events.
+"""Narrating member replacements: the pods' replace records as status rows, conditions and Events.
 
 The pod's sidecar does the work and records each step on its own pod
-(contract.ANNOTATION_REPLACE_PROGRESS, raftset.replacement.Progress); the operator only
-reads those records. It keeps no memory of its own: an Event is due when a row in the new
-status differs from the row in the previous one, and a row that disappears after the member
-left Raft is a finished replacement.
+(contract.ANNOTATION_REPLACE_PROGRESS, raftset.replacement.Progress): every step so far, in order,
+under the replacement's id, and the finished record (Done, Withdrawn) stays on the pod until the
+pod's next replacement. The operator reads those records and remembers in status.narrated, per pod,
+how many steps of which replacement it told: every step is told once, however quickly it ran, and
+the memory lives in the API, so a restarted operator (or the one that takes over) goes on from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from raftset.contract import ReplacePhase
-from raftset.replacement import parse_progress
+from raftset.replacement import Progress, parse_progress
 
-# Announced by the Degraded condition they raise, not as steps.
+# Announced by the Degraded condition they raise while they are the current step; told as Events only
+# when they came and went unseen.
 _QUIET = (ReplacePhase.WAITING, ReplacePhase.NEEDED)
 _STEP_WORDS = {
-    ReplacePhase.REQUESTED: "replacement requested",
     ReplacePhase.QUEUED: "waited for another membership change",
-    ReplacePhase.HANDING_OFF: "the member led: leadership was moved first",
-    ReplacePhase.REMOVING: "the member was removed from Raft",
+    ReplacePhase.WAITING: "waited: the replacement could not go on safely for a while",
+    ReplacePhase.NEEDED: "needed replacing; a person was asked to decide",
+    ReplacePhase.HANDING_OFF: "member {old} led: leadership was moved first",
+    ReplacePhase.REMOVING: "member {old} was removed from Raft",
     ReplacePhase.REJOINING: "joined again as a new member on fresh data (the old data kept aside)",
-    ReplacePhase.LEARNER: "the new member caught up as a learner",
+    ReplacePhase.LEARNER: "the new member{new} caught up as a learner",
 }
-# After one of these the old member has left Raft: the record disappearing means done.
-_LEFT = (ReplacePhase.REMOVING, ReplacePhase.REJOINING, ReplacePhase.LEARNER)
 _REASONS = {
     ReplacePhase.REQUESTED: "ReplaceRequested",
     ReplacePhase.QUEUED: "ReplaceQueued",
@@ -42,7 +44,7 @@ _REASONS = {
 def row(pod: str, requested: bool, progress: str | None) -> dict[str, Any] | None:
     """One status row for a pod's annotations; None when there is nothing to narrate."""
     record = parse_progress(progress)
-    if record is None or record.phase not in _REASONS:
+    if record is None or record.finished or record.phase not in _REASONS:
         if not requested:
             return None
         return {"pod": pod, "phase": str(ReplacePhase.REQUESTED),
@@ -81,36 +83,66 @@ def under_way(replacements: Sequence[Mapping[str, Any]]) -> str | None:
     return "; ".join(f"replacing {r['pod']}: {r['phase']} ({r['message']})" for r in replacements)
 
 
-def announcements(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
-    """(event type, reason, message): one Event per step a replacement took since the last status.
+@dataclass(frozen=True)
+class Tale:
+    """One step of a pod's replacement record not told yet."""
 
-    Waiting and Needed are announced by the Degraded condition they raise (status.announcements), not twice.
-    """
-    before = {r["pod"]: r for r in old}
-    after = {r["pod"]: r for r in new}
-    out: list[tuple[str, str, str]] = []
-    for pod, r in sorted(after.items()):
-        prev = before.get(pod) or {}
-        if (prev.get("phase"), prev.get("message")) == (r["phase"], r["message"]):
+    pod: str
+    replacement: str  # the record's id (Progress.id; the old member's on a record from before ids)
+    step: int  # its index in the record's steps
+    event: tuple[str, str, str] | None  # (type, reason, message); None: the Degraded condition tells it
+
+
+def untold(entries: Sequence[Mapping[str, Any]], narrated: Sequence[Mapping[str, Any]]) -> list[Tale]:
+    """The steps of the pods' records ({pod, progress} of the index) that status.narrated does not count as
+    told, in order, by pod. A step is due once, whether it is under way or came and went between reconciles."""
+    told = {str(n.get("pod")): n for n in narrated}
+    out: list[Tale] = []
+    for e in sorted(entries, key=lambda e: str(e.get("pod"))):
+        pod, record = str(e.get("pod")), parse_progress(e.get("progress"))
+        if record is None:
             continue
-        seen, steps = list(prev.get("steps") or []), list(r.get("steps") or [])
-        missed = steps[len(seen):-1] if steps[:len(seen)] == seen else []
-        for step in missed:  # steps taken between two reconciles: told, without their details
-            if step not in _QUIET:
-                out.append(("Normal", _REASONS[step], f"{pod}: {_STEP_WORDS[step]}"))
-        if r["phase"] not in _QUIET:
-            out.append(("Normal", _REASONS[r["phase"]], f"{pod}: {r['message']}"))
-    for pod, r in sorted(before.items()):
-        if pod in after:
-            continue
-        if r.get("phase") == ReplacePhase.NEEDED:
-            out.append(("Normal", "ReplaceNotNeeded", f"{pod}: the member serves again; no replacement needed"))
-        elif r.get("phase") in _LEFT:
-            new_member = f" by member {r['newMember']}" if r.get("newMember") else " by a new member"
-            why = f" (why: {r['cause']})" if r.get("cause") else ""
-            out.append(("Normal", "Replaced", f"{pod}: member {r.get('oldMember', '?')} was replaced{new_member}, "
-                                              f"which votes; the old data dir was released{why}"))
-        else:
-            out.append(("Normal", "ReplaceWithdrawn", f"{pod}: the replace request was withdrawn before the "
-                                                      f"member left Raft"))
+        key = identity(record)
+        memory = told.get(pod) or {}
+        start = int(memory.get("steps") or 0) if memory.get("replacement") == key else 0
+        out += [Tale(pod, key, i, _event(pod, record, i)) for i in range(start, len(record.steps))]
     return out
+
+
+def identity(record: Progress) -> str:
+    return record.id or record.old_member or "0"
+
+
+def remember(narrated: Sequence[Mapping[str, Any]], tale: Tale) -> list[dict[str, Any]]:
+    """status.narrated once `tale` is told: its pod's row counts the steps up to it. Rows of pods without a
+    record stay: a record is never taken as gone on its absence from one reading."""
+    rows = {str(n.get("pod")): dict(n) for n in narrated}
+    rows[tale.pod] = {"pod": tale.pod, "replacement": tale.replacement, "steps": tale.step + 1}
+    return [rows[p] for p in sorted(rows)]
+
+
+def event_name(cluster: str, tale: Tale) -> str:
+    """The step's Event is named after it: told twice (an operator killed before its status showed the
+    step told), it is still one Event."""
+    return f"{cluster}.replace-{tale.pod}-{tale.replacement}-{tale.step}"
+
+
+def _event(pod: str, record: Progress, index: int) -> tuple[str, str, str] | None:
+    step = record.steps[index]
+    current = index == len(record.steps) - 1 and not record.finished
+    old, new = record.old_member or "?", record.new_member
+    if step == ReplacePhase.DONE:
+        by = f"member {new}" if new else "a new member"
+        why = f" (why: {record.cause})" if record.cause else ""
+        return ("Normal", "Replaced", f"{pod}: member {old} was replaced by {by}, which votes; the old data dir "
+                                      f"was released{why}")
+    if step == ReplacePhase.WITHDRAWN:
+        if index > 0 and record.steps[index - 1] == ReplacePhase.NEEDED:
+            return "Normal", "ReplaceNotNeeded", f"{pod}: the member serves again; no replacement needed"
+        return "Normal", "ReplaceWithdrawn", f"{pod}: the replace request was withdrawn before the member left Raft"
+    if step not in _STEP_WORDS or (current and step in _QUIET):
+        return None
+    if current:
+        return "Normal", _REASONS[step], f"{pod}: {record.reason}"
+    words = _STEP_WORDS[step].format(old=old, new=f" {new}" if new else "")
+    return "Normal", _REASONS[step], f"{pod}: {words}"

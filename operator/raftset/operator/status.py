@@ -331,7 +331,6 @@ def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[
     out += _warnings(old, new, ("Degraded", "True"))
     if _condition(new, "Degraded").get("status") == "False" and _condition(old, "Degraded").get("status") == "True":
         out.append(("Normal", "Recovered", "the cluster is no longer degraded"))
-    out += replacing.announcements(old.get("replacements") or [], new.get("replacements") or [])
     out += backup_status.announcements(old.get("backup") or {}, new.get("backup") or {})
     out += _warnings(old, new, *STANDING_WARNINGS)
     return out

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import uuid
 
+from raftset import contract
 from raftset.etcdclient import EtcdClientError, Member, MemberClient, Refusal
-from raftset.sidecar import datadir, heartbeat, join, marker
+from raftset.sidecar import datadir, heartbeat, join, marker, repair
 from raftset.sidecar.kube import KubeError
 from raftset.sidecar.metrics import STEP_JOIN
 from raftset.sidecar.plumbing import Backoff, LOCK_NAME, RETRYABLE, Shell
@@ -120,7 +122,7 @@ class Joiner(Shell):
             return await self.add_learner(client)
         if decision.action is action.REMOVE_ENTRY:
             assert decision.member_id is not None
-            return await self.remove_entry(client, decision.member_id)
+            return await self.remove_entry(client, decision.member_id, decision.reason)
         raise AssertionError(decision.action)
 
     async def add_learner(self, client: MemberClient) -> bool:
@@ -148,8 +150,9 @@ class Joiner(Shell):
         self.write_startup("existing", cluster)
         return True
 
-    async def remove_entry(self, client: MemberClient, member_id: int) -> bool:
-        """Remove the entry our empty data dir left behind, decided again under the lock."""
+    async def remove_entry(self, client: MemberClient, member_id: int, found: str) -> bool:
+        """Remove the entry our empty data dir left behind, decided again under the lock; then record it on our
+        pod as a replacement (a lost volume) that the repairer finishes and the operator narrates."""
         agent = self.agent
         async with client.lock(LOCK_NAME, timeout=10) as held:
             members = await client.member_list()
@@ -161,6 +164,12 @@ class Joiner(Shell):
         if error is not None and error.refusal is not Refusal.MEMBER_NOT_FOUND:
             raise error
         log.warning("removed our old member entry %x: our data dir was empty", member_id)
+        record = repair.lost_volume(member_id, found, uuid.uuid4().hex[:8])
+        try:
+            await agent.kube.annotate_pod(self.settings.pod_name,
+                                          {contract.ANNOTATION_REPLACE_PROGRESS: record.to_json()})
+        except KubeError as exc:  # the join goes on; only its narration is lost
+            log.warning("member %x removed, but its record could not be written on our pod: %s", member_id, exc)
         return True
 
     def cluster_map(self, members: list[Member], own_id: int | None) -> dict[str, str]:

@@ -27,9 +27,11 @@ def requested(pod: Mapping[str, Any] | None) -> bool:
 
 
 def progress(pod: Mapping[str, Any] | None) -> Progress | None:
-    """Our record on the pod; None when absent or unreadable (then no replacement is under way)."""
+    """Our record of the replacement under way on the pod; None when absent, unreadable or finished (a
+    finished record stays for the operator to tell: the next replacement begins a record of its own)."""
     annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
-    return replacement.parse_progress(annotations.get(contract.ANNOTATION_REPLACE_PROGRESS))
+    record = replacement.parse_progress(annotations.get(contract.ANNOTATION_REPLACE_PROGRESS))
+    return None if record is None or record.finished else record
 
 
 def corruption_verdict(pod: Mapping[str, Any] | None) -> corruption.Record | None:
@@ -181,22 +183,44 @@ def _step(view: ReplaceView, own: Member | None) -> ReplaceDecision:
 
 
 def next_progress(read: Progress | None, recorded: Progress | None, phase: str, reason: str,
-                  own_id: int | None, cause: str = "") -> Progress | None:
+                  own_id: int | None, cause: str = "", new_id: str = "") -> Progress | None:
     """The record to write on our pod for this step, or None when the pod shows it already.
 
     `read` is the record as the pod showed it this round, `recorded` what this sidecar wrote
     since (newer). The record keeps the old member's id (the first one seen) and every phase
-    so far, so the operator can narrate a short step it missed, and the first `cause` given.
+    so far, so the operator can narrate a short step it missed, and the first `cause` given;
+    a record that begins here is called `new_id`.
     """
+    current = advanced(read, recorded, phase, reason, own_id, cause, new_id)
+    return None if current in (read, recorded) else current
+
+
+def advanced(read: Progress | None, recorded: Progress | None, phase: str, reason: str,
+             own_id: int | None, cause: str = "", new_id: str = "") -> Progress:
+    """The record with `phase` as its latest step (next_progress); also the finished record (Done, Withdrawn)
+    that stays on the pod for the operator to tell."""
+    P = contract.ReplacePhase
     progress = recorded if recorded is not None else read
     old = progress.old_member if progress and progress.old_member else (f"{own_id:x}" if own_id else "")
     new = f"{own_id:x}" if own_id is not None and f"{own_id:x}" != old else ""
     steps = progress.steps if progress else ()
+    if phase == P.DONE and new and P.LEARNER not in steps:
+        # Every new member joins as a learner; promoted before this sidecar looked, it is a step all the same.
+        steps = (*steps, P.LEARNER)
     if not steps or steps[-1] != phase:
         steps = (*steps, phase)
     cause = progress.cause if progress and progress.cause else cause
-    current = Progress(phase=phase, old_member=old, new_member=new, reason=reason, steps=steps, cause=cause)
-    return None if current in (read, recorded) else current
+    return Progress(phase=phase, old_member=old, new_member=new, reason=reason, steps=steps, cause=cause,
+                    id=progress.id if progress else new_id)
+
+
+def lost_volume(old_id: int, found: str, new_id: str) -> Progress:
+    """The record the join leaves once it removed the member whose data our pod lost: from here the
+    replacement goes on as any other (the new member joins as a learner, then votes)."""
+    P = contract.ReplacePhase
+    return Progress(phase=P.REJOINING, old_member=f"{old_id:x}", new_member="",
+                    reason=f"member {old_id:x} left Raft; joining again as a new member on fresh data",
+                    steps=(P.REMOVING, P.REJOINING), cause=f"lost volume: {found}", id=new_id)
 
 
 def premise_failed(own_id: int | None, local_answers: bool, members: Sequence[Member] | None,

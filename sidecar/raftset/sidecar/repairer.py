@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from raftset import contract
@@ -111,9 +112,11 @@ class Repairer(Shell):
         decision = repair.decide(view)
         log.info("replace: %s (%s)", decision.phase or decision.act.value, decision.reason)
         if decision.act is repair.Act.FINISH:
-            # A crash loop is counted afresh from here: the restarts so far belong to the old member.
+            # A crash loop is counted afresh from here: the restarts so far belong to the old member. The
+            # finished record stays until the next replacement: the operator may not have seen any step yet.
+            finished = repair.advanced(progress, self.recorded, decision.phase, decision.reason, own_id)
             await agent.kube.annotate_pod(settings.pod_name, {
-                contract.ANNOTATION_REPLACE: None, contract.ANNOTATION_REPLACE_PROGRESS: None,
+                contract.ANNOTATION_REPLACE: None, contract.ANNOTATION_REPLACE_PROGRESS: finished.to_json(),
                 contract.ANNOTATION_CORRUPTION: None,
                 contract.ANNOTATION_RESTART_BASELINE: str(int(store.get("restartCount") or 0))})
             log.warning("replace: %s", decision.reason)
@@ -191,7 +194,7 @@ class Repairer(Shell):
     async def record(self, read: Progress | None, phase: str, reason: str, own_id: int | None,
                      cause: str = "") -> None:
         """Write the progress record on our pod when it changed (repair.next_progress says what it is)."""
-        current = repair.next_progress(read, self.recorded, phase, reason, own_id, cause)
+        current = repair.next_progress(read, self.recorded, phase, reason, own_id, cause, uuid.uuid4().hex[:8])
         if current is None:
             return
         body: dict[str, Any] = {contract.ANNOTATION_REPLACE_PROGRESS: current.to_json()}
