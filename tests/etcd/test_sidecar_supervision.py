@@ -73,11 +73,14 @@ async def test_a_failing_or_hung_loop_fails_livez_and_readyz_stays_as_it_is(make
     assert pod.ready()
 
     # kubelet restarts the sidecar container; the store keeps running, the member is the same.
+    # The pod's emptyDir outlives the container: the startup file the first sidecar wrote is
+    # still there as the new one starts, so a store restart before its join would still start.
     (faults / "heartbeat.hang").unlink()
-    sidecar = pod.containers.sidecar
-    assert sidecar is not None
-    pod.containers.supervisor.stop(sidecar, grace_s=10)
-    pod.start_sidecar()
+    startup_file = Path(lab.engine.engine.startup_path(str(pod.run_dir)))
+    written_by_first = startup_file.read_bytes()
+    pod.restart_sidecar()
+    assert startup_file.exists() and startup_file.read_bytes() == written_by_first, \
+        "the run dir (an emptyDir) was wiped by a container restart"
     pod.wait_startup()
     pod.wait_ready()
     assert livez(pod)[0] == 200
