@@ -229,9 +229,10 @@ class Pod:
         """
         restarts = 0
         reported: subprocess.Popen[bytes] | None = None
-        liveness = kubelet.Liveness(probed=time.monotonic())
+        liveness = kubelet.ProbeState.liveness(time.monotonic())
         while not stop.is_set():
-            liveness = await asyncio.to_thread(self.containers.probe_liveness, liveness, time.monotonic())
+            liveness = await asyncio.to_thread(self.containers.probe_liveness, "store", kubelet.STORE_LIVENESS,
+                                               liveness, time.monotonic())
             store = self.store
             if store is not None and store.poll() is not None and store is not reported:
                 self.report_exit(restarts + 1, store.returncode)
