@@ -393,12 +393,17 @@ class _Worker(threading.Thread):
         self.store_exit: kubelet.Exit | None = None  # its lastState.terminated
         self.store_backoff: float | None = None  # seconds it waits in CrashLoopBackOff; None while it runs
         self.readiness = kubelet.ProbeState.readiness(time.monotonic())  # the store's, per start
+        # The sidecar's startupProbe passed in its current run: kubelet probes its liveness only
+        # from then on, and counts it ready (it declares no readinessProbe).
+        self.sidecar_started_up = False
         self.reported_ready: bool | None = None  # the Ready condition last written
         self.reported_at = 0.0  # when (monotonic)
         self.observed: tuple[float, bool] | None = None  # (listed at, Ready) from the runner's last list
 
     def _start(self, what: str) -> procs.Proc:
         proc = self.containers.start_sidecar() if what == "sidecar" else self.containers.start_store()
+        if what == "sidecar":
+            self.sidecar_started_up = False
         if what == "store":
             self.store_started = datetime.now(timezone.utc)
             self.store_backoff = None
@@ -457,6 +462,7 @@ class _Worker(threading.Thread):
                 self._start("sidecar")
                 continue
             if self.containers.startup_ok():
+                self.sidecar_started_up = True
                 return True
             self._sleep(POLL_S)
         return False
@@ -472,11 +478,14 @@ class _Worker(threading.Thread):
         liveness = {"sidecar": kubelet.ProbeState.liveness(now), "store": kubelet.ProbeState.liveness(now)}
         declared = {"sidecar": self.probes.sidecar_liveness, "store": self.probes.store_liveness}
         while not self._stopped():
+            if not self.sidecar_started_up and self.containers.startup_ok():  # a restarted sidecar's startupProbe
+                self.sidecar_started_up = True
+                liveness["sidecar"] = kubelet.ProbeState.liveness(time.monotonic())
             for what, probe in declared.items():
-                if probe is not None:
+                if probe is not None and (what == "store" or self.sidecar_started_up):
                     before = liveness[what]
                     liveness[what] = self.containers.probe_liveness(what, probe, before, time.monotonic())
-                    if liveness[what].probed is None and before.probed is not None:
+                    if liveness[what] is not before and liveness[what].probed is None:  # a fresh run's state
                         log.warning("%s: %s failed its livenessProbe; stopped, to be restarted", self.pod.key, what)
             self._probe_readiness()
             for what in ("sidecar", "store"):
@@ -520,10 +529,10 @@ class _Worker(threading.Thread):
 
     def _ready(self) -> bool:
         """The pod's Ready condition: both containers run and the store's readiness probe passes
-        (the sidecar declares no readinessProbe: it is ready while it runs)."""
+        (the sidecar declares no readinessProbe: it is ready once its startupProbe passed)."""
         sidecar, store = self.containers.sidecar, self.containers.store
-        return (sidecar is not None and sidecar.alive() and store is not None and store.alive()
-                and self.readiness.passing)
+        return (sidecar is not None and sidecar.alive() and self.sidecar_started_up
+                and store is not None and store.alive() and self.readiness.passing)
 
     def _observed_ready(self) -> bool | None:
         """The Ready condition in the API, as listed after the last write (None: not seen since):
