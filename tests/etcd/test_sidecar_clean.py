@@ -12,17 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from raftset.contract import SidecarEnv
 from raftset.etcdclient import MemberClient
 from tests.harness.lab import Lab, wait_for
 from tests.harness.scenarios import check_members, grow, writing
-from tests.harness.toxiproxy import Toxiproxy
+from tests.harness.toxiproxy import Toxiproxy, client_proxy_name, route_client
 from tests.harness.waiting import await_for
 
 pytestmark = pytest.mark.etcd
-
-CLIENT_BEHIND = 2383  # where ordinal 1's store serves clients when its advertised :2379 is a proxy
-
 
 @pytest.fixture
 def toxiproxy(tmp_path: Path) -> Iterator[Toxiproxy]:
@@ -96,14 +92,12 @@ async def test_clean_keeps_a_member_etcd_would_let_it_remove_while_too_few_answe
     leader's clean counts the members that answer it, only itself, and must remove nothing until
     ordinal 1 answers again."""
     lab = make_lab(replicas=3, clean_grace=2.0)
-    ip = lab.ip(1)
-    lab.pod(1).env_extra[SidecarEnv.LISTEN_CLIENT_URL] = f"http://{ip}:{CLIENT_BEHIND}"
-    toxiproxy.proxy("client-1", f"{ip}:2379", f"{ip}:{CLIENT_BEHIND}")
+    route_client(lab, toxiproxy, 1)
     await grow(lab, 3)
     await lab.move_leader_to(0)
     writer = writing(lab, 0)
     lab.scale(2)
-    toxiproxy.set_enabled("client-1", False)
+    toxiproxy.set_enabled(client_proxy_name(1), False)
     lab.pod(2).kill()
     await asyncio.sleep(4)  # two grace periods
     await lab.rounds_pass("clean", [0])  # and the leader's clean decided on them since
@@ -113,7 +107,7 @@ async def test_clean_keeps_a_member_etcd_would_let_it_remove_while_too_few_answe
     assert len(await lab.members(0)) == 3, "clean removed a member while only 1 of 3 answered it"
     assert clean_removals(lab, 0) == 0, "clean sent a MemberRemove while only 1 of 3 answered it"
     assert clean_outcomes(lab, 0).get("none", 0) > 0
-    toxiproxy.set_enabled("client-1", True)
+    toxiproxy.set_enabled(client_proxy_name(1), True)
     members = await lab.wait_voting(2, 60, 0, 1)
     assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
     await lab.logged("clean: removed member", 0)
