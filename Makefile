@@ -7,7 +7,7 @@ OVERLAY ?= kruise
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help deps venv system-deps controlplane test unit run bench clean
+.PHONY: help deps venv system-deps controlplane test unit run bench generate clean
 
 help:
 	@echo "make run    - local control plane + operator + a sample cluster (or use \$$KUBECONFIG)"
@@ -50,6 +50,11 @@ run: deps controlplane
 # The benchmarks call etcd and etcdctl by name: the default etcd's build comes first on PATH.
 bench: deps controlplane
 	PATH="$$($(PY) -c 'from tools.devcluster import build; print(build.ETCD.out_dir)'):$$PATH" $(PY) -m tests.bench $(BENCH_ARGS)
+
+# The CRDs and the reference doc from tools/crdgen.py, then the Helm chart's copies of the CRDs and
+# of kustomize/ (tools/chartgen.py). A unit test fails while any of them is stale.
+generate: venv
+	$(PY) -m tools.crdgen
 
 clean:
 	rm -rf $(VENV) build *.egg-info
