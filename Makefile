@@ -30,7 +30,7 @@ system-deps:
 	@rustup toolchain list | grep -q '^1\.74\.0-' || rustup toolchain install 1.74.0 --profile minimal
 
 # etcd 3.5/3.6/3.7, kube-apiserver, controller-manager, scheduler, OpenKruise, kwok and Xline,
-# cert-manager's controller, built once into a cache (Xline from $$RAFTSET_XLINE_SOURCE and
+# cert-manager's controller (and versitygw, Toxiproxy, promtool, Helm), built once into a cache (Xline from $$RAFTSET_XLINE_SOURCE and
 # cert-manager from $$RAFTSET_CERT_MANAGER_SOURCE, else a clone of the pinned commit/tag).
 controlplane: venv
 	$(PY) -m tools.devcluster build

@@ -10,6 +10,7 @@ apiserver is needed: `helm install` is the e2e tier's (tests/e2e/test_helm_insta
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -41,7 +42,8 @@ def kustomize(path: Path) -> list[dict[str, Any]]:
 def overlay_with_monitoring(overlay: str, tmp_path: Path) -> Path:
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [str(ROOT / "kustomize" / "overlays" / overlay)], "components": [str(MONITORING)]}))
+        "resources": [os.path.relpath(ROOT / "kustomize" / "overlays" / overlay, tmp_path)],
+        "components": [os.path.relpath(MONITORING, tmp_path)]}))
     return tmp_path
 
 
@@ -101,12 +103,12 @@ def operator_container(docs: list[dict[str, Any]]) -> dict[str, Any]:
 def test_the_values_reach_the_objects() -> None:
     docs = helm.template(**{
         "image.repository": '"registry.example/raftset"', "image.tag": '"0.2.0"', "image.pullPolicy": '"Always"',
-        "replicas": "1", "resources": '{"requests": {"cpu": "50m"}}',
+        "replicas": "1", "resources": '{"limits": {"memory": "1Gi"}}',
         "extraArgs": '["--namespace=team-a"]', "extraEnv": '[{"name": "LOG_LEVEL", "value": "debug"}]',
         "secretsNamespaces": '["team-a", "team-b"]'})
     container = operator_container(docs)
     assert container["image"] == "registry.example/raftset:0.2.0" and container["imagePullPolicy"] == "Always"
-    assert container["resources"] == {"requests": {"cpu": "50m"}}
+    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}}
     assert container["args"] == ["--liveness=http://0.0.0.0:8080/healthz", "--leader-elect", "--namespace=team-a"]
     assert container["env"][-1] == {"name": "LOG_LEVEL", "value": "debug"}
     (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
