@@ -44,7 +44,7 @@ unit: venv
 test: deps controlplane
 	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n 2 --durations=40 $(PYTEST_ARGS)
 
-run: deps controlplane
+run: deps
 	$(PY) -m tools.devcluster run --overlay $(OVERLAY)
 
 # The benchmarks call etcd and etcdctl by name: the default etcd's build comes first on PATH.

@@ -12,6 +12,7 @@ second one) must leave no process, no temporary directory and no volume behind.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from tests.harness import engines, guide
 from tests.harness.cli import Cli, existing, survivors
 from tests.harness.engines import EngineUnderTest
 from tests.harness.waiting import wait_for
-from tools.devcluster import build, plane
+from tools.devcluster import build, plane, versions, xline
 
 # What the pod runner runs for the guide's and the samples' clusters: the default etcd build
 # (the etcdctl on the guide's PATH too) and the one Xline build (any Xline image); the id names them.
@@ -112,15 +113,34 @@ def test_make_run_serves_the_user_guide_and_stops_leaving_nothing_behind(
           f"stopped in {time.monotonic() - t0 - started - guided:.0f}s")
 
 
-def test_make_run_with_the_statefulset_overlay_brings_the_demo_to_available(
-        builds: tuple[EngineUnderTest, ...]) -> None:
+def cache_without_xline(root: Path) -> tuple[Path, Path]:
+    """A build cache holding every cached build but Xline's (each a link to this machine's), and the
+    link that would put Xline's there."""
+    (root / "bin").mkdir(parents=True)
+    for built in versions.bin_root().iterdir():
+        if not built.name.startswith(".") and built.name != xline.XLINE.out_dir.name:
+            (root / "bin" / built.name).symlink_to(built)
+    return root / "bin" / xline.XLINE.out_dir.name, xline.XLINE.out_dir
+
+
+def test_make_run_with_the_statefulset_overlay_brings_the_demo_to_available_before_xlines_build_lands(
+        builds: tuple[EngineUnderTest, ...], tmp_path: Path) -> None:
     """`OVERLAY=statefulset make run` (issue 29): the builtin-StatefulSet install, whose RBAC grants nothing on
     OpenKruise, on a plane where OpenKruise's CRDs are installed: the operator must neither watch them nor
-    restart, and the demo becomes Available on a StatefulSet."""
-    cli = Cli("run", "--overlay", "statefulset", env={"KUBECONFIG": ""})
+    restart, and the demo becomes Available on a StatefulSet.
+
+    In the same run, `make run` in minutes (issue 31): Xline's build is withheld (absent from the cache,
+    its build lock held here, as another session building it would hold it). The etcd demo must come up
+    without it, and the XlineCluster demo must appear, and become Available, once the build lands."""
+    xline_link, xline_build = cache_without_xline(tmp_path / "cache")
+    assert xline_build.is_dir(), "the machine's Xline build, which this test lets through"
+    lock = open(tmp_path / "cache" / "bin" / f".{xline.XLINE.name}.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    cli = Cli("run", "--overlay", "statefulset", env={"KUBECONFIG": "", "RAFTSET_CACHE": str(tmp_path / "cache")})
     try:
         workdir = Path(cli.wait_match(r"export KUBECONFIG=(\S+)/admin\.kubeconfig", START_TIMEOUT).group(1))
         cli.wait_match(r"Ctrl-C stops everything", 60)
+        assert "XlineCluster demo-xline is applied once Xline's build lands" in cli.output, cli.output[-2000:]
         exports = dict(re.findall(r"^\s*export (\w+)=(\S+)", cli.output, re.M))
         env = {**os.environ, "KUBECONFIG": exports["KUBECONFIG"]}
 
@@ -133,6 +153,13 @@ def test_make_run_with_the_statefulset_overlay_brings_the_demo_to_available(
                  STEP_TIMEOUT, "the demo EtcdCluster Available")
         assert kubectl("get", "etcdc", "demo", "-o", "jsonpath={.status.workloadKind}") == "StatefulSet"
         assert kubectl("get", "statefulsets.apps", "demo", "-o", "name") == "statefulset.apps/demo\n"
+        assert kubectl("get", "xc", "-o", "name") == "", "no XlineCluster while Xline's build is withheld"
+        xline_link.symlink_to(xline_build)
+        lock.close()  # the build lands: the background build finds it under the lock
+        cli.wait_match(r"Xline is built: XlineCluster demo-xline applied", 60)
+        wait_for(lambda: "True" == kubectl("get", "xc", "demo-xline", "-o",
+                                           "jsonpath={.status.conditions[?(@.type=='Available')].status}"),
+                 STEP_TIMEOUT, "the demo XlineCluster Available")
         # kopf gave up on a forbidden watch after about a minute, long after the demo was Available:
         # the evidence is the operator's own word that it does not watch them, and no word of them since.
         log = (workdir / "operator.log").read_text()
@@ -142,6 +169,7 @@ def test_make_run_with_the_statefulset_overlay_brings_the_demo_to_available(
         code = cli.stop(signal.SIGTERM, 120)
     finally:
         cli.close()
+        lock.close()
     assert code == 0, cli.output[-4000:]
     assert not re.search(r"operator \(pid \d+\) .*; restarting", cli.output), "the operator never exited"
     assert survivors(recorded) == []

@@ -342,3 +342,15 @@ def test_the_pods_ready_condition_as_listed() -> None:
     assert not podrunner.pod_ready({"status": {"conditions": [{"type": "Ready", "status": "False"},
                                                               {"type": "Initialized", "status": "True"}]}})
     assert not podrunner.pod_ready({"status": {}})
+
+
+def test_an_engine_not_built_yet_is_said_not_substituted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make run` builds Xline in the background: a pod of it meanwhile gets a note, not another engine."""
+    from tools.devcluster import build, xline
+
+    monkeypatch.setenv("RAFTSET_CACHE", str(tmp_path))
+    (build.ETCDS[1].out_dir).mkdir(parents=True)  # only an older etcd is built
+    path, note = podrunner.store_build("xline", f"ghcr.io/xline-kv/xline:v{xline.XLINE.version}")
+    assert path == xline.XLINE.out_dir and note is not None and "not built yet" in note
+    path, note = podrunner.store_build("etcd", f"gcr.io/etcd-development/etcd:v{build.ETCD.version}")
+    assert path == build.ETCDS[1].out_dir and note is not None and build.ETCDS[1].version in note

@@ -205,11 +205,14 @@ HELM = Component(
     ),
 )
 
-# What the local control plane runs; `make controlplane` (and CI) builds every component.
-PLANE = (*ETCDS, KUBE, KRUISE, KWOK)
-# Besides: the S3 server (backups), the fault-injection proxy, promtool (tests, bench) and Helm
-# (the chart's tests).
-COMPONENTS = (*PLANE, VERSITYGW, TOXIPROXY, PROMTOOL, HELM)
+# What the local control plane runs.
+PLANE = (ETCD, KUBE, KRUISE, KWOK)
+# What `make run` builds before it shows anything: the plane, whose etcd is the demo's too, and
+# its S3 store. Xline and cert-manager follow in the background (tools/devcluster/__main__.py).
+DEMO = (*PLANE, VERSITYGW)
+# `make controlplane` (and so `make test`) builds every component: besides, the older etcd minors
+# (upgrades), the fault-injection proxy, promtool (tests, bench) and Helm (the chart's tests).
+COMPONENTS = (*ETCDS, KUBE, KRUISE, KWOK, VERSITYGW, TOXIPROXY, PROMTOOL, HELM)
 
 
 def go_env() -> dict[str, str]:

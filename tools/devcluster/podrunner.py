@@ -185,7 +185,12 @@ def _store_builds() -> dict[str, list[tuple[str, Path]]]:
 def store_build(engine: str, image: str) -> tuple[Path, str | None]:
     """The cached build the store runs: the one its image's version names, else the engine's
     default, with a note saying so (a substitute is said, never silent)."""
-    builds = _store_builds()[engine]
+    known = _store_builds()[engine]
+    # `make run` builds only the default etcd before it starts, Xline in the background.
+    builds = [(v, path) for v, path in known if path.is_dir()]
+    if not builds:
+        default_version, default_dir = known[0]
+        return default_dir, f"{engine} {default_version} is not built yet: its store cannot start until it is"
     version = versions.of_image(image)
     exact = next((path for v, path in builds if v == version), None)
     if exact is not None:
