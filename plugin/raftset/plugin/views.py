@@ -67,7 +67,7 @@ def activity(obj: Mapping[str, Any]) -> list[str]:
     if lost and lost.get("status") != "False":
         out.append(f"QuorumLost={lost['status']} ({lost['reason']}): {lost['message']}")
     under_way = replacements.under_way(st.get("replacements") or [])
-    if under_way:
+    if under_way and under_way not in progressing.get("message", ""):  # Progressing may already say it
         out.append(under_way)
     out += [str(d) for d in st.get("disagreements") or []]
     if not out:
