@@ -82,9 +82,10 @@ def test_status_view_names_each_members_ordinal_node_and_heartbeat_age() -> None
 def test_status_view_of_a_cluster_the_operator_has_not_seen_yet() -> None:
     body = orders()
     body["status"] = {}
+    del body["spec"]["replicas"]
     view = views.status_view(body, {}, NOW)
     assert view["members"] == [] and not view["serving"] and view["activity"] == ["nothing"]
-    assert "no member published yet" in text.status(view)
+    assert "members - ready of - desired, leader none\n\nno member published yet" in text.status(view)
 
 
 def test_a_second_raft_entry_for_one_pod_keeps_its_ordinal_and_node() -> None:

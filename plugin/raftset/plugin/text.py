@@ -31,9 +31,9 @@ def _conditions(view: Mapping[str, Any]) -> str:
 
 
 def status(view: Mapping[str, Any]) -> str:
-    ready = "-" if view["readyReplicas"] is None else view["readyReplicas"]
+    ready, desired = (_cell(view[k]) for k in ("readyReplicas", "desired"))
     lines = [f"{_header(view)}   version {view['version'] or '-'}   {view['workloadKind'] or '-'}",
-             f"members {ready} ready of {view['desired']} desired, leader {view['leader'] or 'none'}", ""]
+             f"members {ready} ready of {desired} desired, leader {view['leader'] or 'none'}", ""]
     rows = [(m["name"], m["ordinal"], m["id"], m["role"], m["learner"], m["indexLag"], m["healthy"], m["ready"],
              m["node"] or "-", f"{m['heartbeatAge']} ago" if m["heartbeatAge"] else "-") for m in view["members"]]
     lines.append(table(("MEMBER", "ORDINAL", "ID", "ROLE", "LEARNER", "LAG", "HEALTHY", "READY", "NODE",

@@ -137,7 +137,7 @@ def survivors_view(obj: Mapping[str, Any], leases: Sequence[Mapping[str, Any]], 
     (raftset.quorumloss.rank; `auto` picks raftset.quorumloss.choose), beside the operator's QuorumLost."""
     ident = _identity(obj)
     name = ident["name"]
-    raft = next((membership.parse_membership((lease.get("metadata") or {}).get("annotations", {})
+    raft = next((membership.parse_membership(((lease.get("metadata") or {}).get("annotations") or {})
                                              .get(contract.ANNOTATION_MEMBERSHIP))
                  for lease in leases if (lease.get("metadata") or {}).get("name") == contract.membership_lease_name(name)),
                 None)
