@@ -9,18 +9,22 @@ starts from it healthy), so that the file stays within its share of `make test`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from raftset import backups, contract
-from raftset.plugin import verbs
+from raftset.plugin import cli, verbs
 from tests.e2e.test_fullstack import FAST, stack
 from tests.e2e.test_repair import VICTIM, ids, under_writes
 from tests.harness.checker import Writer, check
@@ -63,11 +67,26 @@ def shared(control_plane: Any, operator: Operator, s3_server: S3Server,
         kubectl(kubeconfig, "delete", "namespace", namespace, "--wait=false", check=False)
 
 
-def plugin(kubeconfig: str, *args: str, stdin: str = "", timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([PLUGIN, "--kubeconfig", kubeconfig, *args], input=stdin, capture_output=True,
-                          text=True, timeout=timeout, check=False)
-    print(f"$ kubectl raftset {' '.join(args)}  -> {done.returncode}\n{done.stdout}{done.stderr}")
-    return done
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def plugin(kubeconfig: str, *args: str, stdin: str = "") -> Ran:
+    """`kubectl raftset ARGS`, run in this process (the console script's own `main`): a process per
+    call costs seconds on a loaded runner. The console script itself is run once, in the first test."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            mock.patch.object(sys, "stdin", io.StringIO(stdin)):
+        try:
+            code = cli.main(["--kubeconfig", kubeconfig, *args])
+        except SystemExit as exc:  # argparse: --help, usage errors
+            code = int(exc.code or 0)
+    ran = Ran(code, out.getvalue(), err.getvalue())
+    print(f"$ kubectl raftset {' '.join(args)}  -> {code}\n{ran.stdout}{ran.stderr}")
+    return ran
 
 
 def healthy(kv: ClusterView) -> None:
@@ -81,7 +100,10 @@ def test_status_why_and_the_exit_codes_scripts_use(control_plane: Any,
     kv, _, namespace = shared
     config = control_plane.kubeconfig
     healthy(kv)
-    shown = plugin(config, "status", "kv", "-n", namespace)
+    # The console script kubectl runs for `kubectl raftset` (pyproject's entry point), as a process.
+    shown = subprocess.run([PLUGIN, "--kubeconfig", config, "status", "kv", "-n", namespace],
+                           capture_output=True, text=True, timeout=120, check=False)
+    print(shown.stdout, shown.stderr)
     assert shown.returncode == verbs.OK
     leader = kv.status()["leader"]
     assert f"EtcdCluster {namespace}/kv" in shown.stdout and f"leader {leader}" in shown.stdout
@@ -136,7 +158,7 @@ def test_replace_follows_the_steps_until_the_new_member_votes(control_plane: Any
     old, writer = under_writes(kv)
     try:
         done = plugin(control_plane.kubeconfig, "replace", victim, "-n", namespace, "--timeout", "150",
-                      "-o", "json", timeout=200)
+                      "-o", "json")
         written = writer.ok
         wait_for(lambda: writer.ok > written + 20, 30, "writes flowing after the replacement")
     finally:
@@ -159,7 +181,7 @@ def test_backup_lists_it_and_restore_creates_a_new_cluster_from_it(
     writer.start()
     try:
         wait_for(lambda: writer.ok > 30, 30, "the writer running")
-        taken = plugin(config, "backup", "kv", "-n", namespace, "--timeout", "120", timeout=180)
+        taken = plugin(config, "backup", "kv", "-n", namespace, "--timeout", "120")
     finally:
         writer.stop()
     assert taken.returncode == verbs.OK, taken.stderr
@@ -175,7 +197,7 @@ def test_backup_lists_it_and_restore_creates_a_new_cluster_from_it(
     assert success["key"] in plugin(config, "backups", "kv", "-n", namespace).stdout
 
     restored = plugin(config, "restore", "kv", "-n", namespace, "--from", success["key"], "--as", "kv2",
-                      "--replicas", "1", "--timeout", "150", timeout=200)
+                      "--replicas", "1", "--timeout", "150")
     assert restored.returncode == verbs.OK, restored.stderr
     kv2 = stack(config, namespace, "kv2", runner)
     assert kv2.obj()["spec"]["bootstrap"]["fromBackup"] == {
@@ -185,3 +207,26 @@ def test_backup_lists_it_and_restore_creates_a_new_cluster_from_it(
     assert verdict.acknowledged == len(in_snapshot) > 30
     again = plugin(config, "restore", "kv", "-n", namespace, "--from", "latest", "--as", "kv2", "--no-wait")
     assert again.returncode == verbs.FAILED and "exists already" in again.stderr
+
+
+def test_the_kind_is_found_by_name_and_a_name_both_kinds_have_needs_kind(control_plane: Any, operator: Operator,
+                                                                         namespace: str) -> None:
+    """An XlineCluster is found without --kind; an EtcdCluster of the same name makes the name ambiguous
+    (exit 2) until --kind says which. No pod runner: kwok's pods run nothing, so neither is Available
+    (exit 3), and neither backs up, so the backup verbs have nothing to act on (exit 3)."""
+    config = control_plane.kubeconfig
+    ClusterView(config, contract.KIND_XLINE, "twin", namespace).create(1)
+    shown = plugin(config, "status", "twin", "-n", namespace, "-o", "json")
+    assert shown.returncode == verbs.NOT_READY
+    assert (json.loads(shown.stdout)["kind"], json.loads(shown.stdout)["serving"]) == (contract.KIND_XLINE, False)
+    assert plugin(config, "why", "twin", "-n", namespace).returncode == verbs.NOT_READY
+    for verb in (("backup", "twin"), ("backups", "twin"), ("restore", "twin", "--from", "latest", "--as", "x")):
+        assert plugin(config, *verb, "-n", namespace).returncode == verbs.NOT_READY, verb
+
+    ClusterView(config, contract.KIND_ETCD, "twin", namespace).create(1)
+    ambiguous = plugin(config, "status", "twin", "-n", namespace)
+    assert ambiguous.returncode == verbs.USAGE and "--kind" in ambiguous.stderr
+    assert json.loads(plugin(config, "status", "twin", "-n", namespace, "--kind", "xc", "-o", "json").stdout
+                      )["kind"] == contract.KIND_XLINE
+    assert json.loads(plugin(config, "status", "twin", "-n", namespace, "--kind", "EtcdCluster", "-o", "json").stdout
+                      )["kind"] == contract.KIND_ETCD

@@ -14,7 +14,7 @@ from raftset.plugin.kube import Api, NotFound, UsageError
 
 EXIT_CODES = """exit codes:
   0  done: the verb succeeded (status, why: the cluster is Available and not Degraded)
-  1  failed: refused by the operator, a failed backup or restore, declined, an API error
+  1  failed: refused by the operator, a failed backup or restore, declined, an API or kubeconfig error
   2  usage: bad arguments, or a name both kinds have (say --kind)
   3  not found or not ready: no such cluster or pod, nothing to act on (no spec.backup),
      or (status, why) the cluster is not Available or is Degraded

@@ -38,14 +38,19 @@ class Api:
 
     @classmethod
     def connect(cls, kubeconfig: str | None, context: str | None, namespace: str | None) -> Api:
-        """kubectl's configuration (KUBECONFIG, --kubeconfig, --context), or the pod's in a cluster."""
+        """kubectl's configuration (KUBECONFIG, --kubeconfig, --context); in a pod without one, the pod's."""
         try:
             contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
             chosen = next((c for c in contexts if c["name"] == context), None) if context else active
             current = ((chosen or {}).get("context") or {}).get("namespace")
             config.load_kube_config(config_file=kubeconfig, context=context)
-        except config.ConfigException:
-            config.load_incluster_config()
+        except config.ConfigException as exc:
+            if kubeconfig or context:
+                raise  # what was named is wrong: say so, not that this is no pod
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                raise exc from None
             current = None
         return cls(client.ApiClient(), namespace or current or "default")
 
