@@ -1,9 +1,10 @@
 """`kubectl raftset`, every verb against a real cluster (issue 31, item 2).
 
-The installed console script (`kubectl-raftset`, what kubectl runs for `kubectl raftset`) against
-the real operator, workload controllers, sidecars, etcd members and S3 server (versitygw). One
-three-member EtcdCluster, backed up to a fresh bucket, serves every test of the module (each
-starts from it healthy), so that the file stays within its share of `make test`.
+The plugin's `main` (the console script `kubectl-raftset`, what kubectl runs for `kubectl raftset`,
+is run as a process once) against the real operator, workload controllers, sidecars, etcd members
+and S3 server (versitygw). One three-member EtcdCluster, backed up to a fresh bucket, serves every
+test of the module (each starts from it healthy), so that the file stays within its share of
+`make test`.
 """
 
 from __future__ import annotations

@@ -209,6 +209,29 @@ def test_replace_steps_not_shown_yet_the_current_one_with_the_sidecars_words() -
     assert views.replace_steps(steps, "Learner", "", 3) == []
 
 
+def lost(status: str, reason: str) -> dict[str, str]:
+    return {"type": "QuorumLost", "status": status, "reason": reason, "message": f"{reason} message"}
+
+
+@pytest.mark.parametrize(("now", "recovering_seen", "pending", "refusals", "outcome"), [
+    # Refused: the request gone and a RecoveryRefused posted since it.
+    (lost("False", "QuorumHealthy"), False, False, ["recover-quorum=auto refused: the cluster has quorum"],
+     (False, "refused: recover-quorum=auto refused: the cluster has quorum")),
+    (lost("False", "QuorumHealthy"), False, True, ["old words"], None),  # not taken yet
+    (lost("True", "QuorumLost"), False, False, [], None),  # taken, nothing said yet
+    (lost("True", "Recovering"), True, False, [], None),
+    (lost("False", "Rejoining"), True, False, [], None),  # writable, members still joining
+    (lost("False", "Recovered"), True, False, [], (True, "recovered: Recovered message")),
+    (lost("False", "QuorumHealthy"), True, False, [], (True, "recovered: QuorumHealthy message")),
+    # Recovered without the plugin seeing it under way (too quick between two reads): not claimed.
+    (lost("False", "Recovered"), False, False, [], None),
+])
+def test_a_recovery_request_is_answered_by_a_refusal_or_a_recovery(
+        now: dict[str, str], recovering_seen: bool, pending: bool, refusals: list[str],
+        outcome: tuple[bool, str] | None) -> None:
+    assert views.recovery_outcome(now, recovering_seen, pending, refusals) == outcome
+
+
 SUCCESS = {"key": "prod/shop/orders/snapshot-20261123T081502Z-r48213.db", "revision": 48213, "size": 10,
            "sha256": "9f0c", "time": "2026-11-23T08:15:02Z"}
 FAILURE = {"time": "2026-11-23T09:00:00Z", "reason": "CredentialsRejected", "message": "403"}

@@ -126,35 +126,30 @@ def recover_quorum(api: Api, args: argparse.Namespace, out: Out) -> int:
     if args.no_wait:
         out.result({**view, "requested": request}, "")
         return OK
-    seen = {"reason": "", "recovering": False}
+    shown, recovering = "", False
 
-    def outcome() -> tuple[int, str] | None:
+    def outcome() -> tuple[bool, str] | None:
+        nonlocal shown, recovering
         _, current = api.cluster(args.name, engine.kind)
         lost = views.condition(current, "QuorumLost")
-        if lost.get("reason") != seen["reason"]:
-            seen["reason"] = lost.get("reason", "")
+        if lost.get("reason") != shown:
+            shown = lost.get("reason", "")
             out.progress(f"  QuorumLost={lost.get('status')} ({lost.get('reason')}): {lost.get('message')}")
-        if lost.get("reason") in ("Recovering", "Rejoining"):
-            seen["recovering"] = True
-        if seen["recovering"] and lost.get("status") == "False" and lost.get("reason") != "Rejoining":
-            return OK, f"recovered: {lost.get('message')}"
-        annotations = (current.get("metadata") or {}).get("annotations") or {}
-        if contract.ANNOTATION_RECOVER_QUORUM not in annotations and not seen["recovering"]:
-            refused = [e for e in api.events(args.name)
-                       if e.get("reason") == "RecoveryRefused" and _event_key(e) not in refusals]
-            if refused:
-                return FAILED, f"refused: {refused[-1].get('message')}"
-        return None
+        recovering = recovering or lost.get("reason") in views.RECOVERY_UNDER_WAY
+        pending = contract.ANNOTATION_RECOVER_QUORUM in ((current.get("metadata") or {}).get("annotations") or {})
+        fresh = [str(e.get("message") or "") for e in ([] if pending or recovering else api.events(args.name))
+                 if e.get("reason") == "RecoveryRefused" and _event_key(e) not in refusals]
+        return views.recovery_outcome(lost, recovering, pending, fresh)
 
     result = follow(outcome, args.timeout)
     if result is None:
         out.result({**view, "requested": request, "outcome": "TimedOut"},
                    f"not recovered after {args.timeout:.0f} s: `kubectl raftset why {args.name}`")
         return TIMED_OUT
-    code, message = result
-    out.result({**view, "requested": request, "outcome": "Recovered" if code == OK else "Refused",
+    recovered, message = result
+    out.result({**view, "requested": request, "outcome": "Recovered" if recovered else "Refused",
                 "message": message}, message)
-    return code
+    return OK if recovered else FAILED
 
 
 def _event_key(event: dict[str, Any]) -> tuple[str, int]:

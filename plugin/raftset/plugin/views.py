@@ -163,6 +163,25 @@ def replace_steps(steps: Sequence[str], phase: str, reason: str, told: int) -> l
             for i, step in enumerate(steps) if i >= told]
 
 
+RECOVERY_UNDER_WAY = ("Recovering", "Rejoining")
+
+
+def recovery_outcome(lost: Mapping[str, str], recovering_seen: bool, pending: bool,
+                     new_refusals: Sequence[str]) -> tuple[bool, str] | None:
+    """(recovered, message) once the operator has answered a recover-quorum request, else None.
+
+    `lost` is QuorumLost now; `recovering_seen` whether it was Recovering or Rejoining since the
+    request; `pending` whether the request annotation is still on the cluster; `new_refusals` the
+    messages of RecoveryRefused Events posted since the request. Refused: the operator removed the
+    request and said why. Recovered: a recovery ran and QuorumLost is False past Rejoining.
+    """
+    if recovering_seen and lost.get("status") == "False" and lost.get("reason") not in RECOVERY_UNDER_WAY:
+        return True, f"recovered: {lost.get('message', '')}"
+    if not recovering_seen and not pending and new_refusals:
+        return False, f"refused: {new_refusals[-1]}"
+    return None
+
+
 def backup_outcome(before: Mapping[str, Any], after: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """("succeeded" | "failed", the entry) once status.backup shows an attempt newer than `before`; else None."""
     success, failure = after.get("lastSuccess"), after.get("lastFailure")
