@@ -31,6 +31,8 @@ SECONDS = {
     "tests/e2e/test_make_run.py": 165,
     "tests/e2e/test_kubectl_plugin.py": 150,  # alone with a plane's start: 143.5 s (load 10), 166.9 s (load 17)
     "tests/e2e/test_quorum_loss_leases_refused.py": 142,
+    "tests/e2e/test_install_matrix.py": 142,
+    "tests/e2e/test_quorum_loss_survivors.py": 128,
     "tests/e2e/test_repair.py": 100,
     "tests/e2e/test_quorum_loss_silent.py": 85,
     "tests/e2e/test_membership.py": 68,
@@ -38,6 +40,8 @@ SECONDS = {
     "tests/e2e/test_left_raft.py": 42,
     "tests/e2e/test_operator_ha.py": 35,
     "tests/e2e/test_helm_install.py": 35,
+    "tests/e2e/test_pod_readiness.py": 35,  # one test each, under the 40 slowest's 36 s
+    "tests/e2e/test_replace_narration.py": 35,
     "tests/e2e/test_controlplane.py": 30,
 }
 DEFAULT_SECONDS = 60
