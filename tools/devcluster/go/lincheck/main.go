@@ -34,6 +34,7 @@ type recorded struct {
 	Deleted      int64   `json:"deleted"`
 	Succeeded    bool    `json:"succeeded"`
 	Revision     int64   `json:"revision"`
+	Endpoint     string  `json:"endpoint"` // for people reading the visualization
 }
 
 type history struct {
@@ -92,6 +93,7 @@ func linearizable(ops []recorded) []porcupine.Operation {
 			Call:     op.Call,
 			Output:   output{Unknown: op.unknown(), Found: op.Found, Value: op.Got, Deleted: op.Deleted, Succeeded: op.Succeeded},
 			Return:   ret,
+			Metadata: op.Endpoint,
 		})
 		if op.unknown() {
 			ids[op.Client] = next

@@ -135,4 +135,6 @@ var registerModel = porcupine.Model{
 	Step:              step,
 	DescribeOperation: describe,
 	DescribeState:     func(s interface{}) string { return s.(register).String() },
+	// The endpoint that answered (or did not).
+	DescribeOperationMetadata: func(info interface{}) string { return fmt.Sprint(info) },
 }
