@@ -137,6 +137,7 @@ class Traffic(threading.Thread):
         kinds, weights = zip(*MIX.items())
         seen: dict[str, str | None] = {}  # what this client last read or wrote per key
         count = 0
+        backoff = 0.0
         async with TrafficClient(self.endpoint(n), self.tls, timeout=self.timeout) as client:
             while not self.done.is_set():
                 (kind, serializable), = rng.choices(kinds, weights)
@@ -147,7 +148,10 @@ class Traffic(threading.Thread):
                 self.history.append(op)
                 if not op.unknown:
                     seen[key] = _held_after(op, seen.get(key))
-                await asyncio.sleep(0.005)
+                # After a failure, back off: a member that is down refuses at once, and hundreds of
+                # writes with unknown outcomes on a few keys are more than porcupine can search.
+                backoff = 0.0 if not op.unknown else min(max(2 * backoff, 0.25), 2.0)
+                await asyncio.sleep(backoff or 0.005)
 
     async def _record(self, client: TrafficClient, n: int, kind: Kind, serializable: bool, key: str,
                       value: str, expect: str | None) -> Op:

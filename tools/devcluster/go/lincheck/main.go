@@ -67,12 +67,15 @@ func load(reader io.Reader) ([]recorded, error) {
 
 // linearizable turns the recorded operations into porcupine's: a read without an answer is
 // dropped (it changed nothing), serializable reads are checked apart (checkSerializable), and an
-// operation without an answer never returns (math.MaxInt64), as in etcd's robustness suite.
-// After one, its client continues under a new id: a client's operations must not overlap.
+// operation without an answer never returns (math.MaxInt64), as in etcd's robustness suite,
+// unless some answered operation saw its value: then it took effect before that one returned
+// (observedBy). After one, its client continues under a new id: a client's operations must not
+// overlap.
 func linearizable(ops []recorded) []porcupine.Operation {
 	var out []porcupine.Operation
 	ids := map[int]int{}
 	next := 0
+	seen := observedBy(ops)
 	for _, op := range ops {
 		if op.Serializable || (op.unknown() && !op.isWrite()) {
 			continue
@@ -86,6 +89,9 @@ func linearizable(ops []recorded) []porcupine.Operation {
 		ret := int64(math.MaxInt64)
 		if !op.unknown() {
 			ret = *op.Return
+		} else if t, ok := seen[written{op.Key, op.Value}]; ok && op.Kind != "delete" && t >= op.Call {
+			// (seen before it was called: no bound, and porcupine finds that read impossible)
+			ret = t
 		}
 		out = append(out, porcupine.Operation{
 			ClientId: id,
@@ -101,6 +107,32 @@ func linearizable(ops []recorded) []porcupine.Operation {
 		}
 	}
 	return out
+}
+
+type written struct{ key, value string }
+
+// observedBy gives, for each value read (by any get, serializable too: a member serves only what
+// was committed) or compared successfully, the earliest return time of an answered operation that
+// saw it. Values are unique, so a write whose outcome is unknown but whose value was seen took
+// effect before then: bounding its return time keeps porcupine's search from trying it at every
+// later point, which made histories with many unknown outcomes run out of time.
+func observedBy(ops []recorded) map[written]int64 {
+	seen := map[written]int64{}
+	note := func(key, value string, at int64) {
+		if t, ok := seen[written{key, value}]; !ok || at < t {
+			seen[written{key, value}] = at
+		}
+	}
+	for _, op := range ops {
+		switch {
+		case op.unknown():
+		case op.Kind == "get" && op.Found:
+			note(op.Key, op.Got, *op.Return)
+		case op.Kind == "cas" && op.Succeeded && op.Expect != nil:
+			note(op.Key, *op.Expect, *op.Return)
+		}
+	}
+	return seen
 }
 
 type verdict struct {

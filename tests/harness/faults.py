@@ -1,0 +1,64 @@
+"""The fault catalog (issue 27, item 3), so far for the `etcd` tier's lab: one context manager per
+fault, which injects it on entry and ends it on exit (as kubelet, or the network, would).
+
+Present: SIGKILL of a member's store (the leader's or a follower's) and of a sidecar, and a store
+paused (SIGSTOP) past the election timeout. Not yet: the operator's SIGKILL (no operator runs in
+the lab), a partition from all peers (the lab's one Toxiproxy per member's peer port cuts only
+links whose both ends are proxied: tests/etcd/test_faults.py), a sidecar's Lease writes refused
+(tests/harness/quorum.py has it for the e2e tier), clock skew (libfaketime is not installed) and a
+volume that fills; nor `make run` and real nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tests.harness.lab import Lab
+
+
+@contextmanager
+def store_killed(lab: Lab, ordinal: int) -> Iterator[None]:
+    """A crash of the store: SIGKILL, no preStop hook; on exit kubelet starts it again in the same
+    pod (same data, same member). The sidecar keeps running."""
+    pod = lab.pod(ordinal)
+    store = pod.containers.store
+    assert store is not None and store.alive(), f"ordinal {ordinal}: no store running to kill"
+    pod.containers.supervisor.kill(store)
+    try:
+        yield
+    finally:
+        pod.start_store()
+
+
+@contextmanager
+def sidecar_killed(lab: Lab, ordinal: int) -> Iterator[None]:
+    """A crash of the sidecar: SIGKILL; on exit kubelet starts the container again in the same pod
+    (its emptyDir, and so its startup file, kept). The store keeps running."""
+    pod = lab.pod(ordinal)
+    sidecar = pod.containers.sidecar
+    assert sidecar is not None and sidecar.alive(), f"ordinal {ordinal}: no sidecar running to kill"
+    pod.containers.supervisor.kill(sidecar)
+    try:
+        yield
+    finally:
+        pod.restart_sidecar()
+
+
+@contextmanager
+def store_paused(lab: Lab, ordinal: int, at_least: float) -> Iterator[None]:
+    """A frozen store (a stalled process or VM): SIGSTOP, so it answers neither peers nor clients,
+    for at least `at_least` seconds (give more than the election timeout for a paused leader to be
+    replaced); SIGCONT on exit."""
+    store = lab.pod(ordinal).store
+    assert store is not None and store.poll() is None, f"ordinal {ordinal}: no store running to pause"
+    os.kill(store.pid, signal.SIGSTOP)
+    until = time.monotonic() + at_least
+    try:
+        yield
+        time.sleep(max(0.0, until - time.monotonic()))
+    finally:
+        os.kill(store.pid, signal.SIGCONT)
