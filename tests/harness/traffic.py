@@ -227,9 +227,12 @@ class Verdict:
 
 
 def lincheck(ops: Sequence[Op], html: Path, timeout: float = 120.0) -> Verdict:
-    """Run the checker on a history; the visualization lands at `html` when it says no."""
+    """Run the checker on a history; the visualization lands at `html` when it says no, and the
+    history itself beside it (`.json`) in any case."""
     build.ensure(build.LINCHECK, log=lambda _: None)
-    proc = subprocess.run([str(build.LINCHECK.binary("lincheck")), "-html", str(html), "-"], input=to_json(ops),
+    history = html.with_suffix(".json")
+    history.write_text(to_json(ops))
+    proc = subprocess.run([str(build.LINCHECK.binary("lincheck")), "-html", str(html), str(history)],
                           capture_output=True, text=True, timeout=timeout)
     if proc.returncode not in (0, 1):
         raise AssertionError(f"lincheck gave no verdict (exit {proc.returncode}): {proc.stdout}{proc.stderr}")
