@@ -26,6 +26,7 @@ FAULTS: dict[str, tuple[Callable[[Lab, int], AbstractContextManager[None]], bool
     "follower-killed": (lambda lab, leader: faults.store_killed(lab, (leader + 1) % 3), False, True),
     "leader-paused": (lambda lab, leader: faults.store_paused(lab, leader, at_least=2.0), True, True),
     "leader-sidecar-killed": (lambda lab, leader: faults.sidecar_killed(lab, leader), False, False),
+    "leader-leases-refused": (lambda lab, leader: faults.leases_refused(lab, leader), False, False),
 }
 
 

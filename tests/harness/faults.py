@@ -1,12 +1,12 @@
 """The fault catalog (issue 27, item 3), so far for the `etcd` tier's lab: one context manager per
 fault, which injects it on entry and ends it on exit (as kubelet, or the network, would).
 
-Present: SIGKILL of a member's store (the leader's or a follower's) and of a sidecar, and a store
-paused (SIGSTOP) past the election timeout. Not yet: the operator's SIGKILL (no operator runs in
-the lab), a partition from all peers (the lab's one Toxiproxy per member's peer port cuts only
-links whose both ends are proxied: tests/etcd/test_faults.py), a sidecar's Lease writes refused
-(tests/harness/quorum.py has it for the e2e tier), clock skew (libfaketime is not installed) and a
-volume that fills; nor `make run` and real nodes.
+Present: SIGKILL of a member's store (the leader's or a follower's) and of a sidecar, a store
+paused (SIGSTOP) past the election timeout, and a sidecar's Lease writes refused by the API while
+Raft is healthy. Not yet: the operator's SIGKILL (no operator runs in the lab), a partition from
+all peers (the lab's one Toxiproxy per member's peer port cuts only links whose both ends are
+proxied: tests/etcd/test_faults.py), clock skew (libfaketime is not installed) and a volume that
+fills; nor `make run` and real nodes.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from tests.harness import quorum
 from tests.harness.lab import Lab
 
 
@@ -62,3 +63,11 @@ def store_paused(lab: Lab, ordinal: int, at_least: float) -> Iterator[None]:
         time.sleep(max(0.0, until - time.monotonic()))
     finally:
         os.kill(store.pid, signal.SIGCONT)
+
+
+@contextmanager
+def leases_refused(lab: Lab, ordinal: int) -> Iterator[None]:
+    """A sidecar's path to the API cut: every write of its heartbeat Lease refused (an admission
+    policy), while the store and Raft carry on. Entered once a write is refused, left once one passes."""
+    with quorum.lease_writes_refused(lab.core.api_client, lab.namespace, [lab.pod(ordinal).name]):
+        yield
