@@ -11,6 +11,7 @@ linearizable read of every key is recorded too, so that a write lost at the end 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import subprocess
 import threading
@@ -91,15 +92,22 @@ class Traffic(threading.Thread):
         super().__init__(daemon=True)
         self.done = threading.Event()
         self.started_clients = threading.Event()
+        self.crashed: BaseException | None = None
 
     def run(self) -> None:
-        asyncio.run(self._run())
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:  # reported by stop(): a history cut short must not pass as whole
+            self.crashed = exc
+            self.started_clients.set()
 
     def stop(self, timeout: float = 30.0) -> Traffic:
         self.done.set()
         self.join(timeout)
         if self.is_alive():
             raise AssertionError("the traffic did not stop")
+        if self.crashed is not None:
+            raise AssertionError(f"the traffic crashed: {self.crashed!r}") from self.crashed
         return self
 
     def endpoint(self, client: int) -> str:
@@ -173,7 +181,7 @@ class Traffic(threading.Thread):
         except EtcdClientError as exc:
             self.errors.append(str(exc))
             return base
-        return Op(**{**base.__dict__, **answer, "returned": time.monotonic_ns()})  # type: ignore[arg-type]
+        return dataclasses.replace(base, returned=time.monotonic_ns(), **answer)  # type: ignore[arg-type]
 
     async def _final_reads(self) -> None:
         """A linearizable read of every key, by a client of its own, from the first endpoint that answers."""
