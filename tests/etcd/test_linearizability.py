@@ -97,3 +97,5 @@ async def test_traffic_pinned_to_a_paused_member_records_unknown_outcomes_and_st
     assert verdict.linearizable, verdict.summary
     assert f"({len(unknown)} with unknown outcome)" in verdict.summary
     assert traffic.watch_problems() == []
+    lost = lincheck(lost_write(ops), tmp_path / "pinned-lost-write.html")  # unknown outcomes hide no loss
+    assert not lost.linearizable, lost.summary
