@@ -5,40 +5,70 @@ checker."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from tests.harness import faults
 from tests.harness.checker import Writer
-from tests.harness.lab import Lab
+from tests.harness.lab import Lab, wait_for
 from tests.harness.scenarios import check_members, grow
 from tests.harness.traffic import Traffic, lincheck
 
 pytestmark = pytest.mark.etcd
 
-# fault -> (how to inject it given the leader's ordinal, whether it costs the cluster its leader,
-# whether clients feel it)
-FAULTS: dict[str, tuple[Callable[[Lab, int], AbstractContextManager[None]], bool, bool]] = {
-    "leader-killed": (lambda lab, leader: faults.store_killed(lab, leader), True, True),
-    "follower-killed": (lambda lab, leader: faults.store_killed(lab, (leader + 1) % 3), False, True),
-    "leader-paused": (lambda lab, leader: faults.store_paused(lab, leader, at_least=2.0), True, True),
-    "leader-sidecar-killed": (lambda lab, leader: faults.sidecar_killed(lab, leader), False, False),
-    "leader-leases-refused": (lambda lab, leader: faults.leases_refused(lab, leader), False, False),
+@dataclass(frozen=True)
+class Fault:
+    inject: Callable[[Lab, int], AbstractContextManager[None]]  # given the leader's ordinal
+    costs_leader: bool = False  # a new leader must be elected
+    felt: bool = True  # some client calls fail
+    restarts: Callable[[int], set[int]] = lambda leader: set()  # the ordinals whose processes are replaced
+    prepare: Callable[[Lab], None] | None = None  # before the pods start
+
+
+def skew_seen(lab: Lab, ordinal: int, seconds: int) -> bool:
+    """The sidecar's heartbeat is stamped by its skewed clock."""
+    stamped = datetime.fromisoformat(lab.pod(ordinal).heartbeat()["time"].replace("Z", "+00:00"))
+    return stamped - datetime.now(timezone.utc) > timedelta(seconds=seconds / 2)
+
+
+@contextmanager
+def skewed_and_seen(lab: Lab, ordinal: int, seconds: int) -> Iterator[None]:
+    with faults.clock_skewed(lab, ordinal, seconds):
+        wait_for(lambda: skew_seen(lab, ordinal, seconds), 20, "the skewed clock in the sidecar's heartbeat")
+        yield
+
+
+FAULTS = {
+    "leader-killed": Fault(lambda lab, leader: faults.store_killed(lab, leader), costs_leader=True,
+                           restarts=lambda leader: {leader}),
+    "follower-killed": Fault(lambda lab, leader: faults.store_killed(lab, (leader + 1) % 3),
+                             restarts=lambda leader: {(leader + 1) % 3}),
+    "leader-paused": Fault(lambda lab, leader: faults.store_paused(lab, leader, at_least=2.0), costs_leader=True),
+    "leader-sidecar-killed": Fault(lambda lab, leader: faults.sidecar_killed(lab, leader), felt=False,
+                                   restarts=lambda leader: {leader}),
+    "leader-leases-refused": Fault(lambda lab, leader: faults.leases_refused(lab, leader), felt=False),
+    "leader-clock-skewed": Fault(lambda lab, leader: skewed_and_seen(lab, leader, 120), felt=False,
+                                 prepare=lambda lab: faults.skewable_clocks(lab, range(3))),
 }
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 async def test_traffic_through_a_fault_stays_linearizable(make_lab, tmp_path: Path, fault: str) -> None:
-    inject, costs_leader, felt = FAULTS[fault]
+    chosen = FAULTS[fault]
     lab = make_lab(replicas=3)
+    if chosen.prepare:
+        chosen.prepare(lab)
     await grow(lab, 3)
     leader = await lab.leader_ordinal()
     assert leader is not None
     term = (await lab.status(leader)).raft_term
     processes = {o: (lab.pod(o).store, lab.pod(o).sidecar) for o in range(3)}
+    members = {m.id for m in await lab.members(leader)}
     endpoints = [lab.pod(o).client_url for o in range(3)]
     traffic = Traffic(endpoints, watchers=3, timeout=1.0, tls=lab.client_tls())  # a watcher per member
     writer = Writer(endpoints, lab.client_tls(), timeout=1.0, deadline=10.0)
@@ -47,7 +77,7 @@ async def test_traffic_through_a_fault_stays_linearizable(make_lab, tmp_path: Pa
     try:
         assert traffic.started_clients.wait(10), traffic.errors[-3:]
         time.sleep(1.0)
-        with inject(lab, leader):
+        with chosen.inject(lab, leader):
             time.sleep(2.0)
         for o in range(3):
             lab.pod(o).wait_ready()
@@ -58,13 +88,13 @@ async def test_traffic_through_a_fault_stays_linearizable(make_lab, tmp_path: Pa
     ops = traffic.history
     print(f"{fault}: {len(ops)} operations, {sum(op.unknown for op in ops)} unknown, "
           f"{len(traffic.errors)} errors, e.g. {traffic.errors[:2]}")
-    if felt:
+    if chosen.felt:
         assert traffic.errors, "the fault was felt: some calls failed"
     restarted = {o for o in range(3) if (lab.pod(o).store, lab.pod(o).sidecar) != processes[o]}
-    assert restarted == ({leader} if "killed" in fault and fault.startswith("leader")
-                         else {(leader + 1) % 3} if fault == "follower-killed" else set()), restarted
-    if costs_leader:
+    assert restarted == chosen.restarts(leader), restarted
+    if chosen.costs_leader:
         assert max([(await lab.status(o)).raft_term for o in range(3)]) > term, "a new leader was elected"
+    assert {m.id for m in await lab.members(leader)} == members, "every member kept its identity"
     verdict = lincheck(ops, tmp_path / f"{fault}.html")
     assert verdict.linearizable, verdict.summary
     assert traffic.watch_problems() == []

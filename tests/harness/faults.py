@@ -3,18 +3,19 @@ fault, which injects it on entry and ends it on exit (as kubelet, or the network
 
 Present: SIGKILL of a member's store (the leader's or a follower's) and of a sidecar, a store
 paused (SIGSTOP) past the election timeout, and a sidecar's Lease writes refused by the API while
-Raft is healthy. Not yet: the operator's SIGKILL (no operator runs in the lab), a partition from
-all peers (the lab's one Toxiproxy per member's peer port cuts only links whose both ends are
-proxied: tests/etcd/test_faults.py), clock skew (libfaketime is not installed) and a volume that
+Raft is healthy, and a sidecar's clock skewed (libfaketime). Not yet: the operator's SIGKILL (no
+operator runs in the lab), a partition from all peers (the lab's one Toxiproxy per member's peer
+port cuts only links whose both ends are proxied: tests/etcd/test_faults.py) and a volume that
 fills; nor `make run` and real nodes.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from tests.harness import quorum
@@ -71,3 +72,36 @@ def leases_refused(lab: Lab, ordinal: int) -> Iterator[None]:
     policy), while the store and Raft carry on. Entered once a write is refused, left once one passes."""
     with quorum.lease_writes_refused(lab.core.api_client, lab.namespace, [lab.pod(ordinal).name]):
         yield
+
+
+# Debian's libfaketime (`make system-deps`).
+LIBFAKETIME = "/usr/lib/*/faketime/libfaketime.so.1"
+CLOCK_OFFSET_FILE = "clock-offset"
+
+
+def skewable_clocks(lab: Lab, ordinals: Iterable[int]) -> None:
+    """Before these pods start: their sidecars run under libfaketime, which reads the clock's offset
+    from a file on every call (`clock_skewed` writes it), so that a skew needs no restart. Only the
+    wall clock moves: the monotonic clock (asyncio's timers) stays true, as NTP leaves it."""
+    found = glob.glob(LIBFAKETIME)
+    assert found, f"libfaketime not installed ({LIBFAKETIME}): make system-deps"
+    for ordinal in ordinals:
+        pod = lab.pod(ordinal)
+        pod.root.mkdir(parents=True, exist_ok=True)
+        offset = pod.root / CLOCK_OFFSET_FILE
+        offset.write_text("+0\n")
+        pod.env_extra.update(LD_PRELOAD=found[0], FAKETIME_TIMESTAMP_FILE=str(offset), FAKETIME_NO_CACHE="1",
+                             DONT_FAKE_MONOTONIC="1")
+
+
+@contextmanager
+def clock_skewed(lab: Lab, ordinal: int, seconds: int) -> Iterator[None]:
+    """A sidecar's wall clock `seconds` ahead (behind, if negative); true again on exit.
+    Needs `skewable_clocks` before the pod started."""
+    offset = lab.pod(ordinal).root / CLOCK_OFFSET_FILE
+    assert offset.is_file(), f"ordinal {ordinal}: skewable_clocks before the pod starts"
+    offset.write_text(f"{seconds:+d}s\n")
+    try:
+        yield
+    finally:
+        offset.write_text("+0\n")
