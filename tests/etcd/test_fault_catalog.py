@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -27,7 +27,7 @@ class Fault:
     costs_leader: bool = False  # a new leader must be elected
     felt: bool = True  # some client calls fail
     restarts: Callable[[int], set[int]] = lambda leader: set()  # the ordinals whose processes are replaced
-    prepare: Callable[[Lab], None] | None = None  # before the pods start
+    prepare: Callable[[Lab], AbstractContextManager[object]] = lambda lab: nullcontext()  # held around it all
 
 
 def skew_seen(lab: Lab, ordinal: int, seconds: int) -> bool:
@@ -43,6 +43,16 @@ def skewed_and_seen(lab: Lab, ordinal: int, seconds: int) -> Iterator[None]:
         yield
 
 
+@contextmanager
+def full_and_crashed(lab: Lab, ordinal: int) -> Iterator[None]:
+    """etcd exits when bbolt cannot grow its file ("failed to commit tx": no space left on device)."""
+    with faults.volume_full(lab, ordinal):
+        store = lab.pod(ordinal).containers.store
+        assert store is not None
+        wait_for(lambda: not store.alive(), 30, "the store to exit on its full volume")
+        yield
+
+
 FAULTS = {
     "leader-killed": Fault(lambda lab, leader: faults.store_killed(lab, leader), costs_leader=True,
                            restarts=lambda leader: {leader}),
@@ -53,7 +63,10 @@ FAULTS = {
                                    restarts=lambda leader: {leader}),
     "leader-leases-refused": Fault(lambda lab, leader: faults.leases_refused(lab, leader), felt=False),
     "leader-clock-skewed": Fault(lambda lab, leader: skewed_and_seen(lab, leader, 120), felt=False,
-                                 prepare=lambda lab: faults.skewable_clocks(lab, range(3))),
+                                 prepare=lambda lab: nullcontext(faults.skewable_clocks(lab, range(3)))),
+    "follower-volume-full": Fault(lambda lab, leader: full_and_crashed(lab, (leader + 1) % 3),
+                                  restarts=lambda leader: {(leader + 1) % 3},
+                                  prepare=lambda lab: faults.small_volumes(lab, range(3), 200)),
 }
 
 
@@ -61,8 +74,11 @@ FAULTS = {
 async def test_traffic_through_a_fault_stays_linearizable(make_lab, tmp_path: Path, fault: str) -> None:
     chosen = FAULTS[fault]
     lab = make_lab(replicas=3)
-    if chosen.prepare:
-        chosen.prepare(lab)
+    with chosen.prepare(lab):
+        await run_through(lab, tmp_path, fault, chosen)
+
+
+async def run_through(lab: Lab, tmp_path: Path, fault: str, chosen: Fault) -> None:
     await grow(lab, 3)
     leader = await lab.leader_ordinal()
     assert leader is not None

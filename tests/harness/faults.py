@@ -3,17 +3,20 @@ fault, which injects it on entry and ends it on exit (as kubelet, or the network
 
 Present: SIGKILL of a member's store (the leader's or a follower's) and of a sidecar, a store
 paused (SIGSTOP) past the election timeout, and a sidecar's Lease writes refused by the API while
-Raft is healthy, and a sidecar's clock skewed (libfaketime). Not yet: the operator's SIGKILL (no
-operator runs in the lab), a partition from all peers (the lab's one Toxiproxy per member's peer
-port cuts only links whose both ends are proxied: tests/etcd/test_faults.py) and a volume that
-fills; nor `make run` and real nodes.
+Raft is healthy, a sidecar's clock skewed (libfaketime), and a member's data volume full (a
+size-limited tmpfs: mounting needs root, as the lab's loopback addresses do). Not yet: the
+operator's SIGKILL (no operator runs in the lab) and a partition from all peers (the lab's one
+Toxiproxy per member's peer port cuts only links whose both ends are proxied:
+tests/etcd/test_faults.py); nor `make run` and real nodes.
 """
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -105,3 +108,49 @@ def clock_skewed(lab: Lab, ordinal: int, seconds: int) -> Iterator[None]:
         yield
     finally:
         offset.write_text("+0\n")
+
+
+BALLAST = "ballast"
+
+
+@contextmanager
+def small_volumes(lab: Lab, ordinals: Iterable[int], size_mb: int) -> Iterator[None]:
+    """Before these pods start: each one's data volume a tmpfs of `size_mb` (etcd preallocates 64 MiB
+    of WAL), so that `volume_full` can fill it. Unmounted lazily on exit: the store may still hold
+    files open until the lab kills it."""
+    mounted = []
+    try:
+        for ordinal in ordinals:
+            volume = lab.pod(ordinal).data_dir.parent
+            volume.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(volume)],
+                           check=True)
+            mounted.append(volume)
+        yield
+    finally:
+        for volume in mounted:
+            subprocess.run(["umount", "--lazy", str(volume)], check=False)
+
+
+@contextmanager
+def volume_full(lab: Lab, ordinal: int) -> Iterator[None]:
+    """A member's data volume full: a ballast file takes every free byte (`small_volumes` first). On
+    exit the ballast goes, and kubelet starts the store again if the full disk made it exit."""
+    pod = lab.pod(ordinal)
+    ballast = pod.data_dir.parent / BALLAST
+    chunk = b"\0" * (1 << 20)
+    with open(ballast, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(chunk)
+                f.flush()
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+    try:
+        yield
+    finally:
+        ballast.unlink()
+        store = pod.containers.store
+        if store is None or not store.alive():
+            pod.start_store()
