@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,11 +24,12 @@ pytestmark = pytest.mark.etcd
 
 @dataclass(frozen=True)
 class Fault:
-    inject: Callable[[Lab, int], AbstractContextManager[None]]  # given the leader's ordinal
+    # given the lab, the leader's ordinal and what `prepare` gave
+    inject: Callable[[Lab, int, Any], AbstractContextManager[None]]
     costs_leader: bool = False  # a new leader must be elected
     felt: bool = True  # some client calls fail
     restarts: Callable[[int], set[int]] = lambda leader: set()  # the ordinals whose processes are replaced
-    prepare: Callable[[Lab], AbstractContextManager[object]] = lambda lab: nullcontext()  # held around it all
+    prepare: Callable[[Lab], AbstractContextManager[Any]] = lambda lab: nullcontext()  # held around it all
 
 
 def skew_seen(lab: Lab, ordinal: int, seconds: int) -> bool:
@@ -54,17 +56,19 @@ def full_and_crashed(lab: Lab, ordinal: int) -> Iterator[None]:
 
 
 FAULTS = {
-    "leader-killed": Fault(lambda lab, leader: faults.store_killed(lab, leader), costs_leader=True,
+    "leader-killed": Fault(lambda lab, leader, _: faults.store_killed(lab, leader), costs_leader=True,
                            restarts=lambda leader: {leader}),
-    "follower-killed": Fault(lambda lab, leader: faults.store_killed(lab, (leader + 1) % 3),
+    "follower-killed": Fault(lambda lab, leader, _: faults.store_killed(lab, (leader + 1) % 3),
                              restarts=lambda leader: {(leader + 1) % 3}),
-    "leader-paused": Fault(lambda lab, leader: faults.store_paused(lab, leader, at_least=2.0), costs_leader=True),
-    "leader-sidecar-killed": Fault(lambda lab, leader: faults.sidecar_killed(lab, leader), felt=False,
+    "leader-paused": Fault(lambda lab, leader, _: faults.store_paused(lab, leader, at_least=2.0), costs_leader=True),
+    "leader-sidecar-killed": Fault(lambda lab, leader, _: faults.sidecar_killed(lab, leader), felt=False,
                                    restarts=lambda leader: {leader}),
-    "leader-leases-refused": Fault(lambda lab, leader: faults.leases_refused(lab, leader), felt=False),
-    "leader-clock-skewed": Fault(lambda lab, leader: skewed_and_seen(lab, leader, 120), felt=False,
+    "leader-leases-refused": Fault(lambda lab, leader, _: faults.leases_refused(lab, leader), felt=False),
+    "leader-clock-skewed": Fault(lambda lab, leader, _: skewed_and_seen(lab, leader, 120), felt=False,
                                  prepare=lambda lab: nullcontext(faults.skewable_clocks(lab, range(3)))),
-    "follower-volume-full": Fault(lambda lab, leader: full_and_crashed(lab, (leader + 1) % 3),
+    "follower-cut-off-from-leader": Fault(lambda lab, leader, proxy: faults.cut_off(proxy, (leader + 1) % 3, leader),
+                                          prepare=lambda lab: faults.peers_proxied(lab, range(3))),
+    "follower-volume-full": Fault(lambda lab, leader, _: full_and_crashed(lab, (leader + 1) % 3),
                                   restarts=lambda leader: {(leader + 1) % 3},
                                   prepare=lambda lab: faults.small_volumes(lab, range(3), 200)),
 }
@@ -74,11 +78,11 @@ FAULTS = {
 async def test_traffic_through_a_fault_stays_linearizable(make_lab, tmp_path: Path, fault: str) -> None:
     chosen = FAULTS[fault]
     lab = make_lab(replicas=3)
-    with chosen.prepare(lab):
-        await run_through(lab, tmp_path, fault, chosen)
+    with chosen.prepare(lab) as prepared:
+        await run_through(lab, tmp_path, fault, chosen, prepared)
 
 
-async def run_through(lab: Lab, tmp_path: Path, fault: str, chosen: Fault) -> None:
+async def run_through(lab: Lab, tmp_path: Path, fault: str, chosen: Fault, prepared: Any) -> None:
     await grow(lab, 3)
     leader = await lab.leader_ordinal()
     assert leader is not None
@@ -93,7 +97,7 @@ async def run_through(lab: Lab, tmp_path: Path, fault: str, chosen: Fault) -> No
     try:
         assert traffic.started_clients.wait(10), traffic.errors[-3:]
         time.sleep(1.0)
-        with chosen.inject(lab, leader):
+        with chosen.inject(lab, leader, prepared):
             time.sleep(2.0)
         for o in range(3):
             lab.pod(o).wait_ready()

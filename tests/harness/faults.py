@@ -4,10 +4,10 @@ fault, which injects it on entry and ends it on exit (as kubelet, or the network
 Present: SIGKILL of a member's store (the leader's or a follower's) and of a sidecar, a store
 paused (SIGSTOP) past the election timeout, and a sidecar's Lease writes refused by the API while
 Raft is healthy, a sidecar's clock skewed (libfaketime), and a member's data volume full (a
-size-limited tmpfs: mounting needs root, as the lab's loopback addresses do). Not yet: the
-operator's SIGKILL (no operator runs in the lab) and a partition from all peers (the lab's one
-Toxiproxy per member's peer port cuts only links whose both ends are proxied:
-tests/etcd/test_faults.py); nor `make run` and real nodes.
+size-limited tmpfs: mounting needs root, as the lab's loopback addresses do), and a member cut
+off from the leader (Toxiproxy). Not yet: the operator's SIGKILL (no operator runs in the lab) and
+a member cut off from every peer (the lab's one Toxiproxy per member's peer port cuts only links
+whose both ends are proxied, and every member dials from 127.0.0.1); nor `make run` and real nodes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from contextlib import contextmanager
 
 from tests.harness import quorum
 from tests.harness.lab import Lab
+from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers
 
 
 @contextmanager
@@ -154,3 +155,27 @@ def volume_full(lab: Lab, ordinal: int) -> Iterator[None]:
         store = pod.containers.store
         if store is None or not store.alive():
             pod.start_store()
+
+
+@contextmanager
+def peers_proxied(lab: Lab, ordinals: Iterable[int]) -> Iterator[Toxiproxy]:
+    """Before these pods start: a Toxiproxy in front of each one's peer port, for `cut_off`."""
+    with Toxiproxy(lab.workdir / "toxiproxy") as proxy:
+        route_peers(lab, proxy, ordinals)
+        yield proxy
+
+
+@contextmanager
+def cut_off(proxy: Toxiproxy, ordinal: int, leader: int) -> Iterator[None]:
+    """`ordinal` and the leader exchange nothing; the third member still hears both. etcd peers dial
+    each other both ways and a stream carries both directions, so a link is cut only where the
+    proxies of both ends are: these two go, the third's carries the rest. Clients still reach
+    `ordinal`: its serializable reads lag, its linearizable ones cannot reach the leader."""
+    names = (peer_proxy_name(ordinal), peer_proxy_name(leader))
+    for name in names:
+        proxy.set_enabled(name, False)
+    try:
+        yield
+    finally:
+        for name in names:
+            proxy.set_enabled(name, True)
