@@ -67,6 +67,8 @@ class Component:
     source_module: str | None = None
     source_edits: tuple[SourceEdit, ...] = ()
     tags: tuple[str, ...] = ()
+    # The wrapper module holds the component's own Go source: its *.go files are inputs too.
+    own_source: bool = False
 
     @property
     def module_dir(self) -> Path:
@@ -205,14 +207,26 @@ HELM = Component(
     ),
 )
 
+# The robustness campaign's linearizability checker (issue 27): porcupine with our own
+# register-per-key model (why not etcd's: docs/robustness.md, "The checker").
+LINCHECK = Component(
+    name="lincheck",
+    version=versions.PORCUPINE,
+    module="lincheck",
+    packages=(".",),
+    binaries=("lincheck",),
+    own_source=True,
+)
+
 # What the local control plane runs.
 PLANE = (ETCD, KUBE, KRUISE, KWOK)
 # What `make run` builds before it shows anything: the plane, whose etcd is the demo's too, and
 # its S3 store. Xline and cert-manager follow in the background (tools/devcluster/__main__.py).
 DEMO = (*PLANE, VERSITYGW)
 # `make controlplane` (and so `make test`) builds every component: besides, the older etcd minors
-# (upgrades), the fault-injection proxy, promtool (tests, bench) and Helm (the chart's tests).
-COMPONENTS = (*ETCDS, KUBE, KRUISE, KWOK, VERSITYGW, TOXIPROXY, PROMTOOL, HELM)
+# (upgrades), the fault-injection proxy, promtool (tests, bench), Helm (the chart's tests) and the
+# linearizability checker.
+COMPONENTS = (*ETCDS, KUBE, KRUISE, KWOK, VERSITYGW, TOXIPROXY, PROMTOOL, HELM, LINCHECK)
 
 
 def go_env() -> dict[str, str]:
@@ -252,6 +266,9 @@ def inputs_digest(component: Component, go_version: str) -> str:
     if component.source_module:
         inputs += (component.source_module, component.source_edits, component.tags)
     h.update(repr(inputs).encode())
+    if component.own_source:
+        for path in sorted(component.module_dir.glob("*.go")):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 
