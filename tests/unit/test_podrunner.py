@@ -183,7 +183,8 @@ def test_project_tls_adds_the_loopback_address_and_keeps_names_usages_and_the_ca
     files = {"ca.crt": ca.cert_pem, "client.crt": leaves["client"].cert_pem, "client.key": leaves["client"].key_pem}
     for purpose in ("server", "peer"):
         files[f"{purpose}.crt"], files[f"{purpose}.key"] = leaves[purpose].cert_pem, leaves[purpose].key_pem
-    out = podrunner.project_tls(files, ca, "127.150.3.12")
+    other = certificates.build_ca("another-ca", now)
+    out = podrunner.project_tls(files, [other, ca], "127.150.3.12")  # each leaf re-issued by its own signer
     for purpose in ("server", "peer"):
         pair = certificates.KeyPair(out[f"{purpose}.crt"], out[f"{purpose}.key"])
         assert certificates.matches_key(pair) and certificates.signed_by(pair.cert_pem, ca.cert_pem)
@@ -194,7 +195,9 @@ def test_project_tls_adds_the_loopback_address_and_keeps_names_usages_and_the_ca
     assert {k: out[k] for k in ("ca.crt", "client.crt", "client.key")} == \
         {k: files[k] for k in ("ca.crt", "client.crt", "client.key")}
     with pytest.raises(ValueError, match="cert-manager"):
-        podrunner.project_tls(files, None, "127.150.3.12")
+        podrunner.project_tls(files, [], "127.150.3.12")
+    with pytest.raises(ValueError, match="no key of the CA that signed server.crt"):
+        podrunner.project_tls(files, [other], "127.150.3.12")
 
 
 def test_grace_defaults_like_kubernetes() -> None:
