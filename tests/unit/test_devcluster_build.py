@@ -204,3 +204,10 @@ def test_without_an_archive_the_source_is_fetched_by_its_commands(tmp_path: Path
         sources.ensure(failing, log=lambda _: None)
     assert not failing.root.exists()
     assert [p.name for p in failing.root.parent.iterdir()] == [xline.XLINE.source_root.name]
+
+
+def test_the_modules_of_every_missing_component_but_the_first_download_while_it_builds() -> None:
+    """The first one's build downloads its own; one built from its own source copy downloads that in its build."""
+    assert build.prefetched([build.ETCD, build.KUBE, build.PROMTOOL, build.KWOK]) == [build.KUBE, build.KWOK]
+    assert build.prefetched([build.KUBE]) == []
+    assert build.prefetched([]) == []

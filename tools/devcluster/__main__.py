@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -168,9 +169,24 @@ def backup_guide(endpoint: str) -> str:
 """
 
 
-# What `make run` builds after the etcd demo is up: Xline for its demo, and cert-manager (the
-# `cert-manager` TLS provider's tests; `make test` builds everything before it starts anyway).
-BACKGROUND_BUILDS = (xline.XLINE.name, certmanager.CERT_MANAGER.name)
+# Built by `make run` after its guide, for nothing it shows (the `cert-manager` TLS provider's
+# tests; `make test` builds everything before it starts anyway).
+ALSO_BUILT = (certmanager.CERT_MANAGER.name,)
+
+
+@dataclass
+class Landing:
+    """A build `make run` does not wait for, and what it does once that build is there."""
+
+    name: str  # as `python -m tools.devcluster build` names it
+    built: Callable[[], bool]
+    then: Callable[[], None]
+    done: bool = False
+
+
+def go_built(component: build.Component) -> Callable[[], bool]:
+    digest = build.inputs_digest(component, build.go_version(component.module_dir))
+    return lambda: build.is_built(component, digest)
 
 
 def xline_built() -> bool:
@@ -179,42 +195,40 @@ def xline_built() -> bool:
 
 class BackgroundBuild:
     """The builds `make run` does not wait for, at nice 19 in their own process group (stopped
-    with everything else), logged to a file; the XlineCluster demo is applied once Xline's lands."""
+    with everything else), logged to a file; each landing's step runs once its build is there."""
 
-    def __init__(self, kubeconfig: str, workdir: Path) -> None:
-        self.kubeconfig = kubeconfig
+    def __init__(self, workdir: Path, landings: list[Landing]) -> None:
+        self.landings = landings
         self.supervisor = procs.Supervisor(workdir / "logs")
         self.proc: procs.Proc | None = None
-        self.applied = False
 
     def start(self) -> None:
-        if xline_built():
-            self._apply_demo()
+        """The steps of what is built already, at once; then the build of the rest."""
+        self.poll()
+        names = [landing.name for landing in self.landings if not landing.done]
         self.proc = self.supervisor.start(
-            "build", ["nice", "-n", "19", sys.executable, "-m", "tools.devcluster", "build", *BACKGROUND_BUILDS],
+            "build", ["nice", "-n", "19", sys.executable, "-m", "tools.devcluster", "build", *names, *ALSO_BUILT],
             env=os.environ, cwd=REPO)
 
     @property
     def log(self) -> Path:
         return self.supervisor.log_dir / "build.log"
 
-    def poll(self) -> None:
-        """Apply the Xline demo once its build is there; say once if the build failed."""
-        if self.proc is None:
-            return
-        if not self.applied and xline_built():
-            self._apply_demo()
-            print(f"Xline is built: XlineCluster {DEMO_XLINE} applied (kubectl get xc)", flush=True)
-        if not self.proc.alive():
-            code, self.proc = self.proc.popen.returncode, None
-            if code != 0:
-                print(f"the background build of {', '.join(BACKGROUND_BUILDS)} failed (exit {code})"
-                      f"{'' if self.applied else f'; XlineCluster {DEMO_XLINE} not applied'}; log: {self.log}",
-                      flush=True)
+    def pending(self, name: str) -> bool:
+        return any(landing.name == name and not landing.done for landing in self.landings)
 
-    def _apply_demo(self) -> None:
-        _kubectl(self.kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(_demo_cluster(contract.KIND_XLINE, DEMO_XLINE)))
-        self.applied = True
+    def poll(self) -> None:
+        """Run the step of each build that landed; say once if the build failed."""
+        for landing in self.landings:
+            if not landing.done and landing.built():
+                landing.then()
+                landing.done = True
+        if self.proc is not None and not self.proc.alive():
+            code, self.proc = self.proc.popen.returncode, None
+            left = [landing.name for landing in self.landings if not landing.done]
+            if code != 0:
+                print(f"the background build failed (exit {code}){'; not built: ' + ', '.join(left) if left else ''}"
+                      f"; log: {self.log}", flush=True)
 
     def stop(self) -> None:
         self.supervisor.stop_all()
@@ -233,7 +247,7 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
   kubectl get pods -L raftset.dev/role       # one leader, two followers
   kubectl scale etcdc {DEMO} --replicas=5
 """
-    if background is not None and not background.applied:
+    if background is not None and background.pending(xline.XLINE.name):
         guide += f"""
   # XlineCluster {DEMO_XLINE} is applied once Xline's build lands (nice 19, in the background;
   # about 25 min on a 2-core machine; log: {background.log}). make run says when.
@@ -254,6 +268,11 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
 """
     if store is not None:
         guide += backup_guide(store.endpoint)
+    elif background is not None and background.pending(build.VERSITYGW.name):
+        guide += f"""
+  # backups: the S3 store (versitygw) starts once its build lands (log: {background.log});
+  # make run then prints its lines.
+"""
     guide += f"""
 operator: log {operator.log}, pid in {operator.pid_file} (kill -9 it: it is restarted, as kubelet would)
 logs: {workdir}   Ctrl-C stops everything.
@@ -275,7 +294,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
             # Only what the etcd demo needs before anything shows (issue 31): the rest follows.
-            build.ensure_all(build.DEMO)
+            build.ensure_all(build.PLANE)
             p = plane.start(full=True, log=print)
             kubeconfig = p.kubeconfig
         workdir = p.workdir if p else Path(tempfile.mkdtemp(prefix="raftset-run-"))
@@ -288,16 +307,31 @@ def cmd_run(args: argparse.Namespace) -> int:
             runner.__enter__()
             prefix = runner.addresses.prefix("default", DEMO)
             endpoints = ",".join(f"http://{pod_ip(prefix, o)}:{contract.CLIENT_PORT}" for o in range(5))
-            # A real S3 store for spec.backup, on loopback as the members are (a cluster of our
-            # own KUBECONFIG runs its pods elsewhere: they could not reach it).
-            store = _start_backup_store(kubeconfig, workdir)
         if p is None:  # another cluster runs the pods from images: nothing to build here
             demos = [_demo_cluster(), _demo_cluster(contract.KIND_XLINE, DEMO_XLINE)]
             _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(demos))
         else:
             _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(_demo_cluster()))
-            background = BackgroundBuild(kubeconfig, workdir)
+            guided = False
+
+            def start_store() -> None:
+                # A real S3 store for spec.backup, on loopback as the members are (a cluster of our
+                # own KUBECONFIG runs its pods elsewhere: they could not reach it).
+                nonlocal store
+                store = _start_backup_store(kubeconfig, workdir)
+                if guided:
+                    print(f"versitygw is built: the S3 store for backups runs{backup_guide(store.endpoint)}", flush=True)
+
+            def apply_xline_demo() -> None:
+                _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(_demo_cluster(contract.KIND_XLINE, DEMO_XLINE)))
+                if guided:
+                    print(f"Xline is built: XlineCluster {DEMO_XLINE} applied (kubectl get xc)", flush=True)
+
+            background = BackgroundBuild(workdir, [
+                Landing(build.VERSITYGW.name, go_built(build.VERSITYGW), start_store),
+                Landing(xline.XLINE.name, xline_built, apply_xline_demo)])
             background.start()
+            guided = True
         _print_guide(kubeconfig, args.overlay, endpoints, workdir, operator, store, background)
         while p is None or not p.dead():
             if background is not None:

@@ -218,11 +218,10 @@ LINCHECK = Component(
     own_source=True,
 )
 
-# What the local control plane runs.
+# What the local control plane runs, and all `make run` builds before it shows anything (its etcd
+# is the demo's too); versitygw, Xline and cert-manager follow in the background
+# (tools/devcluster/__main__.py).
 PLANE = (ETCD, KUBE, KRUISE, KWOK)
-# What `make run` builds before it shows anything: the plane, whose etcd is the demo's too, and
-# its S3 store. Xline and cert-manager follow in the background (tools/devcluster/__main__.py).
-DEMO = (*PLANE, VERSITYGW)
 # `make controlplane` (and so `make test`) builds every component: besides, the older etcd minors
 # (upgrades), the fault-injection proxy, promtool (tests, bench), Helm (the chart's tests) and the
 # linearizability checker.
@@ -397,6 +396,28 @@ def ensure(component: Component, log: Callable[[str], None] = print) -> float:
     return took
 
 
+def prefetched(missing: Iterable[Component]) -> list[Component]:
+    """Whose modules to download while the first missing one builds (each `go build` downloads
+    its own, one after the other; downloading waits on the network, compiling on the CPU).
+    A component built from a copy of its own source downloads that first, in its build."""
+    return [c for c in list(missing)[1:] if c.source_module is None]
+
+
+def _download(component: Component) -> subprocess.Popen:
+    """`go list -deps` of the component's packages: it downloads exactly the modules they import."""
+    return subprocess.Popen(["go", "list", "-deps", "-f", "{{.ImportPath}}", *component.packages],
+                            cwd=component.module_dir, env=go_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
 def ensure_all(components: tuple[Component, ...] = COMPONENTS, log: Callable[[str], None] = print) -> dict[str, float]:
-    return {f"{c.name}-{c.version}": ensure(c, log) for c in components}
+    missing = [c for c in components if not is_built(c, inputs_digest(c, go_version(c.module_dir)))]
+    # A failed download is the build's to report: it downloads again and says why.
+    downloads = [_download(c) for c in prefetched(missing)]
+    try:
+        return {f"{c.name}-{c.version}": ensure(c, log) for c in components}
+    finally:
+        for download in downloads:
+            download.kill()
+            download.wait()
 
