@@ -18,7 +18,6 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -29,6 +28,7 @@ from raftset.plugin import cli, verbs
 from tests.e2e.test_fullstack import FAST, stack
 from tests.e2e.test_repair import VICTIM, ids, under_writes
 from tests.harness.checker import Writer, check
+from tests.harness.cli import PLUGIN
 from tests.harness.engines import DEFAULT
 from tests.harness.operator import Operator, kubectl
 from tests.harness.s3 import fresh_bucket
@@ -39,7 +39,6 @@ from tools.devcluster.s3 import S3Server
 
 pytestmark = pytest.mark.e2e
 
-PLUGIN = str(Path(sys.executable).parent / "kubectl-raftset")
 PREFIX = "e2e"
 
 
