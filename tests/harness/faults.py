@@ -19,7 +19,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 from tests.harness import quorum
 from tests.harness.lab import Lab
@@ -27,31 +27,27 @@ from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers
 
 
 @contextmanager
-def store_killed(lab: Lab, ordinal: int) -> Iterator[None]:
-    """A crash of the store: SIGKILL, no preStop hook; on exit kubelet starts it again in the same
-    pod (same data, same member). The sidecar keeps running."""
+def _killed(lab: Lab, ordinal: int, container: str, restart: str) -> Iterator[None]:
+    """SIGKILL of one container of the pod, no preStop hook; on exit kubelet starts it again in
+    the same pod (same volumes); the other container keeps running."""
     pod = lab.pod(ordinal)
-    store = pod.containers.store
-    assert store is not None and store.alive(), f"ordinal {ordinal}: no store running to kill"
-    pod.containers.supervisor.kill(store)
+    proc = getattr(pod.containers, container)
+    assert proc is not None and proc.alive(), f"ordinal {ordinal}: no {container} running to kill"
+    pod.containers.supervisor.kill(proc)
     try:
         yield
     finally:
-        pod.start_store()
+        getattr(pod, restart)()
 
 
-@contextmanager
-def sidecar_killed(lab: Lab, ordinal: int) -> Iterator[None]:
-    """A crash of the sidecar: SIGKILL; on exit kubelet starts the container again in the same pod
-    (its emptyDir, and so its startup file, kept). The store keeps running."""
-    pod = lab.pod(ordinal)
-    sidecar = pod.containers.sidecar
-    assert sidecar is not None and sidecar.alive(), f"ordinal {ordinal}: no sidecar running to kill"
-    pod.containers.supervisor.kill(sidecar)
-    try:
-        yield
-    finally:
-        pod.restart_sidecar()
+def store_killed(lab: Lab, ordinal: int) -> AbstractContextManager[None]:
+    """A crash of the store: same data, same member when it starts again. The sidecar keeps running."""
+    return _killed(lab, ordinal, "store", "start_store")
+
+
+def sidecar_killed(lab: Lab, ordinal: int) -> AbstractContextManager[None]:
+    """A crash of the sidecar: its emptyDir, and so its startup file, kept. The store keeps running."""
+    return _killed(lab, ordinal, "sidecar", "restart_sidecar")
 
 
 @contextmanager
