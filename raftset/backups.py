@@ -1,7 +1,7 @@
 """Backups, the pure part: when one is due, what its objects are called, which ones retention
 drops, why one failed, and what status and condition the last results give.
 
-The shells (raftset/snapshots.py moves the bytes, the sidecar's backuper decides when) call
+The shells (sidecar/raftset/sidecar/io/snapshots.py moves the bytes, the sidecar's backuper decides when) call
 these functions with plain data; nothing here does I/O, so every rule is unit-tested.
 Cron expressions are parsed by croniter (the same five-field syntax as a Kubernetes CronJob),
 imported at the first schedule read: a sidecar with neither a backup nor a defragmentation

@@ -55,7 +55,7 @@ ANNOTATION_SCALE_AWAY = f"{GROUP}/scale-away"
 
 # Quorum loss (issue 12). A person asks for a recovery by annotating the cluster object:
 # "auto" (the most up-to-date reachable survivor) or a pod name. The operator records the
-# recovery it runs (raftset.quorumloss.RecoveryRecord) on the workload, where every sidecar
+# recovery it runs (raftset.quorum_loss.QuorumLossRecord) on the workload, where every sidecar
 # reads it at join time: the record, not the operator's memory, says which step is next.
 ANNOTATION_RECOVER_QUORUM = f"{GROUP}/recover-quorum"
 RECOVER_QUORUM_AUTO = "auto"
@@ -84,7 +84,7 @@ ACCESS_KEY_FILE = "accessKeyID"
 SECRET_KEY_FILE = "secretAccessKey"
 CA_FILE = "ca.crt"
 # Replace a member at the same size: the user sets ANNOTATION_REPLACE=true on the pod; the
-# pod's sidecar records each step in ANNOTATION_REPLACE_PROGRESS (raftset.replacement.Progress),
+# pod's sidecar records each step in ANNOTATION_REPLACE_PROGRESS (raftset.replace.Progress),
 # clears the request once the new member votes and leaves the record finished (Done) until the
 # pod's next replacement; the operator narrates the record, each step once.
 ANNOTATION_REPLACE = f"{GROUP}/replace"

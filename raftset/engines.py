@@ -239,7 +239,7 @@ class Capabilities:
     # etcd: measured with a bbolt db whose meta pages were overwritten ("failed to open database",
     # "invalid database"); WAL damage reads "crc mismatch".
     corruption_texts: tuple[str, ...] = ()
-    # Refusal (raftset.etcdclient.Refusal member name) -> lower-case fragments of the
+    # Refusal (raftset.sidecar.io.etcdclient.Refusal member name) -> lower-case fragments of the
     # engine's own messages, for the refusals whose text differs from etcd's.
     refusal_texts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -307,7 +307,7 @@ class Engine:
     # member, under that member's own name (spec.bootstrap.fromBackup).
     restore_command: Callable[[RestoreConfig], list[str]]
     # The engine's own upgrade precondition: the lowest patch of a minor series that may
-    # move to the next minor (raftset.versions.refusal).
+    # move to the next minor (raftset.operator.pure.versions.refusal).
     upgrade_floors: Mapping[str, str] = field(default_factory=dict)
 
     def image(self, version: str | None = None, image: str | None = None) -> str:

@@ -1,10 +1,9 @@
-"""The Raft membership record, and the record of a scale step: the operator's two Raft truths.
+"""The Raft membership record: the leader's sidecar writes it, the operator believes it.
 
 The leader's sidecar publishes `RaftMembership` (a linearizable MemberList as the leader
 sees it) in the membership Lease (contract.membership_lease_name); the operator reads it
-and believes it over the heartbeat Leases for who is a member. The operator writes
-`ScaleStep` on the workload in the same apply as the step itself, so that a restarted
-operator knows which step it is waiting for and since when.
+and believes it over the heartbeat Leases for who is a member (its own record of a scale
+step, raftset.operator.pure.scale_step, is planned against this record's `index`).
 
 `index` orders records: it is the leader's raft index taken just before its MemberList,
 and the raft log index only grows, across leaders too. A record whose index is at least
@@ -85,29 +84,3 @@ def _membership(data: Any) -> RaftMembership:
 
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-SCALE_IN = "scale-in"
-SCALE_OUT = "scale-out"
-
-
-@dataclass(frozen=True)
-class ScaleStep:
-    """One scale step the operator took: which pod, which member, planned on which membership, when."""
-
-    action: str  # SCALE_IN | SCALE_OUT
-    pod: str  # the victim, or the pod added
-    member_id: str  # the victim's member id when the step began; "" if it was no member
-    after_index: int  # RaftMembership.index the step was planned on
-    started: str  # RFC 3339 by the operator's clock; only the operator compares it
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-
-def parse_step(raw: str | None) -> ScaleStep | None:
-    """The step in the workload's annotation; None when absent or unreadable (raftset.records)."""
-    step = records.parse(raw, lambda data: ScaleStep(
-        action=str(data["action"]), pod=str(data["pod"]), member_id=str(data["member_id"]),
-        after_index=int(data["after_index"]), started=str(data["started"])))
-    return step if step is not None and step.action in (SCALE_IN, SCALE_OUT) else None

@@ -3,7 +3,7 @@
 A 3-member cluster (real etcd, real sidecars, the operator's default sidecar settings) is
 filled to `data_mib` with large values through the normal client; then the bench load
 (`load.py`) and the checker's writer run, a steady window is measured, and one backup goes
-to versitygw through the product's own code (`raftset.snapshots.take`: Maintenance.Snapshot
+to versitygw through the product's own code (`raftset.sidecar.io.snapshots.take`: Maintenance.Snapshot
 -> sha256 -> multipart upload -> read back and compare -> manifest -> "latest"), driven
 directly so its seconds are the backup's alone (the sidecar adds up to its check interval).
 
@@ -29,9 +29,10 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from raftset import backups, contract, snapshots
-from raftset.etcdclient import ClientTLS, EtcdClientError, MemberClient
-from raftset.objectstore import S3Settings, S3Store
+from raftset import backups, contract
+from raftset.sidecar.io import snapshots
+from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, MemberClient
+from raftset.sidecar.io.objectstore import S3Settings, S3Store
 from tests.bench.labs import PRODUCT_DEFAULTS, grow
 from tests.bench.load import Load
 from tests.bench.stats import window_stats

@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from raftset.etcdclient import ClientTLS, EtcdClientError, MemberClient
+from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, MemberClient
 from tests.bench.stats import Sample
 
 # At 0-2 ms the machine sets the rate; at 20 ms one-way a put takes about two round trips

@@ -41,7 +41,7 @@ from tests.harness.lab import Lab
 from tests.harness.quorum import end_recovery, frozen_revision, lose, lost_by_revision, record_recovery, survivors
 from tests.harness.toxiproxy import Toxiproxy, route_peers, set_latency
 from tests.harness.waiting import wait_for
-from raftset.quorumloss import choose
+from raftset.quorum_loss import choose
 
 SCENARIOS = ("lights-out", "quorum-loss")
 COLUMNS = ("one_way_ms", "scenario", "members", "repetition", "acked_before", "rto_writable_s", "rto_full_s",

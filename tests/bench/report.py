@@ -717,7 +717,7 @@ A 3-member cluster of real etcd {m['etcd']} members with their real sidecars, fi
 `data_mib` with {backup.VALUE_BYTES // 1024} KiB values, under the same load as the scale-in
 ({load.WRITERS} writers, {load.READERS} readers) plus the checker's writer. One backup goes to a real
 S3 server (versitygw, on the same machine and disk) through the product's code,
-`raftset.snapshots.take` (snapshot stream from one member, sha256, multipart upload, the
+`raftset.sidecar.io.snapshots.take` (snapshot stream from one member, sha256, multipart upload, the
 stored object read back and compared, then the manifest and "latest"), called directly so
 `backup_s` is the backup alone (the leader's sidecar, asked by backup-now, starts the same call
 within its check interval, 10 s by default).

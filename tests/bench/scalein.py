@@ -50,8 +50,8 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
-from raftset.membership import parse_step
+from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient, Refusal
+from raftset.operator.pure.scale_step import parse_step
 from raftset.operator import planner
 from raftset.operator.heartbeats import from_leases
 from raftset.workloads import ADVANCED_STATEFULSET

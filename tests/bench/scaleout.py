@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from raftset.etcdclient import EtcdClientError, MemberClient
+from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient
 from tests.bench.labs import PRODUCT_DEFAULTS
 from tests.bench.scalein import JITTER
 from tests.harness.lab import Lab

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from raftset import backups, contract
-from raftset.objectstore import S3Settings, S3Store
+from raftset.sidecar.io.objectstore import S3Settings, S3Store
 from tests.harness.checker import Writer, check
 from tests.harness import engines
 from tests.harness.engines import EngineUnderTest

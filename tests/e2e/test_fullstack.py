@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, MemberClient
+from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient
 from tests.harness import elections, engines
 from tests.harness.checker import Writer, check
 from tests.harness.cli import PLUGIN

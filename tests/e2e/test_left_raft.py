@@ -29,7 +29,7 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
+from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient, Refusal
 from tests.e2e.test_fullstack import FAST, assert_writes_flowed, stack
 from tests.harness.checker import Writer, check
 from tests.harness.engines import EngineUnderTest

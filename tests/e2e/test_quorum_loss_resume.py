@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from raftset import contract
-from raftset.quorumloss import parse_record
+from raftset.quorum_loss import parse_record
 from tests.e2e.test_fullstack import FAST, stack
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, install_crds, kubectl, wait_for

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from raftset.etcdclient import MemberClient
+from raftset.sidecar.io.etcdclient import MemberClient
 from tests.e2e.test_fullstack import FAST, stack
 from tests.e2e.test_repair import running_store
 from tests.harness.checker import Writer, check

@@ -29,7 +29,7 @@ from kubernetes.dynamic import DynamicClient
 from raftset import contract
 from raftset.contract import SidecarEnv
 from raftset.engines import TLSFiles
-from raftset.etcdclient import ClientTLS, EtcdClientError, MemberClient
+from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, MemberClient
 from raftset.operator import certificates
 from raftset.operator.storage import ANNOTATION_FAILED
 from tests.e2e.test_fullstack import ELECTIONS_COUNTED, HAND_OFF_DEADLINE_S, stack

@@ -27,9 +27,12 @@ from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 from kubernetes import config as k8s_config
 
-from raftset import backups, contract, objectstore, snapshots, times, uploads
-from raftset.etcdclient import MemberClient
-from raftset.objectstore import S3Settings, S3Store, StoreError
+from raftset import backups, contract, times
+from raftset.sidecar.pure import uploads
+from raftset.sidecar.io import snapshots
+from raftset.sidecar.io import objectstore
+from raftset.sidecar.io.etcdclient import MemberClient
+from raftset.sidecar.io.objectstore import S3Settings, S3Store, StoreError
 from tests.harness.checker import Writer, check
 from tests.harness.lab import Lab, http_get
 from tests.harness.operator import install_crds

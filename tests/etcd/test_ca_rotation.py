@@ -19,7 +19,7 @@ import pytest
 
 from raftset.contract import SidecarEnv
 from raftset.engines import TLSFiles
-from raftset.etcdclient import ClientTLS
+from raftset.sidecar.io.etcdclient import ClientTLS
 from raftset.operator import certificates as certs
 from raftset.operator import rotation
 from raftset.operator.certificates import KeyPair, LeafSpec, StoredLeaf

@@ -17,8 +17,8 @@ from etcd3aio._protobuf import AlarmRequest, MaintenanceStub
 
 from raftset import contract
 from raftset.contract import ReplacePhase, SidecarEnv
-from raftset.etcdclient import Alarm, AlarmKind, MemberClient, grpc_target
-from raftset.replacement import parse_progress
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, MemberClient, grpc_target
+from raftset.replace import parse_progress
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import Lab
 from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, follower_holding_good, holds,

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
+from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient, Refusal
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import wait_for
 from tests.harness.waiting import await_for

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from raftset.etcdclient import MemberClient
+from raftset.sidecar.io.etcdclient import MemberClient
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, wait_for
 from tests.harness.scenarios import check_members, grow, restart_in_place

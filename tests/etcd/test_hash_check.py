@@ -17,7 +17,7 @@ import pytest
 
 from raftset import contract
 from raftset.contract import ReplacePhase, SidecarEnv
-from raftset.replacement import parse_progress
+from raftset.replace import parse_progress
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import Lab, Pod
 from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, follower_holding_good, holds,

@@ -15,7 +15,7 @@ import pytest
 from etcd3aio import Etcd3Client
 from etcd3aio.kv import prefix_range_end
 
-from raftset.etcdclient import LockLost, MemberClient, Unreachable
+from raftset.sidecar.io.etcdclient import LockLost, MemberClient, Unreachable
 from raftset.sidecar.plumbing import LOCK_NAME
 from raftset.sidecar.supervision import TEST_FAULT_DIR_ENV
 from tests.harness.checker import Writer

@@ -19,7 +19,7 @@ from kubernetes import client as k8s
 
 from raftset.operator import heartbeats, recovery
 from raftset.operator.status import merge_conditions
-from raftset.quorumloss import Survivor
+from raftset.quorum_loss import Survivor
 from tests.harness.checker import Writer, check
 from tests.harness.lab import Lab
 from tests.harness.quorum import end_recovery, lease_writes_refused, record_recovery

@@ -15,15 +15,15 @@ itself, so a write the survivor acknowledged is never lost: when the loss hits a
 that asks the survivor first (test 1), only a put that failed on the survivor and was then
 acknowledged by a lost member can be lost, at most one per failure recorded before the loss
 (normally none). Choosing the survivor with the highest committed index loses the fewest of them: its
-committed prefix holds every other survivor's (raftset.quorumloss).
+committed prefix holds every other survivor's (raftset.quorum_loss).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from raftset.etcdclient import MemberClient
-from raftset.quorumloss import choose
+from raftset.sidecar.io.etcdclient import MemberClient
+from raftset.quorum_loss import choose
 from tests.harness.checker import PREFIX, Writer, check
 from tests.harness.quorum import (Clock, end_recovery, frozen_revision, lose, lost_by_revision, record_recovery,
                                   survivors)

@@ -20,9 +20,9 @@ from etcd3aio.kv import prefix_range_end
 
 from raftset import contract
 from raftset.contract import ReplacePhase, SidecarEnv
-from raftset.etcdclient import ClusterClient, EtcdClientError, LockLost, MemberClient
-from raftset.etcdlock import LOCK_PREFIX
-from raftset.replacement import Progress, parse_progress
+from raftset.sidecar.io.etcdclient import ClusterClient, EtcdClientError, LockLost, MemberClient
+from raftset.sidecar.io.etcdlock import LOCK_PREFIX
+from raftset.replace import Progress, parse_progress
 from raftset.sidecar import datadir, repair
 from raftset.sidecar.plumbing import LOCK_NAME
 from raftset.sidecar.repairer import Repairer

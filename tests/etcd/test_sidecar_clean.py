@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from raftset.etcdclient import MemberClient
+from raftset.sidecar.io.etcdclient import MemberClient
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, wait_for
 from tests.harness.scenarios import check_members, grow, writing

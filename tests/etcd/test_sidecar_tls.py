@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from raftset.etcdclient import EtcdClientError, MemberClient
+from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient
 from tests.harness.certs import write_tls_dir
 from tests.harness.lab import Lab
 from tests.harness.scenarios import grow

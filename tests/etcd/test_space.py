@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from raftset.contract import SidecarEnv
-from raftset.etcdclient import AlarmKind, EtcdClientError, MemberClient
+from raftset.sidecar.io.etcdclient import AlarmKind, EtcdClientError, MemberClient
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, wait_for
 from tests.harness.scenarios import check_members, grow

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from raftset.etcdclient import MemberClient
+from raftset.sidecar.io.etcdclient import MemberClient
 from tests.harness.engines import EngineUnderTest
 from tests.harness.scenarios import STALL_BOUND_S, grow, scale_in_under_writer
 from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers, set_latency

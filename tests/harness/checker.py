@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raftset.etcdclient import ClientTLS, EtcdClientError, KVHash, MemberClient
+from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, KVHash, MemberClient
 from tests.harness.waiting import await_for
 
 PREFIX = "/writer/"

@@ -29,7 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract, engines
 from raftset.contract import SidecarEnv
-from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
+from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
 from tests.harness.engines import DEFAULT, EngineUnderTest
 from raftset.membership import RaftMembership, parse_membership
 from raftset.sidecar.config import Naming

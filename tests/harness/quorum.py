@@ -20,9 +20,9 @@ from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
 from raftset import contract
-from raftset.etcdclient import MemberClient
+from raftset.sidecar.io.etcdclient import MemberClient
 from raftset.operator import heartbeats
-from raftset.quorumloss import RecoveryRecord, Survivor
+from raftset.quorum_loss import QuorumLossRecord, Survivor
 from tests.harness.checker import PREFIX, Ack, Verdict, Writer, check
 from tests.harness.lab import Lab
 from tests.harness.view import ClusterView
@@ -57,9 +57,9 @@ def survivors(lab: Lab, *ordinals: int) -> list[Survivor]:
     return wait_for(read, 60, f"heartbeats of {ordinals} without a leader")
 
 
-def record_recovery(lab: Lab, survivor: Survivor, requested: str = contract.RECOVER_QUORUM_AUTO) -> RecoveryRecord:
+def record_recovery(lab: Lab, survivor: Survivor, requested: str = contract.RECOVER_QUORUM_AUTO) -> QuorumLossRecord:
     """What the operator writes on the workload when a recovery starts."""
-    record = RecoveryRecord(id=uuid.uuid4().hex[:8], survivor=survivor.pod, member_id=survivor.member_id,
+    record = QuorumLossRecord(id=uuid.uuid4().hex[:8], survivor=survivor.pod, member_id=survivor.member_id,
                             started=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), requested=requested,
                             term=survivor.term)
     patch = {"metadata": {"annotations": {contract.ANNOTATION_QUORUM_RECOVERY: record.to_json()}}}

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from raftset import contract
-from raftset.etcdclient import Alarm, MemberClient
-from raftset.replacement import parse_progress
+from raftset.sidecar.io.etcdclient import Alarm, MemberClient
+from raftset.replace import parse_progress
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, Pod
 from tests.harness.scenarios import grow

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from raftset.etcdclient import MAX_RECONNECT_BACKOFF_S
+from raftset.sidecar.io.etcdclient import MAX_RECONNECT_BACKOFF_S
 from tests.harness.checker import Verdict, Writer, check
 from tests.harness.lab import Lab, wait_for
 from tests.harness.waiting import await_for

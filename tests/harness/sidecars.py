@@ -49,7 +49,7 @@ from kubernetes.client.exceptions import ApiException
 from raftset import contract, engines
 from raftset.contract import quorum
 from raftset.engines import Engine
-from raftset.etcdclient import Member, Status
+from raftset.sidecar.io.etcdclient import Member, Status
 from raftset.membership import RaftMembership
 from raftset.sidecar import clean, heartbeat, leave, membership, readiness
 from raftset.sidecar.heartbeat import Heartbeat

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from etcd3aio.kv import KVService, prefix_range_end
 
-from raftset.etcdclient import ClientTLS, EtcdClientError, MemberClient
+from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, MemberClient
 from tests.harness.history import Kind, Op, to_json
 from tests.harness.watchcheck import Event, watch_problems
 from tools.devcluster import build

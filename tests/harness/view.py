@@ -15,7 +15,7 @@ import yaml
 from kubernetes import client
 
 from raftset import contract, engines
-from raftset.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient
+from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient
 from tests.harness.operator import api, kubectl, wait_for
 
 STEP_TIMEOUT = 90

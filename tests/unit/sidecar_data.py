@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raftset.etcdclient import Member, Status
+from raftset.sidecar.io.etcdclient import Member, Status
 from raftset.sidecar.config import Naming
 
 CLUSTER = "demo"

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from raftset import backups, snapshots
-from raftset.objectstore import DirectoryStore, StoreError
-from raftset.uploads import Incomplete
+from raftset import backups
+from raftset.sidecar.io import snapshots
+from raftset.sidecar.io.objectstore import DirectoryStore, StoreError
+from raftset.sidecar.pure.uploads import Incomplete
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from raftset.engines import ETCD, XLINE
-from raftset.etcdclient import Member, Refusal, with_lost_names
+from raftset.sidecar.io.etcdclient import Member, Refusal, with_lost_names
 from raftset.sidecar import join
 from tests.unit.sidecar_data import NAMING, member, mid
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.etcdlock import FENCE_MARGIN_S, LockKey, fence_problem, holder, predecessor
+from raftset.sidecar.io.etcdlock import FENCE_MARGIN_S, LockKey, fence_problem, holder, predecessor
 
 pytestmark = pytest.mark.unit
 

@@ -338,7 +338,10 @@ def test_the_image_installs_only_the_shipped_namespace() -> None:
     copied = {src for line in re.findall(r"^COPY (?!--from)(.+)$", dockerfile, re.M) for src in line.split()[:-1]}
     assert copied == {"pyproject.toml", "README.md", "raftset/", "operator/", "sidecar/", "plugin/"}
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert setuptools["packages"] == ["raftset", "raftset.operator", "raftset.sidecar", "raftset.plugin"]
+    packages = {"raftset"} | {
+        ".".join(init.parent.relative_to(ROOT / side).parts)
+        for side in ("operator", "sidecar", "plugin") for init in (ROOT / side).rglob("__init__.py")}
+    assert sorted(setuptools["packages"]) == sorted(packages), "every package folder ships, and nothing else"
     assert not list((ROOT / "raftset").rglob("devcluster")) and not (ROOT / "raftset" / "crdgen.py").exists()
 
 

@@ -9,7 +9,8 @@ from datetime import datetime, timezone
 import pytest
 
 from raftset import contract
-from raftset.membership import RaftMembership, ScaleStep, parse_membership, parse_step
+from raftset.membership import RaftMembership, parse_membership
+from raftset.operator.pure.scale_step import ScaleStep, parse_step
 from raftset.sidecar.membership import lease_body, record, should_publish
 from tests.unit.sidecar_data import NAMING, member, mid, status
 

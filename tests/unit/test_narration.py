@@ -11,7 +11,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset.contract import ReplacePhase as P
 from raftset.operator import narration
-from raftset.replacement import Progress
+from raftset.replace import Progress
 
 pytestmark = pytest.mark.unit
 

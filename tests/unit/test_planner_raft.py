@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from raftset import contract
-from raftset.membership import SCALE_IN, SCALE_OUT, ScaleStep
+from raftset.operator.pure.scale_step import SCALE_IN, SCALE_OUT, ScaleStep
 from raftset.operator.planner import STUCK_AFTER_SECONDS, confirmed, plan
 from raftset.times import rfc3339
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend

@@ -174,7 +174,7 @@ def membership_lease(cluster: str, *members: tuple[str, str, bool]) -> dict[str,
 
 
 def test_survivors_are_ranked_by_the_operators_rule_and_auto_is_its_choice() -> None:
-    """Highest committed index first, then term, applied index, lowest ordinal (raftset.quorumloss);
+    """Highest committed index first, then term, applied index, lowest ordinal (raftset.quorum_loss);
     learners, stores that do not answer Status, other clusters' pods and non-voters are no survivors."""
     lost = orders(conditions=[cond("QuorumLost", "True", "QuorumLost", "2 of 5 voting members answer, 3 needed")])
     leases = [

@@ -1,4 +1,4 @@
-"""The survivor choice and the recovery record (raftset.quorumloss), exhaustively over small values."""
+"""The survivor choice and the recovery record (raftset.quorum_loss), exhaustively over small values."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from raftset.quorumloss import RecoveryRecord, Survivor, choose, parse_record
+from raftset.quorum_loss import QuorumLossRecord, Survivor, choose, parse_record
 
 pytestmark = pytest.mark.unit
 
@@ -69,7 +69,7 @@ def test_nobody_to_choose() -> None:
 
 
 def test_the_record_round_trips_and_bad_records_are_none() -> None:
-    record = RecoveryRecord(id="r1", survivor="demo-1", member_id="ab", started="2026-01-01T00:00:00Z",
+    record = QuorumLossRecord(id="r1", survivor="demo-1", member_id="ab", started="2026-01-01T00:00:00Z",
                             requested="auto")
     assert parse_record(record.to_json()) == record
     for raw in (None, "", "not json", "[]", '{"id": "r1"}', '{"id": "", "survivor": "demo-1", "member_id": "ab"}',
@@ -79,7 +79,7 @@ def test_the_record_round_trips_and_bad_records_are_none() -> None:
 
 def test_the_record_carries_the_survivors_term_and_an_older_record_reads_as_term_0() -> None:
     """The survivor's sidecar refuses to force while a peer has a leader at this term or later (issue 30)."""
-    record = RecoveryRecord(id="r1", survivor="demo-1", member_id="ab", started="", requested="auto", term=7)
+    record = QuorumLossRecord(id="r1", survivor="demo-1", member_id="ab", started="", requested="auto", term=7)
     assert parse_record(record.to_json()) == record
     older = '{"id": "r1", "survivor": "demo-1", "member_id": "ab", "started": "", "requested": "auto"}'
     parsed = parse_record(older)

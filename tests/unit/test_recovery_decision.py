@@ -14,7 +14,7 @@ from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.operator.recovery import (QuorumView, announcements, decide, lost_since, narrated, previous_condition,
                                        restart, survivors)
 from raftset.operator.status import Condition, merge_conditions
-from raftset.quorumloss import RecoveryRecord
+from raftset.quorum_loss import QuorumLossRecord
 
 pytestmark = pytest.mark.unit
 
@@ -48,7 +48,7 @@ def view(beats: list[HeartbeatRecord], **changes: object) -> QuorumView:
 HEALTHY = [beat(0, role=contract.ROLE_LEADER, healthy=True), beat(1, role=contract.ROLE_FOLLOWER, healthy=True),
            beat(2, role=contract.ROLE_FOLLOWER, healthy=True)]
 LOST = [beat(1, committed=120, applied=118)]  # ordinals 0 and 2 are gone
-RECORD = RecoveryRecord(id="r1", survivor="demo-1", member_id="b", started="2026-01-01T11:59:00Z", requested="auto")
+RECORD = QuorumLossRecord(id="r1", survivor="demo-1", member_id="b", started="2026-01-01T11:59:00Z", requested="auto")
 
 
 def test_a_healthy_cluster_reports_no_loss_and_refuses_a_request_without_changing_anything() -> None:

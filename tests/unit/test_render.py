@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from raftset import contract
-from raftset.membership import SCALE_IN, ScaleStep, parse_step
+from raftset.operator.pure.scale_step import SCALE_IN, ScaleStep, parse_step
 from raftset.operator import manifests, space
 from raftset.operator.spec import Cluster
 from tests.unit.builders import cluster, owned_objects

@@ -7,7 +7,7 @@ import pytest
 
 from raftset.contract import ReplacePhase as P
 from raftset.operator import replacements
-from raftset.replacement import Progress
+from raftset.replace import Progress
 
 pytestmark = pytest.mark.unit
 

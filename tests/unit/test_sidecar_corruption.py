@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.etcdclient import Alarm, AlarmKind, KVHash
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, KVHash
 from raftset.sidecar.corruption import (Judgement, Record, accused, alarm_serializes, judge, lock_blocked,
                                         parse_record, record, suspicion)
 from tests.unit.sidecar_data import member, mid

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from raftset.engines import TLSFiles
-from raftset.etcdclient import ClientTLS, EtcdClientError, Refusal, TLSConfigError, Unreachable, grpc_target
+from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, Refusal, TLSConfigError, Unreachable, grpc_target
 from tests.harness.certs import write_tls_dir
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.etcdclient import Alarm, AlarmKind, KVHash
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, KVHash
 from raftset.sidecar.corruption import (CHECK_AGREE, CHECK_DIFFERS, CHECK_NOT_COMPARED, CHECK_UNCONFIRMED, Check,
                                         Record, check, check_due, check_outcome, judge, outdated, parse_record,
                                         record, report_key, suspicion)

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from raftset.etcdclient import Alarm, AlarmKind, Status
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, Status
 from raftset.sidecar.maintenance import (NOSPACE, SCHEDULE, THRESHOLD, Kind, Policy, Run, decide,
                                          idle, next_scheduled, schedule_error, started_scheduled_run)
 from tests.unit.sidecar_data import member, mid, status

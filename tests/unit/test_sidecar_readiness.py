@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.etcdclient import Status
+from raftset.sidecar.io.etcdclient import Status
 from raftset.sidecar.readiness import NOT_READ_YET, Readiness, readiness, worth_a_read
 from tests.unit.sidecar_data import status
 

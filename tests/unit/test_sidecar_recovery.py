@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from raftset.quorumloss import RecoveryRecord
+from raftset.quorum_loss import QuorumLossRecord
 from raftset.sidecar import datadir
 from raftset.sidecar.marker import Marker
 from raftset.sidecar.recovery import Action, RecoveryView, decide
@@ -18,10 +18,10 @@ from tests.unit.sidecar_data import NAMING, member, mid, status
 
 pytestmark = pytest.mark.unit
 
-RECORD = RecoveryRecord(id="r1", survivor="demo-1", member_id=f"{mid(1):x}", started="", requested="auto")
+RECORD = QuorumLossRecord(id="r1", survivor="demo-1", member_id=f"{mid(1):x}", started="", requested="auto")
 
 
-def view(ordinal: int, *, record: RecoveryRecord | None = RECORD, has_data: bool = True,
+def view(ordinal: int, *, record: QuorumLossRecord | None = RECORD, has_data: bool = True,
          marker_id: int | None = None, recovered: str = "", force: bool = True,
          members: list | None = None, peers: tuple = ()) -> RecoveryView:
     own = mid(ordinal) if marker_id is None else marker_id

@@ -7,9 +7,9 @@ import pytest
 from raftset import contract
 from raftset.contract import ReplacePhase as P
 from raftset.sidecar import repair
-from raftset.etcdclient import Alarm, AlarmKind
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind
 from raftset.sidecar.corruption import Record
-from raftset.replacement import Progress
+from raftset.replace import Progress
 from raftset.sidecar.repair import Act, ReplaceView, decide, premise_failed
 from tests.unit.sidecar_data import member, mid, status
 

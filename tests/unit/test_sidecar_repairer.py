@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from raftset.etcdclient import LockLost
+from raftset.sidecar.io.etcdclient import LockLost
 from raftset.sidecar.repairer import Repairer
 from tests.unit.sidecar_data import member, mid, status
 from tests.unit.test_sidecar_repair import view

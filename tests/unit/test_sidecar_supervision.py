@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from raftset.etcdclient import Unreachable
+from raftset.sidecar.io.etcdclient import Unreachable
 from raftset.operator import manifests
 from raftset.sidecar.kube import KubeError
 from raftset.sidecar.supervision import (

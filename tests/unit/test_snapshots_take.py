@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from raftset import backups, snapshots
+from raftset import backups
+from raftset.sidecar.io import snapshots
 from raftset.backups import Manifest
-from raftset.objectstore import DirectoryStore
+from raftset.sidecar.io.objectstore import DirectoryStore
 
 pytestmark = pytest.mark.unit
 

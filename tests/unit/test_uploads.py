@@ -1,4 +1,4 @@
-"""raftset.uploads.abandoned: which incomplete uploads a sweep aborts, and which it never touches."""
+"""raftset.sidecar.pure.uploads.abandoned: which incomplete uploads a sweep aborts, and which it never touches."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from raftset import backups
-from raftset.uploads import Incomplete, abandoned
+from raftset.sidecar.pure.uploads import Incomplete, abandoned
 
 pytestmark = pytest.mark.unit
 

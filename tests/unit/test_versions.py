@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raftset import engines, versions
+from raftset import engines
+from raftset.operator.pure import versions
 from raftset.operator import spec
 from raftset.operator.planner import Plan
 from raftset.operator.status import running_version, status

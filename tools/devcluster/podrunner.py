@@ -50,7 +50,8 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
-from raftset import contract, engines, versions
+from raftset import contract, engines
+from raftset.operator.pure import versions
 from raftset.contract import SidecarEnv
 from raftset.operator import certificates
 from raftset.sidecar.supervision import TEST_FAULT_DIR_ENV

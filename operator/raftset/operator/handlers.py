@@ -12,7 +12,8 @@ from typing import Any
 
 import kopf
 
-from raftset import contract, engines, replacement
+from raftset import contract, engines
+from raftset import replace
 from raftset.operator import apiorder, freshness, manifests, watches
 from raftset.operator.heartbeats import LEASE, SIGHTING
 from raftset.operator.kube import Kube, load_config
@@ -106,7 +107,7 @@ async def replace_requests(namespace: str, name: str, labels: dict[str, str], an
     cluster = labels.get(contract.LABEL_INSTANCE)
     if not cluster:
         return {}
-    return {(namespace, cluster): {"pod": name, "requested": replacement.requested(annotations),
+    return {(namespace, cluster): {"pod": name, "requested": replace.requested(annotations),
                                    "progress": annotations.get(contract.ANNOTATION_REPLACE_PROGRESS)}}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from raftset import backups, contract
 from raftset.contract import SidecarEnv, quorum
-from raftset.membership import ScaleStep
+from raftset.operator.pure.scale_step import ScaleStep
 from raftset.operator import certificates, space
 from raftset.operator.spec import Cluster
 from raftset.operator.storage import Claims

@@ -18,7 +18,8 @@ from datetime import datetime
 
 from raftset import contract
 from raftset.contract import quorum
-from raftset.membership import SCALE_IN, SCALE_OUT, RaftMember, RaftMembership, ScaleStep
+from raftset.membership import RaftMember, RaftMembership
+from raftset.operator.pure.scale_step import SCALE_IN, SCALE_OUT, ScaleStep
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.times import parse_rfc3339, rfc3339
 from raftset.workloads import Backend, kept_ordinals

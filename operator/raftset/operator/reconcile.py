@@ -18,7 +18,8 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
-from raftset.membership import ScaleStep, parse_membership, parse_step
+from raftset.membership import parse_membership
+from raftset.operator.pure.scale_step import ScaleStep, parse_step
 from raftset.operator import (apiorder, backup_requests, diagnosis, lasting, narration, planner, recovery_shell,
                               replacements, rolls, spec, status, watches)
 from raftset.operator.components import COMPONENTS, Step

@@ -38,7 +38,7 @@ from raftset.contract import quorum
 from raftset.membership import RaftMembership
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.operator.status import Condition
-from raftset.quorumloss import RecoveryRecord, Survivor, choose
+from raftset.quorum_loss import QuorumLossRecord, Survivor, choose
 from raftset.times import parse_rfc3339, rfc3339
 
 CONDITION = "QuorumLost"
@@ -57,7 +57,7 @@ class QuorumView:
     policy: str  # Manual | Automatic
     grace_seconds: int
     lost_since: datetime | None  # when QuorumLost last turned True, if it is True
-    record: RecoveryRecord | None
+    record: QuorumLossRecord | None
     force_supported: bool
     now: datetime
     new_id: str = ""  # the id a recovery started now gets (the shell makes it up)
@@ -68,7 +68,7 @@ class QuorumView:
 @dataclass(frozen=True)
 class QuorumDecision:
     condition: Condition
-    start: RecoveryRecord | None = None  # write this record on the workload, then restart the pods
+    start: QuorumLossRecord | None = None  # write this record on the workload, then restart the pods
     finish: bool = False  # every member votes again: remove the record
     drop_request: bool = False  # the request was taken, refused or is the running recovery's own: remove it
     events: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)  # (type, reason, message)
@@ -208,7 +208,7 @@ def decide(view: QuorumView) -> QuorumDecision:
         chosen, requested = choose(found), "Automatic"
     if chosen is None:
         return QuorumDecision(waiting)  # a request that waits for a silent survivor stays
-    record = RecoveryRecord(id=view.new_id, survivor=chosen.pod, member_id=chosen.member_id,
+    record = QuorumLossRecord(id=view.new_id, survivor=chosen.pod, member_id=chosen.member_id,
                             started=rfc3339(view.now), requested=requested or "", term=chosen.term)
     reason = (f"the most up-to-date survivor of: {_listing(found)}" if requested in (contract.RECOVER_QUORUM_AUTO,
               "Automatic") else "the survivor asked for")
@@ -217,7 +217,7 @@ def decide(view: QuorumView) -> QuorumDecision:
         start=record, drop_request=bool(view.request), announce=started_event(record, reason))
 
 
-def started_event(record: RecoveryRecord, reason: str) -> tuple[str, str, str]:
+def started_event(record: QuorumLossRecord, reason: str) -> tuple[str, str, str]:
     """The one Event that says a recovery started (posted by whichever operator gets to it first)."""
     return ("Warning", "QuorumRecoveryStarted",
             f"recovery {record.id} ({record.requested}): {record.survivor} (member {record.member_id}) restarts as "
@@ -232,7 +232,7 @@ def _refuse_request(view: QuorumView, condition: Condition) -> QuorumDecision:
         f"recover-quorum={view.request} refused: {condition.message}"),))
 
 
-def taken_by(request: str, record: RecoveryRecord) -> bool:
+def taken_by(request: str, record: QuorumLossRecord) -> bool:
     """The request asks for what the running recovery does: typically its own request, still on the
     object because the operator that took it stopped before removing it. Removed without a word."""
     if request == contract.RECOVER_QUORUM_AUTO:
@@ -240,7 +240,7 @@ def taken_by(request: str, record: RecoveryRecord) -> bool:
     return request == record.survivor
 
 
-def _recovering(view: QuorumView, record: RecoveryRecord) -> QuorumDecision:
+def _recovering(view: QuorumView, record: QuorumLossRecord) -> QuorumDecision:
     """A recovery is under way: report its step, end it once every member votes again."""
     drop = bool(view.request)
     events: tuple[tuple[str, str, str], ...] = ()
@@ -274,7 +274,7 @@ def _recovering(view: QuorumView, record: RecoveryRecord) -> QuorumDecision:
         "the others rejoin as learners one at a time"), drop_request=drop, events=events, announce=announce)
 
 
-def narrated(condition: Condition, record: RecoveryRecord) -> bool:
+def narrated(condition: Condition, record: QuorumLossRecord) -> bool:
     """The status already reports this recovery, so its start Event was posted (it is posted first)."""
     return condition.reason in ("Recovering", "Rejoining", "Recovered") and f"recovery {record.id}" in condition.message
 
@@ -289,7 +289,7 @@ def previous_condition(old: Mapping[str, Any]) -> Condition | None:
 
 
 
-def _since(record: RecoveryRecord, now: datetime) -> str:
+def _since(record: QuorumLossRecord, now: datetime) -> str:
     started = parse_rfc3339(record.started)
     return f", {(now - started).total_seconds():.0f} s after it started" if started else ""
 
@@ -317,7 +317,7 @@ def announcements(old: Mapping[str, Any], new: Condition) -> list[tuple[str, str
     return []
 
 
-def restart(pods: Sequence[Mapping[str, Any]], record: RecoveryRecord) -> list[str]:
+def restart(pods: Sequence[Mapping[str, Any]], record: QuorumLossRecord) -> list[str]:
     """Pods created no later than the recovery started: their sidecars may have joined without the record.
 
     Whole seconds: a pod created in the second the record was written is restarted once more,

@@ -28,7 +28,7 @@ from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.operator.kube import Kube
 from raftset.operator.spec import Cluster
 from raftset.operator.status import Condition
-from raftset.quorumloss import RecoveryRecord, parse_record
+from raftset.quorum_loss import QuorumLossRecord, parse_record
 
 
 def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -75,7 +75,7 @@ async def reconcile(kube: Kube, body: kopf.Body, patch: kopf.Patch, cluster: Clu
     return decision.condition
 
 
-def started_event(body: kopf.Body, record: RecoveryRecord, event: tuple[str, str, str],
+def started_event(body: kopf.Body, record: QuorumLossRecord, event: tuple[str, str, str],
                   now: datetime) -> dict[str, Any]:
     """The recovery's start Event, named after the recovery: applied twice, still one."""
     return named_event(body, f"{body.metadata.name}.quorum-recovery-{record.id}", event, now)

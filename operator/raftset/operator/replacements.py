@@ -1,7 +1,7 @@
 """Narrating member replacements: the pods' replace records as status rows, conditions and Events.
 
 The pod's sidecar does the work and records each step on its own pod
-(contract.ANNOTATION_REPLACE_PROGRESS, raftset.replacement.Progress): every step so far, in order,
+(contract.ANNOTATION_REPLACE_PROGRESS, raftset.replace.Progress): every step so far, in order,
 under the replacement's id, and the finished record (Done, Withdrawn) stays on the pod until the
 pod's next replacement. The operator reads those records and remembers in status.narrated, per pod,
 how many steps of which replacement it told: every step is told once, however quickly it ran, and
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raftset.contract import ReplacePhase
-from raftset.replacement import Progress, parse_progress
+from raftset.replace import Progress, parse_progress
 
 # Announced by the Degraded condition they raise while they are the current step; told as Events only
 # when they came and went unseen.

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from raftset import backups, contract, engines, fields, versions, workloads
+from raftset import backups, contract, engines, fields, workloads
+from raftset.operator.pure import versions
 from raftset.operator import space
 from raftset.fields import SPEC_FIELDS
 

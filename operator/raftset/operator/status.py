@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from raftset import contract, versions
+from raftset import contract
+from raftset.operator.pure import versions
 from raftset.operator import backup_status
 from raftset.operator.heartbeats import HeartbeatRecord
 from raftset.contract import quorum

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from raftset import backups, contract, replacement
-from raftset.objectstore import S3Settings, S3Store, StoreError
+from raftset import backups, contract
+from raftset.replace import Progress, parse_progress
+from raftset.sidecar.io.objectstore import S3Settings, S3Store, StoreError
 from raftset.plugin import text, views
 from raftset.plugin.kube import Api, NotFound
 
@@ -75,9 +76,9 @@ def replace(api: Api, args: argparse.Namespace, out: Out) -> int:
     if not cluster:
         raise NotFound(f"pod {api.namespace}/{args.pod} is no raftset member (no {contract.LABEL_CLUSTER} label)")
 
-    def record() -> replacement.Progress | None:
+    def record() -> Progress | None:
         annotations = (api.pod(args.pod).get("metadata") or {}).get("annotations") or {}
-        return replacement.parse_progress(annotations.get(contract.ANNOTATION_REPLACE_PROGRESS))
+        return parse_progress(annotations.get(contract.ANNOTATION_REPLACE_PROGRESS))
 
     before = record()
     api.annotate_pod(args.pod, {contract.ANNOTATION_REPLACE: "true"})
@@ -87,7 +88,7 @@ def replace(api: Api, args: argparse.Namespace, out: Out) -> int:
         return OK
     told = 0
 
-    def finished() -> replacement.Progress | None:
+    def finished() -> Progress | None:
         nonlocal told
         current = record()
         if current is None or (before is not None and current.id == before.id):

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from raftset import backups, contract, membership, quorumloss
+from raftset import backups, contract, membership
+from raftset import quorum_loss
 from raftset.operator import heartbeats, recovery, replacements
 from raftset.times import parse_rfc3339
 
@@ -134,7 +135,7 @@ def why_view(obj: Mapping[str, Any], events: Iterable[Mapping[str, Any]], now: d
 
 def survivors_view(obj: Mapping[str, Any], leases: Sequence[Mapping[str, Any]], now: datetime) -> dict[str, Any]:
     """`recover-quorum`: the survivors as the sidecars last reported them, ranked by the operator's own rule
-    (raftset.quorumloss.rank; `auto` picks raftset.quorumloss.choose), beside the operator's QuorumLost."""
+    (raftset.quorum_loss.rank; `auto` picks raftset.quorum_loss.choose), beside the operator's QuorumLost."""
     ident = _identity(obj)
     name = ident["name"]
     raft = next((membership.parse_membership(((lease.get("metadata") or {}).get("annotations") or {})
@@ -148,8 +149,8 @@ def survivors_view(obj: Mapping[str, Any], leases: Sequence[Mapping[str, Any]], 
                                request=None, policy="Manual", grace_seconds=0, lost_since=None, record=None,
                                force_supported=True, now=now)
     found = recovery.survivors(view)
-    ranked = sorted(found, key=quorumloss.rank, reverse=True)
-    chosen = quorumloss.choose(found)
+    ranked = sorted(found, key=quorum_loss.rank, reverse=True)
+    chosen = quorum_loss.choose(found)
     renewed = {b.pod: b.renewed for b in beats}
     return {**ident, "quorumLost": condition(obj, "QuorumLost"),
             "auto": chosen.pod if chosen else "",

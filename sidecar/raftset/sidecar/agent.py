@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from raftset.etcdclient import (
+from raftset.sidecar.io.etcdclient import (
     Alarm,
     ClientTLS,
     ClusterClient,

@@ -10,7 +10,7 @@ Each round: read the cluster object (spec.backup) and the backup Lease (the reco
 on-demand request id the operator moved there from the cluster's backup-now annotation), ask
 raftset.backups.decide, take at most one backup (its snapshot chunks, parts and read-back report
 progress to the backup loop's supervision, so a large backup over a slow link is not taken for a
-stuck round), then abort the incomplete uploads a killed taker left behind (raftset.uploads
+stuck round), then abort the incomplete uploads a killed taker left behind (raftset.sidecar.pure.uploads
 decides which), publish the record (with the served request id and the count of aborted uploads).
 The sidecar never writes the cluster object: its Role may only `get` it. Every failure is
 recorded with its reason; none ends the loop.
@@ -23,8 +23,10 @@ import logging
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from raftset import backups, contract, objectstore, snapshots
-from raftset.objectstore import StoreError
+from raftset import backups, contract
+from raftset.sidecar.io import snapshots
+from raftset.sidecar.io import objectstore
+from raftset.sidecar.io.objectstore import StoreError
 from raftset.sidecar import heartbeat, leases
 from raftset.sidecar.config import Settings
 from raftset.sidecar.metrics import STEP_BACKUP

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
-from raftset.etcdclient import Member
+from raftset.sidecar.io.etcdclient import Member
 
 from raftset.sidecar.quorum import has_quorum, safe_to_remove
 

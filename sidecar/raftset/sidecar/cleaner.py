@@ -7,7 +7,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from raftset.etcdclient import EtcdClientError, Member
+from raftset.sidecar.io.etcdclient import EtcdClientError, Member
 from raftset.sidecar import clean
 from raftset.sidecar.metrics import STEP_CLEAN
 from raftset.sidecar.plumbing import LOCK_NAME, Shell

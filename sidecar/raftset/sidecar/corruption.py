@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 from raftset import records
 from raftset.contract import quorum
-from raftset.etcdclient import Alarm, AlarmKind, KVHash, Member
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, KVHash, Member
 
 CORRUPT = AlarmKind.CORRUPT.name
 

@@ -15,7 +15,7 @@ from typing import Any
 from raftset import contract
 from raftset.sidecar import leases
 from raftset.sidecar.readiness import Readiness
-from raftset.etcdclient import Status
+from raftset.sidecar.io.etcdclient import Status
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from raftset import contract
 from raftset.engines import StartupConfig, TLSFiles
-from raftset.etcdclient import Member, Status
+from raftset.sidecar.io.etcdclient import Member, Status
 
 from raftset.sidecar.config import Naming
 from raftset.sidecar.marker import Marker

@@ -12,7 +12,7 @@ import logging
 import uuid
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, Member, MemberClient, Refusal
+from raftset.sidecar.io.etcdclient import EtcdClientError, Member, MemberClient, Refusal
 from raftset.sidecar import datadir, heartbeat, join, marker, repair
 from raftset.sidecar.kube import KubeError
 from raftset.sidecar.metrics import STEP_JOIN

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raftset import contract
-from raftset.etcdclient import Member, Status
+from raftset.sidecar.io.etcdclient import Member, Status
 from raftset.sidecar.quorum import may_leave
 from raftset.workloads import Backend, being_deleted
 

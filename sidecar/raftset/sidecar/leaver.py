@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from raftset import contract
-from raftset.etcdclient import LockLost, Refusal
+from raftset.sidecar.io.etcdclient import LockLost, Refusal
 from raftset.sidecar import leave
 from raftset.sidecar.metrics import STEP_LEAVE
 from raftset.sidecar.plumbing import Backoff, LOCK_NAME, RETRYABLE, Shell

@@ -1,7 +1,7 @@
 """The space-and-alarms shell: the leader's sidecar reads alarms and sizes, carries out one action, narrates it.
 
 maintenance.decide chooses; this shell gathers what it needs (alarms, the linearizable
-MemberList, every member's Status), runs the one action through raftset.etcdclient, and posts
+MemberList, every member's Status), runs the one action through raftset.sidecar.io.etcdclient, and posts
 an Event about the cluster for every action (and once for every report). The run it is in
 lives here, in memory: a sidecar that stops leading forgets it.
 
@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from raftset import contract
-from raftset.etcdclient import Alarm, AlarmKind, EtcdClientError, KVHash, Member, Refusal
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, EtcdClientError, KVHash, Member, Refusal
 from raftset.sidecar import corruption, heartbeat, maintenance, repair
 from raftset.sidecar.metrics import STEP_HASH_CHECK, STEP_MAINTENANCE
 from raftset.sidecar.plumbing import API_ERRORS, Shell

@@ -29,7 +29,7 @@ from datetime import datetime
 from enum import Enum
 
 from raftset.contract import quorum
-from raftset.etcdclient import Alarm, AlarmKind, Member, Status
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, Member, Status
 
 # Above this share of the quota in use after compaction and defragmentation, the data itself
 # fills the quota: disarming would raise NOSPACE again at the next write.

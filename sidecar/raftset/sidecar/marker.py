@@ -17,7 +17,7 @@ class Marker:
     name: str
     peer_url: str
     initial_cluster: dict[str, str] = field(default_factory=dict)
-    # The quorum-loss recovery (RecoveryRecord.id) this member already restarted alone for:
+    # The quorum-loss recovery (QuorumLossRecord.id) this member already restarted alone for:
     # a restarted survivor must never force a new cluster twice.
     recovered: str = ""
 

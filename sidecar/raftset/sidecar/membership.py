@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from raftset import contract
-from raftset.etcdclient import Member, Status
+from raftset.sidecar.io.etcdclient import Member, Status
 from raftset.membership import RaftMember, RaftMembership
 from raftset.sidecar import leases
 from raftset.sidecar.heartbeat import rfc3339

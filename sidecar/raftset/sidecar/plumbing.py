@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
-from raftset.etcdclient import EtcdClientError, TLSConfigError
+from raftset.sidecar.io.etcdclient import EtcdClientError, TLSConfigError
 from raftset.sidecar.kube import KubeError
 
 if TYPE_CHECKING:

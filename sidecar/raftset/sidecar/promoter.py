@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from raftset.etcdclient import EtcdClientError, Refusal, Status
+from raftset.sidecar.io.etcdclient import EtcdClientError, Refusal, Status
 from raftset.sidecar import promotion
 from raftset.sidecar.plumbing import RETRYABLE, Shell
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raftset.etcdclient import Status
+from raftset.sidecar.io.etcdclient import Status
 from raftset.sidecar.plumbing import Backoff
 
 POLL_S = 0.1  # while the store does not answer yet, or answers as a learner

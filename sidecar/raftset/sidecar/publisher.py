@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, Status
+from raftset.sidecar.io.etcdclient import EtcdClientError, Status
 from raftset.sidecar import heartbeat, readiness
 from raftset.sidecar.heartbeat import Heartbeat
 from raftset.sidecar.plumbing import API_ERRORS, Backoff, Shell

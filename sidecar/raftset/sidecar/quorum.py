@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 
 from raftset.contract import quorum
-from raftset.etcdclient import Member, Status
+from raftset.sidecar.io.etcdclient import Member, Status
 
 
 def has_quorum(voters: Set[int], healthy: Set[int]) -> bool:

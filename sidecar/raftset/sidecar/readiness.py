@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raftset.etcdclient import Status
+from raftset.sidecar.io.etcdclient import Status
 
 # What readiness reads, linearizably; nothing writes it, so on Xline no write conflicts with it.
 READ_KEY = "/raftset.io/readiness"

@@ -13,8 +13,8 @@ import logging
 from typing import Any
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, Member, Status
-from raftset.quorumloss import RecoveryRecord, parse_record
+from raftset.sidecar.io.etcdclient import EtcdClientError, Member, Status
+from raftset.quorum_loss import QuorumLossRecord, parse_record
 from raftset.sidecar import datadir, heartbeat, marker, recovery
 from raftset.sidecar.plumbing import API_ERRORS, RETRYABLE, Shell
 
@@ -22,15 +22,15 @@ log = logging.getLogger("raftset.sidecar")
 
 
 class Recoverer(Shell):
-    forced: RecoveryRecord | None = None  # set once this pod's store was told to start alone
+    forced: QuorumLossRecord | None = None  # set once this pod's store was told to start alone
     refused: str = ""  # the last refusal told in an Event: each one is told once, not every round
 
     @staticmethod
-    def record(workload: dict[str, Any] | None) -> RecoveryRecord | None:
+    def record(workload: dict[str, Any] | None) -> QuorumLossRecord | None:
         annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
         return parse_record(annotations.get(contract.ANNOTATION_QUORUM_RECOVERY))
 
-    async def peer_statuses(self, workload: dict[str, Any] | None, record: RecoveryRecord) -> list[Status]:
+    async def peer_statuses(self, workload: dict[str, Any] | None, record: QuorumLossRecord) -> list[Status]:
         """Status of every other pod's member that answers now; asked only by the survivor, before it forces."""
         if record.survivor != self.settings.pod_name:
             return []
@@ -40,7 +40,7 @@ class Recoverer(Shell):
         answers = await self.agent.etcd().statuses(urls, timeout=self.settings.peer_status_timeout)
         return [st for st in answers.values() if st is not None]
 
-    async def survivor_members(self, record: RecoveryRecord) -> list[Member] | None:
+    async def survivor_members(self, record: QuorumLossRecord) -> list[Member] | None:
         """MemberList from the survivor alone: the old members' views are what was lost."""
         if record.survivor == self.settings.pod_name:
             return None

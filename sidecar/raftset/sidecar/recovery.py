@@ -1,6 +1,6 @@
 """Quorum-loss recovery at join time: the pure decision.
 
-The operator's record on the workload (raftset.quorumloss.RecoveryRecord) says which pod
+The operator's record on the workload (raftset.quorum_loss.QuorumLossRecord) says which pod
 survives; this module says what this pod does about it before the normal join
 (raftset.sidecar.join) decides. Every step is decided again from the record, the data dir
 (its marker says whether the survivor already started alone for this recovery) and the
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from raftset import contract
-from raftset.etcdclient import Member, Status
-from raftset.quorumloss import RecoveryRecord
+from raftset.sidecar.io.etcdclient import Member, Status
+from raftset.quorum_loss import QuorumLossRecord
 from raftset.sidecar.marker import Marker
 
 
@@ -39,7 +39,7 @@ class Action(Enum):
 class RecoveryView:
     name: str  # this pod
     peer_url: str
-    record: RecoveryRecord | None
+    record: QuorumLossRecord | None
     has_data: bool
     marker: Marker | None
     force_supported: bool  # the engine can start one member alone (Capabilities.force_new_cluster)
@@ -78,7 +78,7 @@ def decide(view: RecoveryView) -> RecoveryDecision:
     return RecoveryDecision(Action.NONE, f"recovery {record.id}: joining {record.survivor}'s cluster")
 
 
-def _survivor(view: RecoveryView, record: RecoveryRecord) -> RecoveryDecision:
+def _survivor(view: RecoveryView, record: QuorumLossRecord) -> RecoveryDecision:
     if view.marker is not None and view.marker.recovered == record.id:
         # Started alone already: from now on a restart is an ordinary restart from our data.
         return RecoveryDecision(Action.NONE, f"recovery {record.id}: already restarted alone; an ordinary restart")

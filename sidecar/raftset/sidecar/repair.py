@@ -4,7 +4,7 @@ Pure: the shell (raftset.sidecar.repairer) gathers the pod's annotations, an aut
 MemberList and the members' Statuses; these functions say what to do. Replacing a member is
 leaving Raft and joining again as a new member on fresh data: the old data dir is moved
 aside by the join (raftset.sidecar.datadir), the sidecar records which member it replaces
-on its own pod (raftset.replacement.Progress), and the operator narrates that record (raftset.operator.replacements).
+on its own pod (raftset.replace.Progress), and the operator narrates that record (raftset.operator.replacements).
 """
 
 from __future__ import annotations
@@ -14,23 +14,24 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from raftset import contract, replacement
-from raftset.replacement import Progress
-from raftset.etcdclient import Alarm, AlarmKind, Member, Status
+from raftset import contract
+from raftset import replace
+from raftset.replace import Progress
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, Member, Status
 from raftset.sidecar import corruption
 from raftset.sidecar.quorum import may_remove
 
 
 def requested(pod: Mapping[str, Any] | None) -> bool:
     """The user asked: `kubectl annotate pod <pod> raftset.dev/replace=true`."""
-    return replacement.requested(((pod or {}).get("metadata") or {}).get("annotations"))
+    return replace.requested(((pod or {}).get("metadata") or {}).get("annotations"))
 
 
 def progress(pod: Mapping[str, Any] | None) -> Progress | None:
     """Our record of the replacement under way on the pod; None when absent, unreadable or finished (a
     finished record stays for the operator to tell: the next replacement begins a record of its own)."""
     annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
-    record = replacement.parse_progress(annotations.get(contract.ANNOTATION_REPLACE_PROGRESS))
+    record = replace.parse_progress(annotations.get(contract.ANNOTATION_REPLACE_PROGRESS))
     return None if record is None or record.finished else record
 
 

@@ -18,9 +18,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from raftset import contract
-from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
-from raftset.etcdlock import LOCK_PREFIX, HeldLock
-from raftset.replacement import Progress
+from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient, Refusal
+from raftset.sidecar.io.etcdlock import LOCK_PREFIX, HeldLock
+from raftset.replace import Progress
 from raftset.sidecar import corruption, datadir, leave, repair
 from raftset.sidecar.plumbing import LOCK_NAME, Shell
 

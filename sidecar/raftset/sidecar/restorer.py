@@ -22,9 +22,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from raftset import backups, contract, objectstore, snapshots, times
+from raftset import backups, contract, times
+from raftset.sidecar.io import snapshots
+from raftset.sidecar.io import objectstore
 from raftset.engines import RestoreConfig
-from raftset.objectstore import StoreError
+from raftset.sidecar.io.objectstore import StoreError
 from raftset.sidecar.backuper import backup_lease, restore_destination
 from raftset.sidecar.plumbing import Shell
 

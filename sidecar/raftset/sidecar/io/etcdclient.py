@@ -38,7 +38,7 @@ from etcd3aio.watch import WatchService
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from raftset.engines import ENGINES, TLSFiles
-from raftset.etcdlock import HeldLock
+from raftset.sidecar.io.etcdlock import HeldLock
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ def choose(survivors: Iterable[Survivor]) -> Survivor | None:
 
 
 @dataclass(frozen=True)
-class RecoveryRecord:
+class QuorumLossRecord:
     """What the operator writes on the workload; the sidecars and a restarted operator read it.
 
     The record names the survivor and nothing else changes in it: which step comes next is
@@ -79,9 +79,9 @@ class RecoveryRecord:
         return json.dumps(asdict(self), sort_keys=True)
 
 
-def parse_record(raw: str | None) -> RecoveryRecord | None:
+def parse_record(raw: str | None) -> QuorumLossRecord | None:
     """The record, or None if absent or unreadable (then no recovery is under way)."""
-    record = records.parse(raw, lambda doc: RecoveryRecord(
+    record = records.parse(raw, lambda doc: QuorumLossRecord(
         id=str(doc["id"]), survivor=str(doc["survivor"]), member_id=str(doc["member_id"]),
         started=str(doc.get("started") or ""), requested=str(doc.get("requested") or ""),
         term=_term(doc.get("term"))))

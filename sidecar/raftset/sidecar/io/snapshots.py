@@ -11,7 +11,7 @@ fetch() + restore(): the manifest -> the object, sha256 checked while it streams
 -> the engine's restore command into a temporary directory, renamed into place only when
 it succeeded: a member never starts from a half-restored data dir.
 
-abort_abandoned(): the incomplete uploads a killed taker left (raftset.uploads decides which)
+abort_abandoned(): the incomplete uploads a killed taker left (raftset.sidecar.pure.uploads decides which)
 -> one abort each.
 """
 
@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from raftset import backups, times, uploads
+from raftset import backups, times
+from raftset.sidecar.pure import uploads
 from raftset.backups import Manifest
 from raftset.engines import Engine, RestoreConfig
-from raftset.etcdclient import EtcdClientError, MemberClient
-from raftset.objectstore import PART_SIZE, ObjectStore, StoreError, Upload
+from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient
+from raftset.sidecar.io.objectstore import PART_SIZE, ObjectStore, StoreError, Upload
 
 log = logging.getLogger(__name__)
 

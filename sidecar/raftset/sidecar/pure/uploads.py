@@ -2,7 +2,7 @@
 
 A taker killed mid-upload (its pod deleted, its node gone, the sidecar OOM-killed) cannot
 abort its multipart upload; S3 keeps, and bills, the uploaded parts until someone does. The
-leader's sidecar sweeps after each backup attempt (raftset.snapshots.abort_abandoned); this
+leader's sidecar sweeps after each backup attempt (raftset.sidecar.io.snapshots.abort_abandoned); this
 module decides what it may touch, from plain data, so that every rule is unit-tested.
 """
 

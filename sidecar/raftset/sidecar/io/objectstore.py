@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from raftset import backups, contract
-from raftset.uploads import Incomplete
+from raftset.sidecar.pure.uploads import Incomplete
 
 log = logging.getLogger(__name__)
 
