@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from raftset import backups, contract
-from raftset.plugin import cli, text, views
-from raftset.plugin.kube import UsageError, engine_of
+from raftset.plugin import cli
+from raftset.plugin.pure import text
+from raftset.plugin.pure import views
+from raftset.plugin.io.kube import UsageError, engine_of
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config import ConfigException
 
 from raftset.plugin import verbs
-from raftset.plugin.kube import Api, NotFound, UsageError
+from raftset.plugin.io.kube import Api, NotFound, UsageError
 
 EXIT_CODES = """exit codes:
   0  done: the verb succeeded (status, why: the cluster is Available and not Degraded)

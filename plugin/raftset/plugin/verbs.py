@@ -18,8 +18,9 @@ from typing import Any, TypeVar
 from raftset import backups, contract
 from raftset.replace import Progress, parse_progress
 from raftset.sidecar.io.objectstore import S3Settings, S3Store, StoreError
-from raftset.plugin import text, views
-from raftset.plugin.kube import Api, NotFound
+from raftset.plugin.pure import text
+from raftset.plugin.pure import views
+from raftset.plugin.io.kube import Api, NotFound
 
 OK, FAILED, USAGE, NOT_READY, TIMED_OUT = 0, 1, 2, 3, 4
 POLL_SECONDS = 2.0

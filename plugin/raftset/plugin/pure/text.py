@@ -1,4 +1,4 @@
-"""The views of raftset.plugin.views as text for a terminal (pure: strings in, strings out)."""
+"""The views of raftset.plugin.pure.views as text for a terminal (pure: strings in, strings out)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What each verb shows, as plain data built from what the API returned (no API calls here).
 
-Every view is a JSON-ready dict: `-o json` prints it as it is, raftset.plugin.text renders it.
+Every view is a JSON-ready dict: `-o json` prints it as it is, raftset.plugin.pure.text renders it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The plugin's one client: the API calls its verbs make."""
