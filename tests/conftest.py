@@ -8,6 +8,7 @@ makes the fixture, and so every test using it, fail: these tiers never skip.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,3 +135,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             super()._assign_work_unit(node)  # takes the queue's first unit
 
     return WorkUnitScheduling(config, log)
+
+
+_finished: list[tuple[str, str, float]] = []  # (worker, nodeid, seconds since the session began)
+_began = time.monotonic()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """On the xdist controller: when each worker finished each test (work_units.timeline)."""
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    if worker is not None and report.when == "teardown":
+        _finished.append((worker.id, report.nodeid, time.monotonic() - _began))
+
+
+def pytest_terminal_summary(terminalreporter: object) -> None:
+    if _finished:
+        terminalreporter.write_sep("=", "work units per worker")  # type: ignore[attr-defined]
+        for line in work_units.timeline(_finished):
+            terminalreporter.write_line(line)  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ more than one e2e file and a plane's start.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 TIERS = "tiers"
 E2E = "tests/e2e/"
@@ -65,3 +65,26 @@ def next_unit(queued: Collection[str], role: str) -> str:
     if role == TIERS:
         return TIERS if TIERS in queued else files[0]
     return files[-1] if files else TIERS
+
+
+def spans(finished: Iterable[tuple[str, str, float]]) -> dict[str, list[tuple[str, float, float]]]:
+    """Per worker, the units it ran in order with their first and last finish times, from
+    (worker, nodeid, seconds since the session began) in the order the reports came in."""
+    by_worker: dict[str, list[tuple[str, float, float]]] = {}
+    for worker, nodeid, at in finished:
+        runs = by_worker.setdefault(worker, [])
+        unit = unit_of(nodeid)
+        if runs and runs[-1][0] == unit:
+            runs[-1] = (unit, runs[-1][1], at)
+        else:
+            runs.append((unit, runs[-1][2] if runs else 0.0, at))
+    return by_worker
+
+
+def timeline(finished: Iterable[tuple[str, str, float]]) -> list[str]:
+    """`make test`'s closing lines: when each worker ran what, so the next balancing has numbers."""
+    lines = []
+    for worker, runs in sorted(spans(finished).items()):
+        lines.append(f"{worker}: done at {runs[-1][2]:.0f} s")
+        lines += [f"  {start:6.0f}-{end:6.0f} s  {unit}" for unit, start, end in runs]
+    return lines

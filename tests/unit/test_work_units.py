@@ -72,3 +72,26 @@ def test_with_ci_s_durations_the_two_workers_end_close_together_and_sooner(tiers
 
 def test_tiers_longer_than_every_e2e_file_together_are_the_run_as_before() -> None:
     assert finish_times(4000) == {"gw0": 4000, "gw1": PLANE_START_S + sum(work_units.SECONDS.values())}
+
+
+def test_the_timeline_groups_each_workers_tests_into_units_in_the_order_they_ran() -> None:
+    finished = [
+        ("gw1", "tests/e2e/test_operator.py::a", 40.0),
+        ("gw0", "tests/unit/test_x.py::a", 1.0),
+        ("gw0", "tests/etcd/test_y.py::b", 300.0),
+        ("gw1", "tests/e2e/test_operator.py::b", 90.0),
+        ("gw1", "tests/e2e/test_backups.py::a", 150.0),
+        ("gw0", "tests/e2e/test_membership.py::a", 400.0),
+    ]
+    assert work_units.spans(finished) == {
+        "gw0": [(TIERS, 0.0, 300.0), ("tests/e2e/test_membership.py", 300.0, 400.0)],
+        "gw1": [("tests/e2e/test_operator.py", 0.0, 90.0), ("tests/e2e/test_backups.py", 90.0, 150.0)],
+    }
+    assert work_units.timeline(finished) == [
+        "gw0: done at 400 s",
+        "       0-   300 s  tiers",
+        "     300-   400 s  tests/e2e/test_membership.py",
+        "gw1: done at 150 s",
+        "       0-    90 s  tests/e2e/test_operator.py",
+        "      90-   150 s  tests/e2e/test_backups.py",
+    ]
