@@ -23,9 +23,10 @@ from raftset.contract import ReplacePhase, SidecarEnv
 from raftset.sidecar.io.etcdclient import ClusterClient, EtcdClientError, LockLost, MemberClient
 from raftset.sidecar.io.etcdlock import LOCK_PREFIX
 from raftset.replace import Progress, parse_progress
-from raftset.sidecar import datadir, repair
-from raftset.sidecar.plumbing import LOCK_NAME
-from raftset.sidecar.repairer import Repairer
+from raftset.sidecar.io import datadir
+from raftset.sidecar.pure import replace
+from raftset.sidecar.shells.plumbing import LOCK_NAME
+from raftset.sidecar.shells.replace import Repairer
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, Pod
 from tests.harness.rot import kubelet_restarts
@@ -262,11 +263,11 @@ async def test_a_replacement_whose_lock_is_lost_before_its_removal_removes_nothi
 
         agent = RemovalAgent(lab, 1, lose_the_lock)
         members = await lab.members(0, 1, 2)
-        first = repair.ReplaceView(requested=True, progress=None, own_id=own, members=members,
+        first = replace.ReplaceView(requested=True, progress=None, own_id=own, members=members,
                                    statuses=await agent.answers(), size=3, leading=False, hand_off=True,
                                    target=None, diagnosis=None, automatic=False, doubtful=False, alarms=(),
                                    lock_held=False)
-        assert repair.decide(first).act is repair.Act.REMOVE
+        assert replace.decide(first).act is replace.Act.REMOVE
         try:
             with pytest.raises(LockLost, match="expired or was revoked"):
                 await Repairer(agent).remove_self(own, [0, 1, 2], first)  # type: ignore[arg-type]

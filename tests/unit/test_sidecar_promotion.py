@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.sidecar import promotion
+from raftset.sidecar.pure import promotion
 from tests.unit.sidecar_data import status
 
 pytestmark = pytest.mark.unit

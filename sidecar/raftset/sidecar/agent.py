@@ -32,29 +32,33 @@ from raftset.sidecar.io.etcdclient import (
     Status,
     TLSConfigError,
 )
-from raftset.sidecar import backuper, corruption, heartbeat, marker, readiness
-from raftset.sidecar.backuper import Backuper
-from raftset.sidecar.cleaner import Cleaner
-from raftset.sidecar.config import Settings
-from raftset.sidecar.joiner import Joiner
-from raftset.sidecar.kube import Kube
-from raftset.sidecar.leaver import Leaver
-from raftset.sidecar.maintainer import Maintainer
-from raftset.sidecar.membership_publisher import MembershipPublisher
+from raftset.sidecar.shells import backup
+from raftset.sidecar.io import marker
+from raftset.sidecar.pure import corruption
+from raftset.sidecar.pure import readiness
+from raftset.sidecar.pure import heartbeat
+from raftset.sidecar.shells.backup import Backuper
+from raftset.sidecar.shells.clean import Cleaner
+from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.shells.join import Joiner
+from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.shells.leave import Leaver
+from raftset.sidecar.shells.maintenance import Maintainer
+from raftset.sidecar.shells.membership import MembershipPublisher
 from raftset.sidecar.metrics import Metrics, agent_state
-from raftset.sidecar.promoter import Promoter
-from raftset.sidecar.readiness import Readiness
-from raftset.sidecar.publisher import HeartbeatPublisher
-from raftset.sidecar.recoverer import Recoverer
-from raftset.sidecar.repairer import Repairer
-from raftset.sidecar.restorer import Restorer
+from raftset.sidecar.shells.promotion import Promoter
+from raftset.sidecar.pure.readiness import Readiness
+from raftset.sidecar.shells.heartbeat import HeartbeatPublisher
+from raftset.sidecar.shells.quorum_loss import Recoverer
+from raftset.sidecar.shells.replace import Repairer
+from raftset.sidecar.shells.restore import Restorer
 from raftset.sidecar.supervision import Loops
 
 log = logging.getLogger("raftset.sidecar")
 
 
 class Agent:
-    def __init__(self, settings: Settings, kube: Kube) -> None:
+    def __init__(self, settings: SidecarConfig, kube: SidecarKube) -> None:
         self.settings = settings
         self.kube = kube
         self.metrics = Metrics()
@@ -71,7 +75,7 @@ class Agent:
         self.alarms: tuple[str, ...] = ()  # this member's active alarms, as the maintenance shell last read them
         self.cluster_alarms: tuple[Alarm, ...] = ()  # every active alarm, as the maintenance shell last read them
         self.index_lags: dict[str, int] = {}  # by member pod; the leader's sidecar fills it
-        self.corruption: corruption.Record | None = None  # the leader's standing verdict on our member (Repairer)
+        self.corruption: corruption.CorruptionRecord | None = None  # the leader's standing verdict on our member (Repairer)
         self.stopping = asyncio.Event()
         self._etcd: ClusterClient | None = None
         self.recoverer = Recoverer(self)
@@ -235,7 +239,7 @@ class Agent:
             "promote": (poll, self.promoter.round),
             "clean": (clean, self.cleaner.once),
             "membership": (poll, self.membership_publisher.once),
-            backuper.LOOP: (self.settings.backup_interval, self.backuper.once),
+            backup.LOOP: (self.settings.backup_interval, self.backuper.once),
             "maintenance": (self.settings.maintenance_interval, self.maintainer.once),
             "repair": (self.settings.poll_interval, self.repairer.once),
         }

@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from raftset import contract
-from raftset.sidecar.corruption import CHECK_OUTCOMES, Record
+from raftset.sidecar.pure.corruption import CHECK_OUTCOMES, CorruptionRecord
 
 if TYPE_CHECKING:
     from raftset.sidecar.agent import Agent
@@ -57,7 +57,7 @@ class State:
     alarms: tuple[str, ...]  # active alarm types of this member (NOSPACE, CORRUPT)
     index_lags: Mapping[str, int]  # member pod (or hex id) -> raft index lag; the leader's sidecar only
     loop_errors: Mapping[tuple[str, str], int]  # (loop, expected|unexpected) -> failed rounds (Loops.counters)
-    corruption: Record | None = None  # the leader's standing verdict on the local member (corruption.suspicion)
+    corruption: CorruptionRecord | None = None  # the leader's standing verdict on the local member (corruption.suspicion)
 
 
 def agent_state(agent: Agent) -> State:
@@ -75,7 +75,7 @@ def agent_state(agent: Agent) -> State:
     )
 
 
-def judged_labels(found: Record) -> list[str]:
+def judged_labels(found: CorruptionRecord) -> list[str]:
     """(verdict, source) of raftset_member_judged_corrupt: an alert tells a self-repairing finding from a doubt."""
     return ["replace" if found.replace else "unconfirmed", "alarm" if found.alarm else "hash_check"]
 

@@ -9,15 +9,16 @@ import signal
 
 from aiohttp import web
 
-from raftset.sidecar import config, http
+from raftset.sidecar import http
+from raftset.sidecar.pure import config
 from raftset.sidecar.agent import Agent, leave_then_stop
-from raftset.sidecar.kube import Kube
+from raftset.sidecar.io.kube import SidecarKube
 
 log = logging.getLogger("raftset.sidecar")
 
 
-async def serve(settings: config.Settings) -> None:
-    kube = Kube.load(settings.namespace, os.environ.get("KUBECONFIG") or None)
+async def serve(settings: config.SidecarConfig) -> None:
+    kube = SidecarKube.load(settings.namespace, os.environ.get("KUBECONFIG") or None)
     agent = Agent(settings, kube)
     runner = web.AppRunner(http.app(agent), access_log=None)
     await runner.setup()

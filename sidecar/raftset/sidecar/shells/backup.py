@@ -1,0 +1,190 @@
+"""The backup shell: the leader's sidecar takes scheduled and on-demand backups.
+
+Why the leader's sidecar and not a Job (docs/backups.md): it already holds the member's
+client certificates and runs next to a member that has every committed write; exactly one
+sidecar leads at a time, so exactly one takes a backup, with no Job image, scheduling or
+cleanup; a leadership change hands the duty over by itself, and the schedule's anchor lives
+in the backup Lease, not in memory, so the new leader neither repeats nor skips a run.
+
+Each round: read the cluster object (spec.backup) and the backup Lease (the record, and the
+on-demand request id the operator moved there from the cluster's backup-now annotation), ask
+raftset.backups.decide, take at most one backup (its snapshot chunks, parts and read-back report
+progress to the backup loop's supervision, so a large backup over a slow link is not taken for a
+stuck round), then abort the incomplete uploads a killed taker left behind (raftset.sidecar.pure.uploads
+decides which), publish the record (with the served request id and the count of aborted uploads).
+The sidecar never writes the cluster object: its Role may only `get` it. Every failure is
+recorded with its reason; none ends the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from raftset import backups, contract
+from raftset.sidecar.io import snapshots
+from raftset.sidecar.io import objectstore
+from raftset.sidecar.io.objectstore import StoreError
+from raftset.sidecar.pure import leases
+from raftset.sidecar.pure import heartbeat
+from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.metrics import STEP_BACKUP
+from raftset.sidecar.shells.plumbing import API_ERRORS, Shell
+from raftset.times import rfc3339
+
+if TYPE_CHECKING:
+    from raftset.sidecar.agent import Agent
+
+log = logging.getLogger("raftset.sidecar")
+
+LOOP = "backup"  # the name supervision runs Backuper.once under (Agent.run), and /livez shows
+
+
+def destination(settings_root: str, spec: dict[str, Any]) -> backups.Destination:
+    """spec.backup's destination, at the paths the pod mounts its credentials at."""
+    return backups.destination_of(
+        spec, credentials_dir=settings_root + contract.BACKUP_CREDENTIALS_MOUNT,
+        ca_dir=settings_root + contract.BACKUP_CA_MOUNT, volume=settings_root + contract.BACKUP_VOLUME_MOUNT)
+
+
+def restore_destination(settings_root: str, source: dict[str, Any], backup_spec: dict[str, Any]) -> backups.Destination:
+    """Where spec.bootstrap.fromBackup reads: its own s3/pvc (mounted apart), else spec.backup's destination.
+
+    Raises backups.ConfigError (or KeyError) on a source the CRD's validation should have refused.
+    """
+    if not source.get("s3") and not source.get("pvc"):
+        return destination(settings_root, backup_spec)
+    return backups.destination_of(
+        source, credentials_dir=settings_root + contract.RESTORE_CREDENTIALS_MOUNT,
+        ca_dir=settings_root + contract.RESTORE_CA_MOUNT, volume=settings_root + contract.RESTORE_VOLUME_MOUNT)
+
+
+def backup_lease(settings: SidecarConfig, annotations: dict[str, str], now: datetime,
+                 owner: dict[str, Any] | None) -> dict[str, Any]:
+    """The cluster's backup Lease, as this sidecar writes it (backup record, or restore failure)."""
+    return leases.lease(
+        contract.backup_lease_name(settings.cluster), settings.namespace,
+        labels={**contract.selector_labels(settings.cluster), contract.LABEL_BACKUP: "true"},
+        annotations=annotations, holder=settings.pod_name,
+        duration=settings.lease_duration, renew_time=heartbeat.rfc3339(now), owner=owner)
+
+
+class Backuper(Shell):
+    waiting: str | None = None  # why the last round did not take a due backup, said once
+
+    def __init__(self, agent: Agent) -> None:
+        super().__init__(agent)
+        # Upload ids this sidecar's taker has open: a sweep never aborts them, whatever their age.
+        self.in_flight: set[str] = set()
+
+    async def once(self) -> None:
+        agent, settings = self.agent, self.settings
+        if agent.phase != "started" or agent.status is None or not agent.status.is_leader:
+            return
+        cluster = await agent.kube.cluster_object(settings.engine.plural, settings.cluster)
+        if cluster is None:
+            return
+        spec = (cluster.get("spec") or {}).get("backup")
+        if not spec:
+            return
+        lease = await agent.kube.lease(contract.backup_lease_name(settings.cluster))
+        annotations = ((lease or {}).get("metadata") or {}).get("annotations") or {}
+        record = backups.Record.from_json(annotations.get(contract.ANNOTATION_BACKUP_RECORD))
+        request = annotations.get(contract.ANNOTATION_BACKUP_REQUEST)
+        now = datetime.now(timezone.utc)
+        invalid = backups.settings_error(spec)
+        decision = backups.decide(None if invalid else spec.get("schedule"), request, record, now)
+        updated = decision.record
+        waiting = None if invalid or not decision.take else backups.unmounted(spec, settings.backup_mounts)
+        if waiting is not None:
+            # Neither attempted nor recorded: the request (or the due run) stays for the first
+            # leader whose pod mounts the destination; the operator's roll brings it.
+            if waiting != self.waiting:
+                log.info("backup: %s", waiting)
+            self.waiting = waiting
+            return
+        self.waiting = None
+        if decision.take:
+            log.info("backup: taking a %s backup", decision.trigger)
+            uid = str((cluster.get("metadata") or {}).get("uid") or "")
+            updated = await self.attempt(spec, updated, now, invalid, uid)
+            if not invalid:
+                updated = await self.sweep(spec, updated, now)
+        if updated != record:
+            await self.publish(updated, now)
+
+    async def attempt(self, spec: dict[str, Any], record: backups.Record, now: datetime,
+                      invalid: str | None, cluster_uid: str) -> backups.Record:
+        """One backup, counted as the outcome of a backup round: `taken`, or the failure's reason."""
+        updated, outcome = await self._take(spec, record, now, invalid, cluster_uid)
+        self.agent.metrics.outcome(STEP_BACKUP, outcome)
+        return updated
+
+    async def _take(self, spec: dict[str, Any], record: backups.Record, now: datetime,
+                    invalid: str | None, cluster_uid: str) -> tuple[backups.Record, str]:
+        settings, agent = self.settings, self.agent
+        if invalid:
+            return backups.failed(record, now, backups.INVALID_CONFIG, invalid), backups.INVALID_CONFIG
+        try:
+            dest = destination(settings.backup_mount_root, spec)
+            store = await asyncio.to_thread(objectstore.open_store, dest)
+            target = snapshots.Target(dest.prefix, settings.namespace, settings.cluster, cluster_uid)
+            manifest = await snapshots.take(agent.local, store, target, settings.engine.name, now,
+                                            in_flight=self.in_flight, progress=agent.loops.reporter(LOOP))
+        except StoreError as exc:
+            log.error("backup failed: %s", exc)
+            return backups.failed(record, now, exc.reason, exc.message), exc.reason
+        except backups.ConfigError as exc:
+            return backups.failed(record, now, backups.INVALID_CONFIG, str(exc)), backups.INVALID_CONFIG
+        keep, max_age = backups.retention_of(spec)
+        if keep is not None or max_age is not None:
+            try:
+                removed = await asyncio.to_thread(snapshots.prune, store, target, keep=keep, max_age=max_age,
+                                                  now=now)
+            except StoreError as exc:
+                agent.error("backup retention", exc)
+            else:
+                if removed:
+                    log.info("backup retention removed %d backup(s): %s", len(removed), ", ".join(removed))
+        return backups.succeeded(record, manifest), "taken"
+
+    async def sweep(self, spec: dict[str, Any], record: backups.Record, now: datetime) -> backups.Record:
+        """Abort the incomplete uploads older than retention.abortIncompleteUploadsAfter (a killed
+        taker's, which S3 would keep and bill forever); a failure is logged and retried after the
+        next backup, the aborts done before it are counted."""
+        settings, agent = self.settings, self.agent
+        count = 0
+        try:
+            older_than = backups.abort_uploads_after(spec)
+            dest = destination(settings.backup_mount_root, spec)
+            store = await asyncio.to_thread(objectstore.open_store, dest)
+            target = snapshots.Target(dest.prefix, settings.namespace, settings.cluster)
+            async for upload in snapshots.abort_abandoned(store, target, older_than=older_than, now=now,
+                                                          in_flight=self.in_flight):
+                count += 1
+                agent.metrics.upload_aborted()
+                await self._narrate(f"aborted the incomplete upload of {upload.key} (upload id {upload.upload_id}), "
+                                    f"started {rfc3339(upload.initiated)}: older than "
+                                    "retention.abortIncompleteUploadsAfter")
+        except (StoreError, backups.ConfigError) as exc:
+            agent.error("backup upload sweep", exc)
+        return backups.aborted(record, count) if count else record
+
+    async def _narrate(self, message: str) -> None:
+        """A log line and a Normal Event about the cluster per abort; a failed post is only logged."""
+        agent = self.agent
+        log.warning("backup: %s", message)
+        try:
+            subject = heartbeat.event_subject(await agent.workload(), self.settings.namespace)
+            if subject is not None:
+                await agent.kube.post_event(subject, warning=False, reason="BackupUploadAborted", message=message,
+                                            component=self.settings.pod_name)
+        except API_ERRORS as exc:
+            agent.error("backup event", exc)
+
+    async def publish(self, record: backups.Record, now: datetime) -> None:
+        agent = self.agent
+        await agent.kube.apply_lease(backup_lease(self.settings, {contract.ANNOTATION_BACKUP_RECORD: record.to_json()},
+                                                  now, agent.workload_owner))
