@@ -31,7 +31,7 @@ S3 = {"endpoint": "http://127.0.0.1:1", "bucket": "bkt", "credentialsSecret": "s
 
 
 def record_lease(name: str, namespace: str, record: Record) -> dict[str, Any]:
-    """The backup Lease exactly as the sidecar's Backuper.publish writes it."""
+    """The backup Lease exactly as the sidecar's BackupShell.publish writes it."""
     return leases.lease(
         contract.backup_lease_name(name), namespace,
         labels={**contract.selector_labels(name), contract.LABEL_BACKUP: "true"},

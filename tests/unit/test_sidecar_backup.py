@@ -8,7 +8,7 @@ import pytest
 
 from raftset import backups, contract
 from raftset.sidecar.pure import config
-from raftset.sidecar.shells.backup import backup_lease, destination, restore_destination
+from raftset.sidecar.pure.backup import backup_lease, destination, restore_destination
 from tests.unit.test_sidecar_config import ENV
 
 pytestmark = pytest.mark.unit

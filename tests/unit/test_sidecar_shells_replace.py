@@ -5,22 +5,25 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
 from raftset.sidecar.io.etcdclient import LockLost
-from raftset.sidecar.shells.replace import Repairer
+from raftset.sidecar.pure.state import State
+from raftset.sidecar.shells.replace import ReplaceShell
 from tests.unit.sidecar_data import member, mid, status
 from tests.unit.test_sidecar_replace import view
 
 pytestmark = pytest.mark.unit
 
 OWN = mid(1)
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 class Recorder:
-    """The lock, client and agent of one removal, writing down what happened in order."""
+    """The lock, client and ports of one removal, writing down what happened in order."""
 
     def __init__(self, *, lock_lost: bool = False) -> None:
         self.events: list[str] = []
@@ -43,7 +46,7 @@ class Recorder:
     async def member_list(self) -> list[Any]:
         return [member(o) for o in range(3)]
 
-    # the agent
+    # the peers, the API and the rejoin port
     async def authoritative_members(self, urls: list[str]) -> tuple[Recorder, list[Any], bool]:
         return self, await self.member_list(), True
 
@@ -60,13 +63,14 @@ class Recorder:
         pass
 
 
-def repairer(recorder: Recorder) -> Repairer:
+def repairer(recorder: Recorder) -> ReplaceShell:
     settings = SimpleNamespace(client_url="http://demo-1:2379", pod_name="demo-1")
-    agent = SimpleNamespace(
-        settings=settings, kube=recorder, candidates=lambda kept, extra: [f"http://demo-{o}:2379" for o in kept],
+    peers = SimpleNamespace(
+        candidates=lambda kept, extra: [f"http://demo-{o}:2379" for o in kept],
         authoritative_members=recorder.authoritative_members, statuses=recorder.statuses,
-        member_remove=recorder.member_remove, rejoin=recorder.rejoin)
-    return Repairer(agent)  # type: ignore[arg-type]
+        member_remove=recorder.member_remove)
+    return ReplaceShell(settings, State.initial("demo-1", NOW), peers, recorder,  # type: ignore[arg-type]
+                        rejoin=recorder.rejoin)
 
 
 async def test_the_removal_goes_only_after_the_fence_under_the_lock() -> None:

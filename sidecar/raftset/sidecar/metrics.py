@@ -2,14 +2,14 @@
 
 Counters are counted where things happen (join, leave, clean, membership calls, Lease
 writes, maintenance actions). What describes the member now (role, leader, heartbeat age,
-index lag) is read from the agent at scrape time by `StateCollector`, through the pure
+index lag) is read from the shared State at scrape time by `GaugeCollector`, through the pure
 `state_samples`, so that a scrape never shows a value older than the last poll. So are the
 loop error counters: supervision already counts them per loop (LoopHealth), they are not
 counted a second time here.
 
 Every series is per pod: the PodMonitor of the monitoring kit adds `namespace`, `pod` and
 `cluster` (from the pod's `app.kubernetes.io/instance` label), so none is repeated here.
-Each agent has its own registry (tests run several sidecars in one process).
+Each sidecar has its own registry (tests run several sidecars in one process).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -25,9 +24,7 @@ from prometheus_client.registry import Collector
 
 from raftset import contract
 from raftset.sidecar.pure.corruption import CHECK_OUTCOMES, CorruptionRecord
-
-if TYPE_CHECKING:
-    from raftset.sidecar.agent import Agent
+from raftset.sidecar.pure.state import State
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -41,8 +38,8 @@ STEP_HASH_CHECK = "hash_check"  # the leader's periodic HashKV comparison (corru
 
 
 @dataclass(frozen=True)
-class State:
-    """What the member looks like now, as the agent knows it."""
+class MemberGauges:
+    """What the member looks like now, as the sidecar knows it."""
 
     role: str  # contract.ROLES
     leader_id: str  # hex, "" without a leader
@@ -60,18 +57,18 @@ class State:
     corruption: CorruptionRecord | None = None  # the leader's standing verdict on the local member (corruption.suspicion)
 
 
-def agent_state(agent: Agent) -> State:
-    """The member as a scrape shows it, from what the agent's shells last saw."""
-    st, written = agent.status, agent.publisher.written_at
-    return State(
-        role=agent.heartbeat.role, leader_id=f"{st.leader:x}" if st is not None and st.leader else "",
-        healthy=agent.heartbeat.healthy, ready=agent.ready, startup_written=agent.startup_written,
-        raft_term=agent.heartbeat.raft_term, raft_index=agent.heartbeat.raft_index,
+def member_gauges(state: State, loop_errors: Mapping[tuple[str, str], int]) -> MemberGauges:
+    """The member as a scrape shows it, from what the shells last saw."""
+    st, written = state.status, state.heartbeat_written_at
+    return MemberGauges(
+        role=state.heartbeat.role, leader_id=f"{st.leader:x}" if st is not None and st.leader else "",
+        healthy=state.heartbeat.healthy, ready=state.ready, startup_written=state.startup_written,
+        raft_term=state.heartbeat.raft_term, raft_index=state.heartbeat.raft_index,
         heartbeat_age=None if written is None else time.monotonic() - written,
         db_size=st.db_size if st is not None else None,
         db_size_in_use=st.db_size_in_use if st is not None else None,
-        alarms=agent.alarms, index_lags=agent.index_lags, loop_errors=agent.loops.counters(),
-        corruption=agent.corruption,
+        alarms=state.alarms, index_lags=state.index_lags, loop_errors=loop_errors,
+        corruption=state.corruption,
     )
 
 
@@ -80,7 +77,7 @@ def judged_labels(found: CorruptionRecord) -> list[str]:
     return ["replace" if found.replace else "unconfirmed", "alarm" if found.alarm else "hash_check"]
 
 
-def state_samples(state: State) -> list[Metric]:
+def state_samples(state: MemberGauges) -> list[Metric]:
     """The gauges of one scrape, from plain data."""
     def gauge(name: str, doc: str, value: float | None = None, labels: Iterable[str] = (),
               samples: Iterable[tuple[list[str], float]] = ()) -> GaugeMetricFamily:
@@ -135,10 +132,10 @@ def state_samples(state: State) -> list[Metric]:
     return out
 
 
-class StateCollector(Collector):
+class GaugeCollector(Collector):
     """Asks `read` for the state at every scrape."""
 
-    def __init__(self, read: Callable[[], State]) -> None:
+    def __init__(self, read: Callable[[], MemberGauges]) -> None:
         self._read = read
 
     def collect(self) -> Iterable[Metric]:
@@ -166,9 +163,9 @@ class Metrics:
             "raftset_sidecar_backup_uploads_aborted",
             "Abandoned incomplete backup uploads (a killed taker's) this sidecar aborted.", registry=self.registry)
 
-    def watch(self, read: Callable[[], State]) -> None:
-        """Register the scrape-time state of the member (the agent calls this once)."""
-        self.registry.register(StateCollector(read))
+    def watch(self, read: Callable[[], MemberGauges]) -> None:
+        """Register the scrape-time state of the member (the app calls this once)."""
+        self.registry.register(GaugeCollector(read))
 
     def count(self, operation: str, ok: bool) -> None:
         """One membership call: add | promote | remove | move_leader | clean_remove | membership_write (a Lease)."""

@@ -40,7 +40,7 @@ log = logging.getLogger("raftset.sidecar")
 # the file is removed (the hook writes `<loop>.hanging` while it holds, so a test can wait for
 # the hold instead of guessing when the next round starts) and `<loop>.raise` makes its rounds
 # raise, so the etcd tier can prove that /livez notices and the e2e tier can hold a state that
-# a loop would otherwise end. A step may name a point of its own (`Loops.test_hold`: clean's
+# a loop would otherwise end. A round may name a point of its own (`Loops.test_hold`: clean's
 # `clean-locked`, inside the membership lock). Never set in a rendered pod (tests/unit/test_sidecar_supervision.py
 # checks); unset, the hook is one empty-string check per round.
 TEST_FAULT_DIR_ENV = "RAFTSET_TEST_FAULT_DIR"
@@ -51,7 +51,7 @@ def classify(exc: BaseException) -> Outcome:
     return "expected" if isinstance(exc, RETRYABLE) else "unexpected"
 
 
-Step = Callable[[], Awaitable[float | None]]  # one round; returns its own next delay, or None for the interval
+Round = Callable[[], Awaitable[float | None]]  # one round; returns its own next delay, or None for the interval
 
 
 class Loops:
@@ -63,7 +63,7 @@ class Loops:
     def __init__(self, stall: float, *, on_error: Callable[[str, str, BaseException], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, env: Mapping[str, str] | None = None) -> None:
         self.stall = stall
-        self.on_error = on_error  # (loop, expected|unexpected, error): the agent's last_error, metrics
+        self.on_error = on_error  # (loop, expected|unexpected, error): the shared State's last_error
         self.clock = clock
         self._health: dict[str, LoopHealth] = {}
         self._fault_dir = (os.environ if env is None else env).get(TEST_FAULT_DIR_ENV) or ""
@@ -94,13 +94,13 @@ class Loops:
         loop = asyncio.get_running_loop()
         return lambda: loop.call_soon_threadsafe(self.beat, name)
 
-    async def run(self, name: str, interval: float, step: Step, stopping: asyncio.Event) -> None:
-        """Run `step` until `stopping` is set; never raises (a dead loop is recorded, not propagated)."""
+    async def run(self, name: str, interval: float, one_round: Round, stopping: asyncio.Event) -> None:
+        """Run `one_round` until `stopping` is set; never raises (a dead loop is recorded, not propagated)."""
         self._health[name] = started(name, bound_for(interval, self.stall), self.clock())
         backoff = Backoff(1.0, max(1.0, min(30.0, self.stall / 2)))
         try:
             while not stopping.is_set():
-                delay = await self._round(name, step, backoff)
+                delay = await self._round(name, one_round, backoff)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), timeout=interval if delay is None else delay)
         except asyncio.CancelledError:
@@ -112,10 +112,10 @@ class Loops:
             log.critical("%s loop ended", name, exc_info=True)
             raise
 
-    async def _round(self, name: str, step: Step, backoff: Backoff) -> float | None:
+    async def _round(self, name: str, one_round: Round, backoff: Backoff) -> float | None:
         try:
             await self._test_fault(name)
-            delay = await step()
+            delay = await one_round()
         except RETRYABLE as exc:
             self._health[name] = after_round(self._health[name], "expected", self.clock(), str(exc))
             if self.on_error is not None:
@@ -139,7 +139,7 @@ class Loops:
 
     async def test_hold(self, point: str) -> None:
         """Test-only: wait here while `<point>.hang` exists in the fault directory (a loop's name
-        holds its next round; a step's point, such as `clean-locked`, holds that step)."""
+        holds its next round; a round's point, such as `clean-locked`, holds that round there)."""
         if not self._fault_dir:
             return
         hang = os.path.join(self._fault_dir, f"{point}.hang")

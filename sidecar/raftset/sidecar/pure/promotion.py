@@ -41,7 +41,7 @@ def polling(phase: str, status: Status | None) -> bool:
     return phase == "started" and (status is None or status.is_learner)
 
 
-def next_step(phase: str, status: Status | None, poll_interval: float) -> Wait | AskToVote:
+def next_round(phase: str, status: Status | None, poll_interval: float) -> Wait | AskToVote:
     """What the promote loop does after this round's look at its store."""
     if phase != "started":
         return Wait(poll_interval)  # joining or leaving: nothing to promote

@@ -21,75 +21,50 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from raftset import backups, contract
 from raftset.sidecar.io import snapshots
 from raftset.sidecar.io import objectstore
 from raftset.sidecar.io.objectstore import StoreError
-from raftset.sidecar.pure import leases
 from raftset.sidecar.pure import heartbeat
 from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.pure.backup import backup_lease, destination
+from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure.state import State
 from raftset.sidecar.metrics import STEP_BACKUP
-from raftset.sidecar.shells.plumbing import API_ERRORS, Shell
+from raftset.sidecar.shells.plumbing import API_ERRORS, report
 from raftset.times import rfc3339
-
-if TYPE_CHECKING:
-    from raftset.sidecar.agent import Agent
 
 log = logging.getLogger("raftset.sidecar")
 
-LOOP = "backup"  # the name supervision runs Backuper.once under (Agent.run), and /livez shows
+LOOP = "backup"  # the name supervision runs BackupShell.round under (the app's loop table), and /livez shows
 
 
-def destination(settings_root: str, spec: dict[str, Any]) -> backups.Destination:
-    """spec.backup's destination, at the paths the pod mounts its credentials at."""
-    return backups.destination_of(
-        spec, credentials_dir=settings_root + contract.BACKUP_CREDENTIALS_MOUNT,
-        ca_dir=settings_root + contract.BACKUP_CA_MOUNT, volume=settings_root + contract.BACKUP_VOLUME_MOUNT)
+class BackupShell:
+    """Leader-only (the app's loop table). Port: `reporter`, which makes the callable a backup tells its
+    progress to as it moves bytes, from any thread (Loops.reporter)."""
 
-
-def restore_destination(settings_root: str, source: dict[str, Any], backup_spec: dict[str, Any]) -> backups.Destination:
-    """Where spec.bootstrap.fromBackup reads: its own s3/pvc (mounted apart), else spec.backup's destination.
-
-    Raises backups.ConfigError (or KeyError) on a source the CRD's validation should have refused.
-    """
-    if not source.get("s3") and not source.get("pvc"):
-        return destination(settings_root, backup_spec)
-    return backups.destination_of(
-        source, credentials_dir=settings_root + contract.RESTORE_CREDENTIALS_MOUNT,
-        ca_dir=settings_root + contract.RESTORE_CA_MOUNT, volume=settings_root + contract.RESTORE_VOLUME_MOUNT)
-
-
-def backup_lease(settings: SidecarConfig, annotations: dict[str, str], now: datetime,
-                 owner: dict[str, Any] | None) -> dict[str, Any]:
-    """The cluster's backup Lease, as this sidecar writes it (backup record, or restore failure)."""
-    return leases.lease(
-        contract.backup_lease_name(settings.cluster), settings.namespace,
-        labels={**contract.selector_labels(settings.cluster), contract.LABEL_BACKUP: "true"},
-        annotations=annotations, holder=settings.pod_name,
-        duration=settings.lease_duration, renew_time=heartbeat.rfc3339(now), owner=owner)
-
-
-class Backuper(Shell):
-    waiting: str | None = None  # why the last round did not take a due backup, said once
-
-    def __init__(self, agent: Agent) -> None:
-        super().__init__(agent)
+    def __init__(self, settings: SidecarConfig, state: State, peers: Peers, kube: SidecarKube, metrics: Metrics, *,
+                 reporter: Callable[[], Callable[[], None]]) -> None:
+        self.settings, self.state, self.peers, self.kube, self.metrics = settings, state, peers, kube, metrics
+        self.reporter = reporter
+        self.waiting: str | None = None  # why the last round did not take a due backup, said once
         # Upload ids this sidecar's taker has open: a sweep never aborts them, whatever their age.
         self.in_flight: set[str] = set()
 
-    async def once(self) -> None:
-        agent, settings = self.agent, self.settings
-        if agent.phase != "started" or agent.status is None or not agent.status.is_leader:
-            return
-        cluster = await agent.kube.cluster_object(settings.engine.plural, settings.cluster)
+    async def round(self) -> None:
+        settings = self.settings
+        cluster = await self.kube.cluster_object(settings.engine.plural, settings.cluster)
         if cluster is None:
             return
         spec = (cluster.get("spec") or {}).get("backup")
         if not spec:
             return
-        lease = await agent.kube.lease(contract.backup_lease_name(settings.cluster))
+        lease = await self.kube.lease(contract.backup_lease_name(settings.cluster))
         annotations = ((lease or {}).get("metadata") or {}).get("annotations") or {}
         record = backups.Record.from_json(annotations.get(contract.ANNOTATION_BACKUP_RECORD))
         request = annotations.get(contract.ANNOTATION_BACKUP_REQUEST)
@@ -119,20 +94,20 @@ class Backuper(Shell):
                       invalid: str | None, cluster_uid: str) -> backups.Record:
         """One backup, counted as the outcome of a backup round: `taken`, or the failure's reason."""
         updated, outcome = await self._take(spec, record, now, invalid, cluster_uid)
-        self.agent.metrics.outcome(STEP_BACKUP, outcome)
+        self.metrics.outcome(STEP_BACKUP, outcome)
         return updated
 
     async def _take(self, spec: dict[str, Any], record: backups.Record, now: datetime,
                     invalid: str | None, cluster_uid: str) -> tuple[backups.Record, str]:
-        settings, agent = self.settings, self.agent
+        settings = self.settings
         if invalid:
             return backups.failed(record, now, backups.INVALID_CONFIG, invalid), backups.INVALID_CONFIG
         try:
             dest = destination(settings.backup_mount_root, spec)
             store = await asyncio.to_thread(objectstore.open_store, dest)
             target = snapshots.Target(dest.prefix, settings.namespace, settings.cluster, cluster_uid)
-            manifest = await snapshots.take(agent.local, store, target, settings.engine.name, now,
-                                            in_flight=self.in_flight, progress=agent.loops.reporter(LOOP))
+            manifest = await snapshots.take(self.peers.local, store, target, settings.engine.name, now,
+                                            in_flight=self.in_flight, progress=self.reporter())
         except StoreError as exc:
             log.error("backup failed: %s", exc)
             return backups.failed(record, now, exc.reason, exc.message), exc.reason
@@ -144,7 +119,7 @@ class Backuper(Shell):
                 removed = await asyncio.to_thread(snapshots.prune, store, target, keep=keep, max_age=max_age,
                                                   now=now)
             except StoreError as exc:
-                agent.error("backup retention", exc)
+                report(self.state, "backup retention", exc)
             else:
                 if removed:
                     log.info("backup retention removed %d backup(s): %s", len(removed), ", ".join(removed))
@@ -154,7 +129,7 @@ class Backuper(Shell):
         """Abort the incomplete uploads older than retention.abortIncompleteUploadsAfter (a killed
         taker's, which S3 would keep and bill forever); a failure is logged and retried after the
         next backup, the aborts done before it are counted."""
-        settings, agent = self.settings, self.agent
+        settings = self.settings
         count = 0
         try:
             older_than = backups.abort_uploads_after(spec)
@@ -164,27 +139,25 @@ class Backuper(Shell):
             async for upload in snapshots.abort_abandoned(store, target, older_than=older_than, now=now,
                                                           in_flight=self.in_flight):
                 count += 1
-                agent.metrics.upload_aborted()
+                self.metrics.upload_aborted()
                 await self._narrate(f"aborted the incomplete upload of {upload.key} (upload id {upload.upload_id}), "
                                     f"started {rfc3339(upload.initiated)}: older than "
                                     "retention.abortIncompleteUploadsAfter")
         except (StoreError, backups.ConfigError) as exc:
-            agent.error("backup upload sweep", exc)
+            report(self.state, "backup upload sweep", exc)
         return backups.aborted(record, count) if count else record
 
     async def _narrate(self, message: str) -> None:
         """A log line and a Normal Event about the cluster per abort; a failed post is only logged."""
-        agent = self.agent
         log.warning("backup: %s", message)
         try:
-            subject = heartbeat.event_subject(await agent.workload(), self.settings.namespace)
+            subject = heartbeat.event_subject(await self.peers.workload(), self.settings.namespace)
             if subject is not None:
-                await agent.kube.post_event(subject, warning=False, reason="BackupUploadAborted", message=message,
+                await self.kube.post_event(subject, warning=False, reason="BackupUploadAborted", message=message,
                                             component=self.settings.pod_name)
         except API_ERRORS as exc:
-            agent.error("backup event", exc)
+            report(self.state, "backup event", exc)
 
     async def publish(self, record: backups.Record, now: datetime) -> None:
-        agent = self.agent
-        await agent.kube.apply_lease(backup_lease(self.settings, {contract.ANNOTATION_BACKUP_RECORD: record.to_json()},
-                                                  now, agent.workload_owner))
+        await self.kube.apply_lease(backup_lease(self.settings, {contract.ANNOTATION_BACKUP_RECORD: record.to_json()},
+                                                  now, self.state.workload_owner))

@@ -22,7 +22,6 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from raftset import contract
 from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, EtcdClientError, KVHash, Member, Refusal
@@ -31,10 +30,12 @@ from raftset.sidecar.pure import corruption
 from raftset.sidecar.pure import maintenance
 from raftset.sidecar.pure import heartbeat
 from raftset.sidecar.metrics import STEP_HASH_CHECK, STEP_MAINTENANCE
-from raftset.sidecar.shells.plumbing import API_ERRORS, Shell
-
-if TYPE_CHECKING:
-    from raftset.sidecar.agent import Agent
+from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.pure.state import State
+from raftset.sidecar.shells.plumbing import API_ERRORS, report
 
 log = logging.getLogger("raftset.sidecar")
 
@@ -42,25 +43,25 @@ HASH_TIMEOUT_S = 60.0  # HashKV reads the member's whole key space
 FUTURE_TRIES, FUTURE_PAUSE_S = 10, 0.2  # a follower that has not yet applied the leader's revision
 
 
-class Maintainer(Shell):
-    def __init__(self, agent: Agent) -> None:
-        super().__init__(agent)
+class MaintenanceShell:
+    def __init__(self, settings: SidecarConfig, state: State, peers: Peers, kube: SidecarKube, metrics: Metrics) -> None:
+        self.settings, self.state, self.peers, self.kube, self.metrics = settings, state, peers, kube, metrics
         self.run = maintenance.Run()
         self.next_scheduled: datetime | None = None  # computed afresh when this sidecar starts leading
         self.hashed: dict[int, KVHash] = {}  # HashKV answers at `hashed_at`, while a CORRUPT alarm is judged
         self.hashed_at = 0
         self.checked_at: float | None = None  # monotonic time of this leader's last hash check
 
-    async def once(self) -> None:
-        agent, settings = self.agent, self.settings
-        local, status = agent.local, agent.status
-        if agent.phase != "started" or status is None or status.is_learner:  # a learner refuses Alarm
-            agent.alarms, agent.cluster_alarms, self.run, self.next_scheduled = (), (), maintenance.Run(), None
+    async def round(self) -> None:
+        settings = self.settings
+        local, status = self.peers.local, self.state.status
+        if self.state.phase != "started" or status is None or status.is_learner:  # a learner refuses Alarm
+            self.state.alarms, self.state.cluster_alarms, self.run, self.next_scheduled = (), (), maintenance.Run(), None
             self.checked_at = None
             return
         alarms = await local.alarms()
-        agent.alarms = tuple(sorted(a.kind.name for a in alarms if a.member_id == agent.member_id))
-        agent.cluster_alarms = tuple(alarms)
+        self.state.alarms = tuple(sorted(a.kind.name for a in alarms if a.member_id == self.state.member_id))
+        self.state.cluster_alarms = tuple(alarms)
         if not status.is_leader:
             self.run, self.next_scheduled, self.checked_at = maintenance.Run(), None, None
             return
@@ -78,7 +79,7 @@ class Maintainer(Shell):
         members = await local.member_list()
         if any(a.kind is AlarmKind.CORRUPT for a in alarms):
             await self.judge_corruption(alarms, members)
-        statuses = await agent.statuses(members)
+        statuses = await self.peers.statuses(members)
         action = maintenance.decide(leader_id=status.member_id, members=members, statuses=statuses,
                                     alarms=alarms, run=self.run, policy=policy, schedule_due=due,
                                     quota=settings.engine.quota(settings.options))
@@ -92,26 +93,25 @@ class Maintainer(Shell):
         try:
             await self._carry_out(action, members)
         except EtcdClientError:
-            agent.metrics.outcome(STEP_MAINTENANCE, "error")
+            self.metrics.outcome(STEP_MAINTENANCE, "error")
             raise
-        agent.metrics.outcome(STEP_MAINTENANCE, action.kind.value)
+        self.metrics.outcome(STEP_MAINTENANCE, action.kind.value)
         self.run = action.run
 
     async def judge_corruption(self, alarms: Sequence[Alarm], members: Sequence[Member]) -> None:
         """CORRUPT: disarm the alarms of members that left Raft; write the verdict on each accused member's
         pod, where its own sidecar takes it as a diagnosis (raftset.sidecar.pure.replace); narrate each once."""
-        agent = self.agent
         hashes: dict[int, KVHash | None] = {}
         revision = 0
         if corruption.accused(alarms, members):
-            revision = await agent.local.revision()  # reads still work under the alarm; writes do not move it
+            revision = await self.peers.local.revision()  # reads still work under the alarm; writes do not move it
             hashes = await self.hashes(members, revision)
         judgement = corruption.judge(alarms, members, hashes, revision)
         for alarm in judgement.disarm:
             await self._narrate(maintenance.MaintenanceAction(
                 maintenance.Kind.DISARM, f"member {alarm.member_id:x} has left Raft: disarming the CORRUPT alarm "
                                          f"that named it", reason="AlarmDisarmed"))
-            await agent.local.disarm(alarm)
+            await self.peers.local.disarm(alarm)
             log.warning("maintenance: disarmed CORRUPT@%x", alarm.member_id)
         by_id = {m.id: m for m in members}
         for verdict in judgement.verdicts:
@@ -120,16 +120,15 @@ class Maintainer(Shell):
     async def check_hashes(self) -> None:
         """No CORRUPT alarm: compare every voter's hash at one revision (corruption.check), hand a member
         whose data differs over like an alarm's verdict, and clear the verdicts a later check no longer makes."""
-        agent = self.agent
         self.checked_at = time.monotonic()  # a failed check waits for the next interval too
         try:
-            members = await agent.local.member_list()
-            revision = await agent.local.revision()
+            members = await self.peers.local.member_list()
+            revision = await self.peers.local.revision()
         except EtcdClientError:
-            agent.metrics.outcome(STEP_HASH_CHECK, "error")
+            self.metrics.outcome(STEP_HASH_CHECK, "error")
             raise
         result = corruption.check(members, await self.hashes(members, revision), revision)
-        agent.metrics.outcome(STEP_HASH_CHECK, corruption.check_outcome(result))
+        self.metrics.outcome(STEP_HASH_CHECK, corruption.check_outcome(result))
         log.log(logging.WARNING if result.verdicts else logging.INFO, "hash check: %s", result.reason)
         by_id = {m.id: m for m in members}
         for verdict in result.verdicts:
@@ -142,24 +141,23 @@ class Maintainer(Shell):
                 continue
             pod_name = self.settings.naming.pod(ordinal)
             try:
-                if corruption.outdated(replace.corruption_verdict(await agent.kube.pod(pod_name)), member.id, result):
-                    await agent.kube.annotate_pod(pod_name, {contract.ANNOTATION_CORRUPTION: None})
+                if corruption.outdated(replace.corruption_verdict(await self.kube.pod(pod_name)), member.id, result):
+                    await self.kube.annotate_pod(pod_name, {contract.ANNOTATION_CORRUPTION: None})
                     log.warning("hash check: member %s agrees again: its verdict is cleared",
                                 member.name or member.hex_id)
             except API_ERRORS as exc:
-                agent.error("hash check: clearing a verdict", exc)
+                report(self.state, "hash check: clearing a verdict", exc)
 
     async def hashes(self, members: Sequence[Member], revision: int) -> dict[int, KVHash | None]:
         """Every voter's HashKV at `revision` (None: no answer as itself); kept while the revision stands,
         as it does while the alarm refuses writes: HashKV reads a member's whole key space."""
-        agent = self.agent
         if self.hashed_at != revision:
             self.hashed, self.hashed_at = {}, revision
 
         async def one(member: Member) -> KVHash | None:
             if member.id in self.hashed or not member.client_urls:
                 return self.hashed.get(member.id)
-            client = agent.local if member.id == agent.member_id else agent.etcd().member(member.client_urls[0])
+            client = self.peers.local if member.id == self.state.member_id else self.peers.etcd().member(member.client_urls[0])
             for attempt in range(FUTURE_TRIES):
                 try:
                     found = await client.hash_kv(revision, timeout=HASH_TIMEOUT_S)
@@ -181,16 +179,16 @@ class Maintainer(Shell):
 
     async def hand_over(self, verdict: corruption.Verdict, member: Member) -> None:
         """Write the verdict on the member's pod (when it changed) and narrate it once."""
-        agent, settings = self.agent, self.settings
+        settings = self.settings
         ordinal = settings.naming.ordinal_of_member(member.name, member.peer_urls)
         pod_name = settings.naming.pod(ordinal) if ordinal is not None else ""
         if pod_name:
             found = corruption.record(verdict)
             try:  # a failed write is tried again next round; the Event below still tells
-                if replace.corruption_verdict(await agent.kube.pod(pod_name)) != found:
-                    await agent.kube.annotate_pod(pod_name, {contract.ANNOTATION_CORRUPTION: found.to_json()})
+                if replace.corruption_verdict(await self.kube.pod(pod_name)) != found:
+                    await self.kube.annotate_pod(pod_name, {contract.ANNOTATION_CORRUPTION: found.to_json()})
             except API_ERRORS as exc:
-                agent.error("maintenance: corruption verdict", exc)
+                report(self.state, "maintenance: corruption verdict", exc)
         key = corruption.report_key(verdict)
         if key in self.run.reported:
             return
@@ -209,7 +207,7 @@ class Maintainer(Shell):
         self.run = dataclasses.replace(self.run, reported=self.run.reported | {key})
 
     async def _carry_out(self, action: maintenance.MaintenanceAction, members: Sequence[Member]) -> None:
-        local, kind = self.agent.local, action.kind
+        local, kind = self.peers.local, action.kind
         if kind is maintenance.Kind.COMPACT:
             revision = await local.revision()
             try:
@@ -222,7 +220,7 @@ class Maintainer(Shell):
             log.warning("maintenance: compacted to revision %d", revision)
         elif kind is maintenance.Kind.DEFRAGMENT:
             target = next(m for m in members if m.id == action.member_id)
-            client = local if target.id == self.agent.member_id else self.agent.etcd().member(target.client_urls[0])
+            client = local if target.id == self.state.member_id else self.peers.etcd().member(target.client_urls[0])
             await client.defragment()
             log.warning("maintenance: defragmented %s", target.name or target.hex_id)
         elif kind is maintenance.Kind.DISARM:
@@ -234,14 +232,13 @@ class Maintainer(Shell):
         """The Event that says what is being done, before it is done; a failed post never stops the action."""
         if not action.reason:
             return
-        agent = self.agent
         level = logging.WARNING if action.warning else logging.INFO
         log.log(level, "maintenance: %s", action.message)
         try:
-            workload = await agent.workload()
+            workload = await self.peers.workload()
             subject = heartbeat.event_subject(workload, self.settings.namespace)
             if subject is not None:
-                await agent.kube.post_event(subject, warning=action.warning, reason=action.reason,
+                await self.kube.post_event(subject, warning=action.warning, reason=action.reason,
                                             message=action.message, component=self.settings.pod_name)
         except API_ERRORS as exc:
-            agent.error("maintenance event", exc)
+            report(self.state, "maintenance event", exc)

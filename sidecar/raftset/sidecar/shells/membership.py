@@ -9,53 +9,56 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
 
 from raftset.membership import RaftMembership
 from raftset.sidecar.pure import membership
-from raftset.sidecar.shells.plumbing import API_ERRORS, Shell
-
-if TYPE_CHECKING:
-    from raftset.sidecar.agent import Agent
+from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.pure.state import State
+from raftset.sidecar.shells.plumbing import API_ERRORS, report
 
 log = logging.getLogger("raftset.sidecar")
 
 
-class MembershipPublisher(Shell):
-    def __init__(self, agent: Agent) -> None:
-        super().__init__(agent)
+class MembershipShell:
+    """Leader-only (the app's loop table)."""
+
+    def __init__(self, settings: SidecarConfig, state: State, peers: Peers, kube: SidecarKube, metrics: Metrics) -> None:
+        self.settings, self.state, self.peers, self.kube, self.metrics = settings, state, peers, kube, metrics
         self.written: RaftMembership | None = None
         self.written_at: float | None = None
 
-    async def once(self) -> None:
-        agent, settings = self.agent, self.settings
-        if agent.phase != "started" or agent.status is None or not agent.status.is_leader:
-            self.written = self.written_at = None  # leading again later publishes at once
-            agent.index_lags = {}  # only the leader reports them
-            return
-        leader = await agent.local.status()
+    def not_leading(self) -> None:
+        self.written = self.written_at = None  # leading again later publishes at once
+        self.state.index_lags = {}  # only the leader reports them
+
+    async def round(self) -> None:
+        settings = self.settings
+        leader = await self.peers.local.status()
         if not leader.is_leader:
             return
-        members = await agent.local.member_list()
-        ordinals = agent.ordinals(members)
+        members = await self.peers.local.member_list()
+        ordinals = self.peers.ordinals(members)
         now = time.monotonic()
         draft = membership.record(leader, settings.pod_name, members, {}, ordinals, datetime.now(timezone.utc))
         if not membership.should_publish(self.written, draft, self.written_at, now, settings.heartbeat_interval):
             return
-        statuses = await agent.statuses(members)
+        statuses = await self.peers.statuses(members)
         current = membership.record(leader, settings.pod_name, members, statuses, ordinals,
                                     datetime.now(timezone.utc))
-        agent.index_lags = membership.index_lags(current, settings.cluster)
+        self.state.index_lags = membership.index_lags(current, settings.cluster)
         body = membership.lease_body(settings.cluster, settings.namespace, current,
                                      duration=settings.lease_duration,
-                                     owner=agent.cluster_owner)
+                                     owner=self.state.cluster_owner)
         try:
-            await agent.kube.apply_lease(body)
+            await self.kube.apply_lease(body)
         except API_ERRORS as exc:
-            agent.metrics.count("membership_write", False)
-            agent.error("membership lease", exc)
+            self.metrics.count("membership_write", False)
+            report(self.state, "membership lease", exc)
             return
-        agent.metrics.count("membership_write", True)
+        self.metrics.count("membership_write", True)
         if self.written is None or self.written.change_key != current.change_key:
             log.info("membership: published %d member(s) at index %d, term %d", len(current.members),
                      current.index, current.term)

@@ -9,6 +9,7 @@ member for Status at that moment (`peer_statuses`): the decision refuses while o
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -19,14 +20,23 @@ from raftset.sidecar.io import marker
 from raftset.sidecar.io import datadir
 from raftset.sidecar.pure import quorum_loss
 from raftset.sidecar.pure import heartbeat
-from raftset.sidecar.shells.plumbing import API_ERRORS, RETRYABLE, Shell
+from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.io.startup import DataVolume
+from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.pure.state import State
+from raftset.sidecar.shells.plumbing import API_ERRORS, RETRYABLE, report, sleep
 
 log = logging.getLogger("raftset.sidecar")
 
 
-class Recoverer(Shell):
-    forced: QuorumLossRecord | None = None  # set once this pod's store was told to start alone
-    refused: str = ""  # the last refusal told in an Event: each one is told once, not every round
+class QuorumLossShell:
+    def __init__(self, settings: SidecarConfig, state: State, peers: Peers, kube: SidecarKube, volume: DataVolume,
+                 stopping: asyncio.Event) -> None:
+        self.settings, self.state, self.peers, self.kube = settings, state, peers, kube
+        self.volume, self.stopping = volume, stopping
+        self.forced: QuorumLossRecord | None = None  # set once this pod's store was told to start alone
+        self.refused = ""  # the last refusal told in an Event: each one is told once, not every round
 
     @staticmethod
     def record(workload: dict[str, Any] | None) -> QuorumLossRecord | None:
@@ -38,9 +48,9 @@ class Recoverer(Shell):
         if record.survivor != self.settings.pod_name:
             return []
         kept = self.settings.backend.kept(workload) if workload else []
-        urls = self.agent.candidates(kept, await self.agent.kube.member_leases(self.settings.cluster))
+        urls = self.peers.candidates(kept, await self.kube.member_leases(self.settings.cluster))
         # A peer that does not answer in time is counted as having no leader to offer.
-        answers = await self.agent.etcd().statuses(urls, timeout=self.settings.peer_status_timeout)
+        answers = await self.peers.etcd().statuses(urls, timeout=self.settings.peer_status_timeout)
         return [st for st in answers.values() if st is not None]
 
     async def survivor_members(self, record: QuorumLossRecord) -> list[Member] | None:
@@ -52,15 +62,15 @@ class Recoverer(Shell):
         except ValueError:
             return None
         try:
-            _, members = await self.agent.etcd().member_list([url])
+            _, members = await self.peers.etcd().member_list([url])
         except EtcdClientError:
             return None
         return members
 
     async def before_join(self) -> bool | None:
         """None: no recovery concerns this pod, the normal join decides; else whether it progressed."""
-        agent, settings = self.agent, self.settings
-        workload = await agent.workload()
+        settings = self.settings
+        workload = await self.peers.workload()
         record = self.record(workload)
         if record is None:
             return None
@@ -77,10 +87,10 @@ class Recoverer(Shell):
         if decision.action is action.NONE:
             return None
         if decision.action is action.WAIT:
-            agent.last_error = f"waiting: {decision.reason}"
+            self.state.last_error = f"waiting: {decision.reason}"
             return False
         if decision.action is action.REFUSE:
-            agent.error("recovery", RuntimeError(decision.reason))
+            report(self.state, "recovery", RuntimeError(decision.reason))
             await self._tell_refusal(workload, decision.reason)
             return False
         if decision.action is action.MOVE_ASIDE:
@@ -90,7 +100,7 @@ class Recoverer(Shell):
             return True
         assert decision.action is action.FORCE
         self.forced = record
-        agent.joiner.write_startup("existing", {settings.pod_name: settings.peer_url}, force_new_cluster=True)
+        self.volume.write_startup("existing", {settings.pod_name: settings.peer_url}, force_new_cluster=True)
         log.warning("quorum-loss recovery %s: this member starts alone from its data (force-new-cluster)", record.id)
         return True
 
@@ -101,26 +111,26 @@ class Recoverer(Shell):
         try:
             subject = heartbeat.event_subject(workload, self.settings.namespace)
             if subject is not None:
-                await self.agent.kube.post_event(subject, warning=True, reason="QuorumRecoveryRefused",
+                await self.kube.post_event(subject, warning=True, reason="QuorumRecoveryRefused",
                                                  message=f"{self.settings.pod_name}: {reason}",
                                                  component=self.settings.pod_name)
                 self.refused = reason
         except API_ERRORS as exc:
-            self.agent.error("recovery event", exc)
+            report(self.state, "recovery event", exc)
 
     async def settle(self) -> None:
         """Once the forced store leads alone: drop the flag from the startup file, record it in the marker."""
-        agent, settings = self.agent, self.settings
+        settings = self.settings
         record = self.forced
         assert record is not None
-        while not agent.stopping.is_set():
+        while not self.stopping.is_set():
             try:
-                status = await agent.local.status(timeout=2.0)
+                status = await self.peers.local.status(timeout=2.0)
                 if status.is_leader:
                     # The marker first: a sidecar killed in between restarts as an ordinary member
                     # (and rewrites the startup file); the other order could force a second time.
-                    agent.remember_member(status.member_id, recovered=record.id)
-                    agent.joiner.write_startup("existing", {settings.pod_name: settings.peer_url})
+                    self.volume.remember_member(status.member_id, recovered=record.id)
+                    self.volume.write_startup("existing", {settings.pod_name: settings.peer_url})
                     log.warning("quorum-loss recovery %s: member %x leads a one-member cluster (term %d, "
                                 "index %d); later restarts are ordinary", record.id, status.member_id,
                                 status.raft_term, status.raft_index)
@@ -129,6 +139,6 @@ class Recoverer(Shell):
             except EtcdClientError as exc:
                 log.debug("recovery settle: the store does not answer yet: %s", exc)
             except RETRYABLE as exc:
-                agent.error("recovery settle", exc)
-            if await agent.sleep(settings.poll_interval):
+                report(self.state, "recovery settle", exc)
+            if await sleep(self.stopping, settings.poll_interval):
                 return

@@ -15,7 +15,8 @@ import dataclasses
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from raftset import contract
 from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient, Refusal
@@ -25,65 +26,68 @@ from raftset.sidecar.io import datadir
 from raftset.sidecar.pure import replace
 from raftset.sidecar.pure import corruption
 from raftset.sidecar.pure import leave
-from raftset.sidecar.shells.plumbing import LOCK_NAME, Shell
-
-if TYPE_CHECKING:
-    from raftset.sidecar.agent import Agent
+from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.pure.state import State
+from raftset.sidecar.shells.plumbing import LOCK_NAME, report
 
 log = logging.getLogger("raftset.sidecar")
 
 
-class Repairer(Shell):
-    def __init__(self, agent: Agent) -> None:
-        super().__init__(agent)
+class ReplaceShell:
+    """Port: `rejoin`, the join decided again from scratch (our member left Raft)."""
+
+    def __init__(self, settings: SidecarConfig, state: State, peers: Peers, kube: SidecarKube, *,
+                 rejoin: Callable[[str], Awaitable[None]]) -> None:
+        self.settings, self.state, self.peers, self.kube = settings, state, peers, kube
+        self.rejoin = rejoin
         self.recorded: Progress | None = None  # what we last wrote on the pod
         self.pod_read_at = 0.0
         self.under_way = False
 
-    async def once(self) -> None:
-        agent = self.agent
-        if agent.phase != "started":
+    async def round(self) -> None:
+        if self.state.phase != "started":
             return
-        if agent.status is None:
+        if self.state.status is None:
             await self.check_premise()
-            if agent.phase != "started":
+            if self.state.phase != "started":
                 return
-        elif not agent.status.is_learner and datadir.aside(self.settings.data_dir):
+        elif not self.state.status.is_learner and datadir.aside(self.settings.data_dir):
             for path in datadir.release(self.settings.data_dir):
-                log.info("member %x votes: released the data moved aside to %s", agent.status.member_id, path)
+                log.info("member %x votes: released the data moved aside to %s", self.state.status.member_id, path)
         now = time.monotonic()
         if self.under_way or now - self.pod_read_at >= self.settings.heartbeat_interval:
             self.pod_read_at = now
-            await self.replace_step()
+            await self.replace_round()
 
     async def check_premise(self) -> None:
         """Our store does not answer: is our member still in Raft? If not, decide the join again."""
-        agent = self.agent
-        own_id = agent.member_id
+        own_id = self.state.member_id
         if own_id is None:
             return
-        urls = agent.candidates(await agent.kept(), [])
+        urls = self.peers.candidates(await self.peers.kept(), [])
         if not urls:
             return
         try:
-            _, members, linearizable = await agent.authoritative_members(urls)
+            _, members, linearizable = await self.peers.authoritative_members(urls)
         except EtcdClientError:
             return  # nobody answers: a whole-cluster restart looks like this; keep the premise
-        if await agent.local_member() is not None:
+        if await self.peers.local_member() is not None:
             return
         reason = replace.premise_failed(own_id, False, members, linearizable)
         if reason is not None:
-            await agent.rejoin(reason)
+            await self.rejoin(reason)
 
-    async def replace_step(self) -> None:
-        agent, settings = self.agent, self.settings
-        pod = await agent.kube.pod(settings.pod_name)
+    async def replace_round(self) -> None:
+        settings = self.settings
+        pod = await self.kube.pod(settings.pod_name)
         wanted, progress = replace.requested(pod), replace.progress(pod)
         store = replace.store_container(pod, settings.engine.name)
-        diagnosis = replace.diagnose(store, agent.status is not None, settings.engine.capabilities.corruption_texts,
+        diagnosis = replace.diagnose(store, self.state.status is not None, settings.engine.capabilities.corruption_texts,
                                     settings.crash_loop_restarts, replace.restart_baseline(pod))
-        suspected = corruption.suspicion(replace.corruption_verdict(pod), agent.member_id, agent.alarms)
-        agent.corruption = suspected
+        suspected = corruption.suspicion(replace.corruption_verdict(pod), self.state.member_id, self.state.alarms)
+        self.state.corruption = suspected
         doubtful = False
         if diagnosis is None and suspected is not None:  # the leader judged a CORRUPT alarm on our member
             diagnosis, doubtful = suspected.reason, not suspected.replace
@@ -91,34 +95,34 @@ class Repairer(Shell):
         if not self.under_way:
             self.recorded = None
             return
-        kept = await agent.kept()
-        client, members, linearizable = await agent.authoritative_members(
-            [settings.client_url, *agent.candidates(kept, [])])
+        kept = await self.peers.kept()
+        client, members, linearizable = await self.peers.authoritative_members(
+            [settings.client_url, *self.peers.candidates(kept, [])])
         why = replace.cause(wanted, diagnosis)
         if not linearizable:
             await self.record(progress, contract.ReplacePhase.WAITING, "no leader answers: waiting for an "
-                                                                       "authoritative membership", agent.member_id, why)
+                                                                       "authoritative membership", self.state.member_id, why)
             return
-        statuses = await agent.statuses(members)
-        own_id = agent.member_id
+        statuses = await self.peers.statuses(members)
+        own_id = self.state.member_id
         own_status = statuses.get(own_id) if own_id is not None else None
         leading = own_status is not None and own_status.is_leader
-        target = (leave.transfer_target(own_id, members, statuses, agent.ordinals(members), kept)
+        target = (leave.transfer_target(own_id, members, statuses, self.peers.ordinals(members), kept)
                   if leading and own_id is not None else None)
-        lock_held = (own_id is not None and corruption.alarm_serializes(agent.cluster_alarms, own_id)
+        lock_held = (own_id is not None and corruption.alarm_serializes(self.state.cluster_alarms, own_id)
                      and await self.lock_held(client))
         view = replace.ReplaceView(requested=wanted, progress=progress, own_id=own_id, members=members,
                                   statuses=statuses, size=len(kept), leading=leading,
                                   hand_off=settings.engine.capabilities.hand_off, target=target,
                                   diagnosis=diagnosis, automatic=settings.repair_automatic, doubtful=doubtful,
-                                  alarms=agent.cluster_alarms, lock_held=lock_held)
+                                  alarms=self.state.cluster_alarms, lock_held=lock_held)
         decision = replace.decide(view)
         log.info("replace: %s (%s)", decision.phase or decision.act.value, decision.reason)
         if decision.act is replace.Act.FINISH:
             # A crash loop is counted afresh from here: the restarts so far belong to the old member. The
             # finished record stays until the next replacement: the operator may not have seen any step yet.
             finished = replace.advanced(progress, self.recorded, decision.phase, decision.reason, own_id)
-            await agent.kube.annotate_pod(settings.pod_name, {
+            await self.kube.annotate_pod(settings.pod_name, {
                 contract.ANNOTATION_REPLACE: None, contract.ANNOTATION_REPLACE_PROGRESS: finished.to_json(),
                 contract.ANNOTATION_CORRUPTION: None,
                 contract.ANNOTATION_RESTART_BASELINE: str(int(store.get("restartCount") or 0))})
@@ -130,7 +134,7 @@ class Repairer(Shell):
         await self.record(progress, decision.phase, decision.reason, own_id, why)
         if decision.act is replace.Act.HAND_OFF:
             assert decision.target is not None
-            await agent.move_leader(decision.target, "replace")
+            await self.peers.move_leader(decision.target, "replace")
         elif decision.act is replace.Act.REMOVE:
             assert own_id is not None
             await self.remove_self(own_id, kept, view)
@@ -141,9 +145,9 @@ class Repairer(Shell):
 
         Under a CORRUPT alarm that names only our member the lock cannot be taken (every write is
         refused) and the alarm serializes instead (corruption.alarm_serializes)."""
-        agent, settings = self.agent, self.settings
-        others = [u for u in agent.candidates(kept, []) if u != settings.client_url]
-        client, _, linearizable = await agent.authoritative_members(others)
+        settings = self.settings
+        others = [u for u in self.peers.candidates(kept, []) if u != settings.client_url]
+        client, _, linearizable = await self.peers.authoritative_members(others)
         if not linearizable:
             return
         entered = False
@@ -164,21 +168,20 @@ class Repairer(Shell):
         if not decided:
             return  # something changed (we lead again, another change began): the next round decides
         if error is not None and error.refusal is not Refusal.MEMBER_NOT_FOUND:
-            agent.error("replace: remove", error)
+            report(self.state, "replace: remove", error)
             return
         log.warning("replace: member %x removed from Raft; joining again as a new member", own_id)
         await self.record(first.progress, contract.ReplacePhase.REJOINING,
                           f"member {own_id:x} left Raft; joining again as a new member on fresh data", own_id)
-        await agent.rejoin(f"member {own_id:x} was removed to be replaced")
+        await self.rejoin(f"member {own_id:x} was removed to be replaced")
 
     async def remove_decided_again(self, client: MemberClient, own_id: int, first: replace.ReplaceView,
                                    held: HeldLock | None = None) -> tuple[bool, EtcdClientError | None]:
         """Decide once more on a fresh MemberList; (whether REMOVE still holds, MemberRemove's refusal).
 
         Under the lock (`held`) the removal waits for its fence: LockLost unless the lock outlives it."""
-        agent = self.agent
         members = await client.member_list()
-        statuses = await agent.statuses(members)
+        statuses = await self.peers.statuses(members)
         own_leads = (st := statuses.get(own_id)) is not None and st.is_leader
         again = replace.decide(dataclasses.replace(first, members=members, statuses=statuses, leading=own_leads,
                                                   target=None))
@@ -186,7 +189,7 @@ class Repairer(Shell):
             return False, None
         if held is not None:
             await held.fence(client.timeout)
-        return True, await agent.member_remove(client, own_id)
+        return True, await self.peers.member_remove(client, own_id)
 
     @staticmethod
     async def lock_held(client: MemberClient) -> bool:
@@ -201,5 +204,5 @@ class Repairer(Shell):
         if current is None:
             return
         body: dict[str, Any] = {contract.ANNOTATION_REPLACE_PROGRESS: current.to_json()}
-        await self.agent.kube.annotate_pod(self.settings.pod_name, body)
+        await self.kube.annotate_pod(self.settings.pod_name, body)
         self.recorded = current

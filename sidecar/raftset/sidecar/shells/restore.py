@@ -27,22 +27,27 @@ from raftset.sidecar.io import snapshots
 from raftset.sidecar.io import objectstore
 from raftset.engines import RestoreConfig
 from raftset.sidecar.io.objectstore import StoreError
-from raftset.sidecar.shells.backup import backup_lease, restore_destination
-from raftset.sidecar.shells.plumbing import Shell
+from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.pure.backup import backup_lease, restore_destination
+from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.pure.state import State
+from raftset.sidecar.shells.plumbing import report
 
 log = logging.getLogger("raftset.sidecar")
 
 RETRY_AFTER = 30.0  # seconds between attempts: a corrupt snapshot is not worth a tight loop
 
 
-class Restorer(Shell):
-    retry_at = 0.0
-    failure = ""
+class RestoreShell:
+    def __init__(self, settings: SidecarConfig, state: State, kube: SidecarKube) -> None:
+        self.settings, self.state, self.kube = settings, state, kube
+        self.retry_at = 0.0
+        self.failure = ""
 
     async def source(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """spec.bootstrap.fromBackup and spec.backup (its default destination), if a restore is asked."""
         settings = self.settings
-        cluster = await self.agent.kube.cluster_object(settings.engine.plural, settings.cluster)
+        cluster = await self.kube.cluster_object(settings.engine.plural, settings.cluster)
         spec = (cluster or {}).get("spec") or {}
         source = (spec.get("bootstrap") or {}).get("fromBackup")
         return (dict(source), dict(spec.get("backup") or {})) if source else None
@@ -53,7 +58,7 @@ class Restorer(Shell):
         if source is None:
             return True
         if time.monotonic() < self.retry_at:
-            self.agent.last_error = f"waiting: restore failed, retrying soon: {self.failure}"
+            self.state.last_error = f"waiting: restore failed, retrying soon: {self.failure}"
             return False
         now = datetime.now(timezone.utc)
         try:
@@ -62,7 +67,7 @@ class Restorer(Shell):
             self.retry_at = time.monotonic() + RETRY_AFTER
             self.failure = str(exc)
             log.error("restore from backup failed: %s", exc)
-            self.agent.last_error = f"restore: {exc}"
+            self.state.last_error = f"restore: {exc}"
             await self.publish({"time": times.rfc3339(now), "reason": exc.reason, "message": exc.message}, now)
             return False
         log.info("restored %s (revision %d, sha256 %s) as member %s", manifest.key, manifest.revision,
@@ -104,7 +109,7 @@ class Restorer(Shell):
         restore Lease, the others restore that one. Where an engine's initial members each restore
         (Xline), a `latest` that moved between their reads would otherwise seed one cluster with
         different data on different members."""
-        settings, kube = self.settings, self.agent.kube
+        settings, kube = self.settings, self.kube
         name = contract.restore_lease_name(settings.cluster)
         # Not leases.lease(): its holder and renew time differ per member, and would make every claim
         # after the first a conflict even when the key agrees. Only the key is claimed.
@@ -112,7 +117,7 @@ class Restorer(Shell):
                 "metadata": {"name": name, "namespace": settings.namespace,
                              "labels": contract.selector_labels(settings.cluster),
                              "annotations": {contract.ANNOTATION_RESTORE_SOURCE: key},
-                             **({"ownerReferences": [self.agent.workload_owner]} if self.agent.workload_owner else {})},
+                             **({"ownerReferences": [self.state.workload_owner]} if self.state.workload_owner else {})},
                 "spec": {}}
         if await kube.claim_lease(body, settings.pod_name):
             return key
@@ -126,10 +131,9 @@ class Restorer(Shell):
 
     async def publish(self, failure: dict[str, str] | None, now: datetime) -> None:
         """The failure (or its absence) on the backup Lease, where the operator looks."""
-        agent = self.agent
         annotations = {contract.ANNOTATION_RESTORE_FAILURE: json.dumps(failure, sort_keys=True)} if failure else {}
-        body = backup_lease(self.settings, annotations, now, agent.workload_owner)
+        body = backup_lease(self.settings, annotations, now, self.state.workload_owner)
         try:
-            await agent.kube.apply_lease(body)
+            await self.kube.apply_lease(body)
         except Exception as exc:  # noqa: BLE001 - the restore's outcome stands; the report is retried next time
-            agent.error("restore report", exc)
+            report(self.state, "restore report", exc)
