@@ -13,7 +13,7 @@ import pytest
 from raftset.quorum_loss import QuorumLossRecord
 from raftset.sidecar.io import datadir
 from raftset.sidecar.pure.marker import Marker
-from raftset.sidecar.pure.quorum_loss import QuorumLossAction, RecoveryView, decide
+from raftset.sidecar.pure.quorum_loss import QuorumLossAction, QuorumLossView, decide
 from tests.unit.sidecar_data import NAMING, member, mid, status
 
 pytestmark = pytest.mark.unit
@@ -23,9 +23,9 @@ RECORD = QuorumLossRecord(id="r1", survivor="demo-1", member_id=f"{mid(1):x}", s
 
 def view(ordinal: int, *, record: QuorumLossRecord | None = RECORD, has_data: bool = True,
          marker_id: int | None = None, recovered: str = "", force: bool = True,
-         members: list | None = None, peers: tuple = ()) -> RecoveryView:
+         members: list | None = None, peers: tuple = ()) -> QuorumLossView:
     own = mid(ordinal) if marker_id is None else marker_id
-    return RecoveryView(
+    return QuorumLossView(
         name=NAMING.pod(ordinal), peer_url=NAMING.peer_url(ordinal), record=record, has_data=has_data,
         marker=Marker(own, NAMING.pod(ordinal), NAMING.peer_url(ordinal), {}, recovered) if has_data else None,
         force_supported=force, survivor_members=members, peers=peers,
@@ -67,10 +67,10 @@ def test_a_member_that_already_rejoined_the_new_cluster_restarts_as_usual() -> N
     grown = [member(1), member(0, learner=True)]
     assert decide(view(0, members=grown)).action is QuorumLossAction.NONE
     # A data dir without a marker is recognised by its peer URL.
-    bare = RecoveryView(name=NAMING.pod(0), peer_url=NAMING.peer_url(0), record=RECORD, has_data=True,
+    bare = QuorumLossView(name=NAMING.pod(0), peer_url=NAMING.peer_url(0), record=RECORD, has_data=True,
                         marker=None, force_supported=True, survivor_members=grown, peers=())
     assert decide(bare).action is QuorumLossAction.NONE
-    other = RecoveryView(name=NAMING.pod(2), peer_url=NAMING.peer_url(2), record=RECORD, has_data=True,
+    other = QuorumLossView(name=NAMING.pod(2), peer_url=NAMING.peer_url(2), record=RECORD, has_data=True,
                          marker=None, force_supported=True, survivor_members=grown, peers=())
     assert decide(other).action is QuorumLossAction.MOVE_ASIDE
 

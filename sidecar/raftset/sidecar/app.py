@@ -99,7 +99,7 @@ class Sidecar:
             Loop("repair", poll, self.replace.round),
         ]
 
-    def _guarded(self, loop: Loop) -> Round:
+    def guarded(self, loop: Loop) -> Round:
         """The loop's round, or, for a leader-only loop while we do not lead, its reset."""
         if not loop.leader_only:
             return loop.round
@@ -116,7 +116,7 @@ class Sidecar:
         await self.join.run()
         if self.stopping.is_set():
             return
-        tasks = [asyncio.create_task(self.loops.run(loop.name, loop.interval, self._guarded(loop), self.stopping),
+        tasks = [asyncio.create_task(self.loops.run(loop.name, loop.interval, self.guarded(loop), self.stopping),
                                      name=loop.name) for loop in self.table()]
         if self.quorum_loss.forced is not None:
             tasks.append(asyncio.create_task(self.quorum_loss.settle(), name="recovery-settle"))

@@ -36,7 +36,7 @@ class QuorumLossAction(Enum):
 
 
 @dataclass(frozen=True)
-class RecoveryView:
+class QuorumLossView:
     name: str  # this pod
     peer_url: str
     record: QuorumLossRecord | None
@@ -48,12 +48,12 @@ class RecoveryView:
 
 
 @dataclass(frozen=True)
-class RecoveryDecision:
+class QuorumLossDecision:
     action: QuorumLossAction
     reason: str
 
 
-def _ours(view: RecoveryView, members: Sequence[Member]) -> bool:
+def _ours(view: QuorumLossView, members: Sequence[Member]) -> bool:
     """Whether our data dir's member is in the survivor's (new) cluster."""
     for m in members:
         if view.marker is not None and f"{m.id:x}" == f"{view.marker.member_id:x}":
@@ -63,40 +63,40 @@ def _ours(view: RecoveryView, members: Sequence[Member]) -> bool:
     return False
 
 
-def decide(view: RecoveryView) -> RecoveryDecision:
+def decide(view: QuorumLossView) -> QuorumLossDecision:
     record = view.record
     if record is None:
-        return RecoveryDecision(QuorumLossAction.NONE, "no quorum-loss recovery under way")
+        return QuorumLossDecision(QuorumLossAction.NONE, "no quorum-loss recovery under way")
     if record.survivor == view.name:
         return _survivor(view, record)
     if view.survivor_members is None:
-        return RecoveryDecision(QuorumLossAction.WAIT, f"recovery {record.id}: waiting for {record.survivor} to "
+        return QuorumLossDecision(QuorumLossAction.WAIT, f"recovery {record.id}: waiting for {record.survivor} to "
                                              "answer MemberList as the restarted cluster")
     if view.has_data and not _ours(view, view.survivor_members):
-        return RecoveryDecision(QuorumLossAction.MOVE_ASIDE, f"recovery {record.id}: our data belongs to a member that "
+        return QuorumLossDecision(QuorumLossAction.MOVE_ASIDE, f"recovery {record.id}: our data belongs to a member that "
                                                    f"{record.survivor}'s new cluster no longer has")
-    return RecoveryDecision(QuorumLossAction.NONE, f"recovery {record.id}: joining {record.survivor}'s cluster")
+    return QuorumLossDecision(QuorumLossAction.NONE, f"recovery {record.id}: joining {record.survivor}'s cluster")
 
 
-def _survivor(view: RecoveryView, record: QuorumLossRecord) -> RecoveryDecision:
+def _survivor(view: QuorumLossView, record: QuorumLossRecord) -> QuorumLossDecision:
     if view.marker is not None and view.marker.recovered == record.id:
         # Started alone already: from now on a restart is an ordinary restart from our data.
-        return RecoveryDecision(QuorumLossAction.NONE, f"recovery {record.id}: already restarted alone; an ordinary restart")
+        return QuorumLossDecision(QuorumLossAction.NONE, f"recovery {record.id}: already restarted alone; an ordinary restart")
     if not view.force_supported:
-        return RecoveryDecision(QuorumLossAction.REFUSE, f"recovery {record.id}: this engine cannot start one member alone "
+        return QuorumLossDecision(QuorumLossAction.REFUSE, f"recovery {record.id}: this engine cannot start one member alone "
                                                "from its data; restore a backup instead")
     if not view.has_data or view.marker is None:
-        return RecoveryDecision(QuorumLossAction.REFUSE, f"recovery {record.id} chose this pod, but its data dir is "
+        return QuorumLossDecision(QuorumLossAction.REFUSE, f"recovery {record.id} chose this pod, but its data dir is "
                                                f"{'empty' if not view.has_data else 'without a member marker'}")
     if f"{view.marker.member_id:x}" != record.member_id:
-        return RecoveryDecision(QuorumLossAction.REFUSE, f"recovery {record.id} chose member {record.member_id}, but this "
+        return QuorumLossDecision(QuorumLossAction.REFUSE, f"recovery {record.id} chose member {record.member_id}, but this "
                                                f"data dir belongs to member {view.marker.member_id:x}")
     leading = next((p for p in view.peers if p.leader != 0 and p.raft_term >= record.term), None)
     if leading is not None:
-        return RecoveryDecision(QuorumLossAction.REFUSE, (
+        return QuorumLossDecision(QuorumLossAction.REFUSE, (
             f"recovery {record.id}: not starting alone: {leading.endpoint} (member {leading.member_id:x}) has leader "
             f"{leading.leader:x} at term {leading.raft_term}, the survivor's was {record.term} when chosen: Raft still "
             f"has a leader; nothing was changed. If the cluster serves, remove the workload's "
             f"{contract.ANNOTATION_QUORUM_RECOVERY} annotation and every pod restarts as usual"))
-    return RecoveryDecision(QuorumLossAction.FORCE, f"recovery {record.id}: starting member {record.member_id} alone "
+    return QuorumLossDecision(QuorumLossAction.FORCE, f"recovery {record.id}: starting member {record.member_id} alone "
                                           "from its own data; no other member reached has a leader")

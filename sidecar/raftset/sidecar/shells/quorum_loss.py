@@ -74,7 +74,7 @@ class QuorumLossShell:
         record = self.record(workload)
         if record is None:
             return None
-        view = quorum_loss.RecoveryView(
+        view = quorum_loss.QuorumLossView(
             name=settings.pod_name, peer_url=settings.peer_url, record=record,
             has_data=marker.has_data(settings.data_dir), marker=marker.read(settings.marker_path),
             force_supported=settings.engine.capabilities.force_new_cluster,
