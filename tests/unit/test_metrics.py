@@ -18,7 +18,8 @@ from raftset.operator import manifests
 from raftset.operator.metrics import REFUSALS, OperatorMetrics, cluster_families, last_backup
 from raftset.sidecar import metrics as sidecar_metrics
 from raftset.sidecar.pure.corruption import CorruptionRecord
-from raftset.sidecar.metrics import MemberGauges, Metrics, state_samples
+from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure.metrics import MemberGauges, state_samples
 from tests.unit.builders import cluster
 
 pytestmark = pytest.mark.unit
