@@ -6,10 +6,10 @@ import pytest
 
 from raftset import contract
 from raftset.contract import ReplacePhase as P
-from raftset.sidecar.pure import replace
-from raftset.sidecar.io.etcdclient import Alarm, AlarmKind
-from raftset.sidecar.pure.corruption import CorruptionRecord
 from raftset.replace import Progress
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind
+from raftset.sidecar.pure import replace
+from raftset.sidecar.pure.corruption import CorruptionRecord
 from raftset.sidecar.pure.replace import Act, ReplaceView, decide, premise_failed
 from tests.unit.sidecar_data import member, mid, status
 

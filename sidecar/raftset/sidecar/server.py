@@ -10,9 +10,9 @@ import signal
 from aiohttp import web
 
 from raftset.sidecar import http
-from raftset.sidecar.pure import config
 from raftset.sidecar.app import Sidecar, leave_then_stop
 from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.pure import config
 
 log = logging.getLogger("raftset.sidecar")
 

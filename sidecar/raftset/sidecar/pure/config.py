@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from raftset import contract, engines, workloads
 from raftset.contract import SidecarEnv
 from raftset.engines import Engine, TLSFiles
-from raftset.sidecar.pure import maintenance
 from raftset.fields import REPAIR_POLICIES
+from raftset.sidecar.pure import maintenance
 from raftset.workloads import Backend
 
 # (variable, flag, help, default); None = required.

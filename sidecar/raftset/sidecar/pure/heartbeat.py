@@ -14,8 +14,8 @@ from typing import Any
 
 from raftset import contract
 from raftset.sidecar.pure import leases
-from raftset.sidecar.pure.readiness import Readiness
 from raftset.sidecar.pure.etcd import Status
+from raftset.sidecar.pure.readiness import Readiness
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from raftset import contract
-from raftset.sidecar.pure.etcd import Member, Status
 from raftset.membership import RaftMember, RaftMembership
 from raftset.sidecar.pure import leases
+from raftset.sidecar.pure.etcd import Member, Status
 from raftset.sidecar.pure.heartbeat import rfc3339
 
 

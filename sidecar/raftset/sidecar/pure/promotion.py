@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from raftset.sidecar.pure.etcd import Status
 from raftset.sidecar.pure.backoff import Backoff
+from raftset.sidecar.pure.etcd import Status
 
 POLL_S = 0.1  # while the store does not answer yet, or answers as a learner
 REFUSED_CAP_S = 1.0  # the longest wait before asking again after "not in sync"

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from raftset import contract
-from raftset.sidecar.pure.etcd import Member, Status
 from raftset.quorum_loss import QuorumLossRecord
+from raftset.sidecar.pure.etcd import Member, Status
 from raftset.sidecar.pure.marker import Marker
 
 

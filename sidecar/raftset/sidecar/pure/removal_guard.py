@@ -1,4 +1,4 @@
-"""Quorum arithmetic shared by clean, join, repair and leave: never remove a member if that loses quorum."""
+"""The removal guard shared by clean, join, replace and leave: never remove a member if that loses quorum."""
 
 from __future__ import annotations
 

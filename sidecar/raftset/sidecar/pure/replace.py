@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from raftset import contract
-from raftset import replace
+from raftset import contract, replace
 from raftset.replace import Progress
-from raftset.sidecar.pure.etcd import Alarm, AlarmKind, Member, Status
 from raftset.sidecar.pure import corruption
+from raftset.sidecar.pure.etcd import Alarm, AlarmKind, Member, Status
 from raftset.sidecar.pure.removal_guard import may_remove
 
 

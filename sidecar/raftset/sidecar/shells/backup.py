@@ -25,17 +25,15 @@ from collections.abc import Callable
 from typing import Any
 
 from raftset import backups, contract
-from raftset.sidecar.io import snapshots
-from raftset.sidecar.io import objectstore
-from raftset.sidecar.io.objectstore import StoreError
-from raftset.sidecar.pure import heartbeat
-from raftset.sidecar.pure.config import SidecarConfig
-from raftset.sidecar.pure.backup import backup_lease, destination
-from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.io import objectstore, snapshots
 from raftset.sidecar.io.kube import SidecarKube
-from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.io.objectstore import StoreError
+from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.metrics import STEP_BACKUP, Metrics
+from raftset.sidecar.pure import heartbeat
+from raftset.sidecar.pure.backup import backup_lease, destination
+from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
-from raftset.sidecar.metrics import STEP_BACKUP
 from raftset.sidecar.shells.plumbing import API_ERRORS, report
 from raftset.times import rfc3339
 

@@ -7,10 +7,9 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from raftset.sidecar.io.etcdclient import EtcdClientError, Member
-from raftset.sidecar.pure import clean
-from raftset.sidecar.metrics import STEP_CLEAN
 from raftset.sidecar.io.peers import Peers
-from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.metrics import STEP_CLEAN, Metrics
+from raftset.sidecar.pure import clean
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import LOCK_NAME

@@ -14,16 +14,15 @@ from typing import Any
 
 from raftset import contract
 from raftset.sidecar.io.etcdclient import EtcdClientError, Status
-from raftset.sidecar.pure import readiness
-from raftset.sidecar.pure import heartbeat
-from raftset.sidecar.pure.heartbeat import Heartbeat
-from raftset.sidecar.pure.backoff import Backoff
-from raftset.sidecar.io.peers import Peers
-from raftset.sidecar.metrics import Metrics
-from raftset.sidecar.pure.config import SidecarConfig
-from raftset.sidecar.pure.state import State
 from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.io.startup import DataVolume
+from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure import heartbeat, readiness
+from raftset.sidecar.pure.backoff import Backoff
+from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.pure.heartbeat import Heartbeat
+from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import API_ERRORS, report
 
 log = logging.getLogger("raftset.sidecar")

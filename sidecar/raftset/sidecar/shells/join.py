@@ -14,22 +14,18 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from raftset import contract
+from raftset.sidecar.io import datadir, marker
 from raftset.sidecar.io.etcdclient import EtcdClientError, Member, MemberClient, Refusal
-from raftset.sidecar.io import marker
-from raftset.sidecar.io import datadir
-from raftset.sidecar.pure import replace
-from raftset.sidecar.pure import heartbeat
-from raftset.sidecar.pure import join
 from raftset.sidecar.io.kube import KubeError, SidecarKube
-from raftset.sidecar.metrics import STEP_JOIN
-from raftset.sidecar.pure.backoff import Backoff
 from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.io.startup import DataVolume
-from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.metrics import STEP_JOIN, Metrics
+from raftset.sidecar.pure import heartbeat, join, replace
+from raftset.sidecar.pure.backoff import Backoff
 from raftset.sidecar.pure.config import SidecarConfig
+from raftset.sidecar.pure.removal_guard import may_remove
 from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import LOCK_NAME, RETRYABLE, report, sleep
-from raftset.sidecar.pure.removal_guard import may_remove
 
 log = logging.getLogger("raftset.sidecar")
 
@@ -175,7 +171,7 @@ class JoinShell:
 
     async def remove_entry(self, client: MemberClient, member_id: int, found: str) -> bool:
         """Remove the entry our empty data dir left behind, decided again under the lock; then record it on our
-        pod as a replacement (a lost volume) that the repairer finishes and the operator narrates."""
+        pod as a replacement (a lost volume) that the replace shell finishes and the operator narrates."""
         async with client.lock(LOCK_NAME, timeout=10) as held:
             members = await client.member_list()
             if not may_remove(members, await self.peers.statuses(members), member_id):

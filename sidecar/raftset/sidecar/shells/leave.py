@@ -13,12 +13,11 @@ from typing import Any
 
 from raftset import contract
 from raftset.sidecar.io.etcdclient import LockLost, Refusal
-from raftset.sidecar.pure import leave
-from raftset.sidecar.metrics import STEP_LEAVE
-from raftset.sidecar.pure.backoff import Backoff
-from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.io.kube import SidecarKube
-from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.metrics import STEP_LEAVE, Metrics
+from raftset.sidecar.pure import leave
+from raftset.sidecar.pure.backoff import Backoff
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import LOCK_NAME, RETRYABLE, report

@@ -25,14 +25,10 @@ from datetime import datetime, timezone
 
 from raftset import contract
 from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, EtcdClientError, KVHash, Member, Refusal
-from raftset.sidecar.pure import replace
-from raftset.sidecar.pure import corruption
-from raftset.sidecar.pure import maintenance
-from raftset.sidecar.pure import heartbeat
-from raftset.sidecar.metrics import STEP_HASH_CHECK, STEP_MAINTENANCE
-from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.io.kube import SidecarKube
-from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.metrics import STEP_HASH_CHECK, STEP_MAINTENANCE, Metrics
+from raftset.sidecar.pure import corruption, heartbeat, maintenance, replace
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import API_ERRORS, report

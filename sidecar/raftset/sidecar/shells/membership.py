@@ -11,10 +11,10 @@ import time
 from datetime import datetime, timezone
 
 from raftset.membership import RaftMembership
-from raftset.sidecar.pure import membership
-from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure import membership
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import API_ERRORS, report

@@ -11,9 +11,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from raftset.sidecar.io.etcdclient import EtcdClientError, Refusal, Status
-from raftset.sidecar.pure import promotion
 from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure import promotion
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import RETRYABLE, report

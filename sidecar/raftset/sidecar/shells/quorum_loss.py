@@ -14,15 +14,13 @@ import logging
 from typing import Any
 
 from raftset import contract
-from raftset.sidecar.io.etcdclient import EtcdClientError, Member, Status
 from raftset.quorum_loss import QuorumLossRecord, parse_record
-from raftset.sidecar.io import marker
-from raftset.sidecar.io import datadir
-from raftset.sidecar.pure import quorum_loss
-from raftset.sidecar.pure import heartbeat
+from raftset.sidecar.io import datadir, marker
+from raftset.sidecar.io.etcdclient import EtcdClientError, Member, Status
 from raftset.sidecar.io.kube import SidecarKube
 from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.io.startup import DataVolume
+from raftset.sidecar.pure import heartbeat, quorum_loss
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import API_ERRORS, RETRYABLE, report, sleep

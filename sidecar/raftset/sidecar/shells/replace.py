@@ -1,4 +1,4 @@
-"""The repair shell: replace our member on request, and join again when the join's premise fails.
+"""The replace shell: replace our member on request, and join again when the join's premise fails.
 
 Every poll while the store runs as a member: if our store has stopped and an authoritative
 MemberList no longer lists our member, the join is decided again (fault c: etcd exits with
@@ -19,15 +19,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from raftset import contract
-from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient, Refusal
-from raftset.sidecar.io.etcdlock import LOCK_PREFIX, HeldLock
 from raftset.replace import Progress
 from raftset.sidecar.io import datadir
-from raftset.sidecar.pure import replace
-from raftset.sidecar.pure import corruption
-from raftset.sidecar.pure import leave
-from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient, Refusal
+from raftset.sidecar.io.etcdlock import LOCK_PREFIX, HeldLock
 from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.io.peers import Peers
+from raftset.sidecar.pure import corruption, leave, replace
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import LOCK_NAME, report

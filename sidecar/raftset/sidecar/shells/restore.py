@@ -23,11 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from raftset import backups, contract, times
-from raftset.sidecar.io import snapshots
-from raftset.sidecar.io import objectstore
 from raftset.engines import RestoreConfig
-from raftset.sidecar.io.objectstore import StoreError
+from raftset.sidecar.io import objectstore, snapshots
 from raftset.sidecar.io.kube import SidecarKube
+from raftset.sidecar.io.objectstore import StoreError
 from raftset.sidecar.pure.backup import backup_lease, restore_destination
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
