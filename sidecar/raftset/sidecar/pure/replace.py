@@ -1,4 +1,4 @@
-"""Repairing one member: replace on request, and deciding the join again when its premise fails.
+"""Replacing one member: on request, and deciding the join again when its premise fails.
 
 Pure: the shell (raftset.sidecar.shells.replace) gathers the pod's annotations, an authoritative
 MemberList and the members' Statuses; these functions say what to do. Replacing a member is
