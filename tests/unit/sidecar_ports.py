@@ -120,6 +120,9 @@ class FakeClient:
     async def move_leader(self, target: int, timeout: float | None = None) -> None:
         self.raft.calls.append(f"move leader {target:x}")
 
+    async def alarms(self) -> list[Alarm]:
+        return list(self.raft.alarms)
+
 
 class FakeEtcd:
     """The ClusterClient: a client per URL, and the calls that ask several members."""
