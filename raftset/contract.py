@@ -92,7 +92,7 @@ ANNOTATION_REPLACE_PROGRESS = f"{GROUP}/replace-progress"
 # The store container's restartCount when the member last finished a replacement: a crash
 # loop is counted from there, not from the pod's start (written by the sidecar).
 ANNOTATION_RESTART_BASELINE = f"{GROUP}/restart-baseline"
-# A CORRUPT alarm's verdict (raftset.sidecar.corruption.Record), written by the leader's sidecar
+# A CORRUPT alarm's verdict (raftset.sidecar.pure.corruption.Record), written by the leader's sidecar
 # on the accused member's pod: that pod's sidecar takes it as a diagnosis while the alarm stands
 # (replaced under spec.repair.policy Automatic when certain; reported as Needed otherwise) and
 # clears it with the other replace annotations.

@@ -26,7 +26,7 @@ from tests.bench import (  # noqa: E402
 from tests.bench.scalein import REPORTED as STRATEGIES, Run  # noqa: E402
 from tests.bench.stats import Sample, percentile  # noqa: E402
 from raftset.operator.settings import Settings  # noqa: E402
-from raftset.sidecar import promotion  # noqa: E402
+from raftset.sidecar.pure import promotion
 
 TABLES: dict[str, tuple[str, ...]] = {
     "scale_in": scalein.COLUMNS,
@@ -552,7 +552,7 @@ and end relative to the scale-in's start) show what they are:
   the headline used to add the repetitions up (2 = 1 + 1), and now gives the most in one
   run. (a) 5→3 sometimes sees two: etcd's own transfer on SIGTERM may hand leadership to
   ordinal 3, the next to go, which hands it on again; the sidecar picks a kept member
-  (`raftset.sidecar.leave.transfer_target`). The bench compares the leader ID
+  (`raftset.sidecar.pure.leave.transfer_target`). The bench compares the leader ID
   that `Status` reports, not the term, so the lag of `Status`'s `raftTerm` (the term of
   the last applied entry; the etcd tier waits for a settled term,
   `tests/harness/scenarios.py settled_term`) cannot count a change twice here.

@@ -13,7 +13,7 @@ Both are "done" when the member is started, voting (not a learner) and has appli
 entry the cluster had when the join began. Between the two joins the joined member is
 removed and its data deleted, so each join starts from an empty volume. The sidecars run
 with the settings the operator renders by default (heartbeat poll every 2 s; a joining
-member polls its own status at the promote pace, `raftset.sidecar.promotion`).
+member polls its own status at the promote pace, `raftset.sidecar.pure.promotion`).
 
 Either join may wait out etcd's publish timeout: a new member's first proposal of its name
 and client URLs can be committed inside the snapshot the leader then sends it, so it is

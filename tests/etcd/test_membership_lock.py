@@ -16,7 +16,7 @@ from etcd3aio import Etcd3Client
 from etcd3aio.kv import prefix_range_end
 
 from raftset.sidecar.io.etcdclient import LockLost, MemberClient, Unreachable
-from raftset.sidecar.plumbing import LOCK_NAME
+from raftset.sidecar.shells.plumbing import LOCK_NAME
 from raftset.sidecar.supervision import TEST_FAULT_DIR_ENV
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, http_get, wait_for

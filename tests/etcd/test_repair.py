@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,9 +24,11 @@ from raftset.contract import ReplacePhase, SidecarEnv
 from raftset.sidecar.io.etcdclient import ClusterClient, EtcdClientError, LockLost, MemberClient
 from raftset.sidecar.io.etcdlock import LOCK_PREFIX
 from raftset.replace import Progress, parse_progress
-from raftset.sidecar import datadir, repair
-from raftset.sidecar.plumbing import LOCK_NAME
-from raftset.sidecar.repairer import Repairer
+from raftset.sidecar.io import datadir
+from raftset.sidecar.pure import replace
+from raftset.sidecar.shells.plumbing import LOCK_NAME
+from raftset.sidecar.pure.state import State
+from raftset.sidecar.shells.replace import ReplaceShell
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, Pod
 from tests.harness.rot import kubelet_restarts
@@ -192,8 +195,8 @@ async def test_a_follower_with_a_corrupt_db_is_replaced_automatically(make_lab) 
     await check_members(lab, writer, 0, 1, 2)
 
 
-class RemovalAgent:
-    """What the repair shell's self-removal asks of its agent, over real etcd; `statuses` lets the test
+class RemovalPorts:
+    """What the replace shell's self-removal asks of its ports (peers, API, rejoin), over real etcd; `statuses` lets the test
     act inside the section, between the decision under the lock and the MemberRemove."""
 
     def __init__(self, lab: Lab, ordinal: int, inside: Callable[[], Awaitable[None]]) -> None:
@@ -223,7 +226,7 @@ class RemovalAgent:
         return answers
 
     async def member_remove(self, client: MemberClient, member_id: int) -> EtcdClientError | None:
-        """As the agent's: one attempt, etcd's refusal returned."""
+        """As Peers.member_remove: one attempt, etcd's refusal returned."""
         self.removed.append(member_id)
         try:
             await client.remove(member_id)
@@ -260,18 +263,20 @@ async def test_a_replacement_whose_lock_is_lost_before_its_removal_removes_nothi
             await etcd.lease.revoke(int(holder.lease))
             revoked.append(int(holder.lease))
 
-        agent = RemovalAgent(lab, 1, lose_the_lock)
+        ports = RemovalPorts(lab, 1, lose_the_lock)
         members = await lab.members(0, 1, 2)
-        first = repair.ReplaceView(requested=True, progress=None, own_id=own, members=members,
-                                   statuses=await agent.answers(), size=3, leading=False, hand_off=True,
+        first = replace.ReplaceView(requested=True, progress=None, own_id=own, members=members,
+                                   statuses=await ports.answers(), size=3, leading=False, hand_off=True,
                                    target=None, diagnosis=None, automatic=False, doubtful=False, alarms=(),
                                    lock_held=False)
-        assert repair.decide(first).act is repair.Act.REMOVE
+        assert replace.decide(first).act is replace.Act.REMOVE
+        shell = ReplaceShell(ports.settings, State.initial(ports.settings.pod_name, datetime.now(timezone.utc)),  # type: ignore[arg-type]
+                             ports, ports, rejoin=ports.rejoin)
         try:
             with pytest.raises(LockLost, match="expired or was revoked"):
-                await Repairer(agent).remove_self(own, [0, 1, 2], first)  # type: ignore[arg-type]
+                await shell.remove_self(own, [0, 1, 2], first)
         finally:
-            await agent.etcd.close()
+            await ports.etcd.close()
     assert revoked, "the section never ran: the lock was not lost inside it"
-    assert agent.removed == [] and agent.rejoined == [], "MemberRemove was sent after the lock was lost"
+    assert ports.removed == [] and ports.rejoined == [], "MemberRemove was sent after the lock was lost"
     assert own in {m.id for m in await lab.members(0, 2)}, "the member was removed without the lock"

@@ -1,7 +1,7 @@
 """Space and alarms with real etcd and real sidecars: NOSPACE recovers by itself and loses nothing;
 defragmentation goes one member at a time, the leader last, while writes flow.
 
-The leader's sidecar acts (raftset.sidecar.maintenance decides) and narrates each action in an
+The leader's sidecar acts (raftset.sidecar.pure.maintenance decides) and narrates each action in an
 Event; both tests end with the acknowledged-write checker.
 """
 

@@ -32,7 +32,7 @@ from raftset.contract import SidecarEnv
 from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, Member, MemberClient, Status
 from tests.harness.engines import DEFAULT, EngineUnderTest
 from raftset.membership import RaftMembership, parse_membership
-from raftset.sidecar.config import Naming
+from raftset.sidecar.pure.config import Naming
 from tests.harness.waiting import await_for, wait_for
 from tools.devcluster import kubelet, procs
 

@@ -25,8 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from raftset import contract, engines
 from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.settings import Settings
-from raftset.sidecar import membership
-from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
+from raftset.sidecar.pure import membership
+from raftset.sidecar.pure.heartbeat import Heartbeat, lease_body, rfc3339
 from tools.devcluster.net import free_port
 
 from tests.harness.sidecars import Sidecars, member_id  # noqa: F401 - the tests import them from here
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def heartbeat_lease(namespace: str, cluster: str, pod: str, *, role: str, member_id: str,
                     healthy: bool = True, lease_seconds: int = 30) -> dict[str, Any]:
     """The Lease a member's sidecar writes, built by the sidecar's own code: a healthy voter serves
-    linearizable reads, a learner or an unhealthy member does not (raftset.sidecar.readiness)."""
+    linearizable reads, a learner or an unhealthy member does not (raftset.sidecar.pure.readiness)."""
     voting = role in (contract.ROLE_LEADER, contract.ROLE_FOLLOWER)
     reason = "" if healthy and voting else "no leader" if not healthy else "a learner, not a voter yet"
     beat = Heartbeat(member_id=member_id, name=pod, role=role, healthy=healthy, raft_term=2,

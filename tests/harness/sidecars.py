@@ -2,7 +2,7 @@
 
 In the k8s and e2e tiers the pods are kwok pods: no store runs in them. `Sidecars` models one
 cluster's Raft membership and, for every pod, does what that pod's sidecar would do, through
-the sidecar's own decisions (`raftset.sidecar.leave`, `clean`, `quorum`, `heartbeat`,
+the sidecar's own decisions (`raftset.sidecar.pure.leave`, `clean`, `quorum`, `heartbeat`,
 `membership`), and writes what it would write through the real API:
 
 - joining: a Running pod whose ordinal has no member is added as a learner that has not
@@ -51,8 +51,12 @@ from raftset.contract import quorum
 from raftset.engines import Engine
 from raftset.sidecar.io.etcdclient import Member, Status
 from raftset.membership import RaftMembership
-from raftset.sidecar import clean, heartbeat, leave, membership, readiness
-from raftset.sidecar.heartbeat import Heartbeat
+from raftset.sidecar.pure import leave
+from raftset.sidecar.pure import clean
+from raftset.sidecar.pure import membership
+from raftset.sidecar.pure import readiness
+from raftset.sidecar.pure import heartbeat
+from raftset.sidecar.pure.heartbeat import Heartbeat
 from raftset.workloads import BACKENDS, Backend
 
 CLUSTER_ID = 0xC1
@@ -260,7 +264,7 @@ class Sidecars:
 
     def _pre_stop(self, sidecar: PodSidecar, engine: Engine, backend: Backend | None,
                   workload: dict[str, Any] | None, kept: list[int], answering: set[int]) -> None:
-        """The sidecar's leave (raftset.sidecar.leaver): hand off if leading, remove itself if scaled away.
+        """The sidecar's leave (raftset.sidecar.shells.leave): hand off if leading, remove itself if scaled away.
 
         `answering`: the ordinals whose stores run while this hook runs (its own among them)."""
         own = self.raft.get(sidecar.ordinal)
@@ -325,7 +329,7 @@ class Sidecars:
             self.term += 1
 
     def _clean(self, kept: list[int], answering: set[int], now: float, grace: float) -> None:
-        """The leader's membership-clean (raftset.sidecar.cleaner), one removal per round."""
+        """The leader's membership-clean (raftset.sidecar.shells.clean), one removal per round."""
         members = self._members()
         answering_ids = frozenset(e.id for e in self.raft.values() if e.ordinal in answering)
         self.absent_since = clean.absences(self.absent_since, members, answering_ids, now)
@@ -338,7 +342,7 @@ class Sidecars:
 
     def _heartbeat(self, sidecar: PodSidecar, engine: Engine, answering: set[int], now: float, refresh: float,
                    lease_seconds: int) -> None:
-        """The sidecar's publisher (raftset.sidecar.publisher): the Lease on change plus the refresh, the role label."""
+        """The sidecar's publisher (raftset.sidecar.shells.heartbeat): the Lease on change plus the refresh, the role label."""
         entry = self.raft.get(sidecar.ordinal)
         leader_id = self._leader_id(answering)
         status = self._status(entry, leader_id) if entry is not None and entry.started else None
@@ -361,7 +365,7 @@ class Sidecars:
             sidecar.label = beat.role
 
     def _publish(self, answering: set[int], now: float, refresh: float, lease_seconds: int) -> None:
-        """The leader's membership publisher (raftset.sidecar.membership_publisher)."""
+        """The leader's membership publisher (raftset.sidecar.shells.membership)."""
         leader = self.actual_leader
         writer = next((s for s in self.pods.values() if s.ordinal == leader and not s.left), None)
         if leader is None or writer is None:

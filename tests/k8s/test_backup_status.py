@@ -19,8 +19,9 @@ from kubernetes import client
 
 from raftset import backups, contract
 from raftset.backups import Failure, Manifest, Record
-from raftset.sidecar import heartbeat, leases
-from raftset.sidecar.kube import Kube, KubeError, from_kubeconfig
+from raftset.sidecar.pure import leases
+from raftset.sidecar.pure import heartbeat
+from raftset.sidecar.io.kube import SidecarKube, KubeError, from_kubeconfig
 from tests.harness.operator import Operator, api, kubectl, wait_for
 from tests.k8s.test_operator_api import condition, create
 
@@ -30,7 +31,7 @@ S3 = {"endpoint": "http://127.0.0.1:1", "bucket": "bkt", "credentialsSecret": "s
 
 
 def record_lease(name: str, namespace: str, record: Record) -> dict[str, Any]:
-    """The backup Lease exactly as the sidecar's Backuper.publish writes it."""
+    """The backup Lease exactly as the sidecar's BackupShell.publish writes it."""
     return leases.lease(
         contract.backup_lease_name(name), namespace,
         labels={**contract.selector_labels(name), contract.LABEL_BACKUP: "true"},
@@ -54,7 +55,7 @@ async def test_the_record_becomes_status_backup_ready_and_events(kube_apiserver:
     rbac = client.RbacAuthorizationV1Api(api(kubeconfig))
     wait_for(lambda: rbac.read_namespaced_role_binding("bk-member", namespace), 30, "the member Role")
     member = kube_apiserver.token_kubeconfig(namespace, "bk-member")
-    kube = Kube(from_kubeconfig(member), namespace)
+    kube = SidecarKube(from_kubeconfig(member), namespace)
     try:
         seen = await kube.cluster_object(contract.PLURAL_ETCD, "bk")
         assert seen is not None and seen["spec"]["backup"]["schedule"] == "@daily"
@@ -127,7 +128,7 @@ async def test_the_first_member_to_restore_pins_the_snapshot_for_the_others(kube
     create(kubeconfig, "XlineCluster", "rs", namespace, workloadKind="StatefulSet")
     rbac = client.RbacAuthorizationV1Api(api(kubeconfig))
     wait_for(lambda: rbac.read_namespaced_role_binding("rs-member", namespace), 30, "the member Role")
-    kube = Kube(from_kubeconfig(kube_apiserver.token_kubeconfig(namespace, "rs-member")), namespace)
+    kube = SidecarKube(from_kubeconfig(kube_apiserver.token_kubeconfig(namespace, "rs-member")), namespace)
 
     def pin(key: str) -> dict[str, Any]:
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

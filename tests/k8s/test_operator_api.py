@@ -17,7 +17,7 @@ import yaml
 from kubernetes import client
 
 from raftset import contract
-from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
+from raftset.sidecar.pure.heartbeat import Heartbeat, lease_body, rfc3339
 from tests.harness.operator import Operator, api, kubectl, wait_for
 
 pytestmark = pytest.mark.k8s

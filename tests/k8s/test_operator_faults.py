@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
-from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
+from raftset.sidecar.pure.heartbeat import Heartbeat, lease_body, rfc3339
 from tests.harness.operator import Operator, api, member_id, membership_lease, wait_for
 from tests.k8s.test_operator_api import condition, create
 

@@ -14,8 +14,8 @@ from kubernetes import watch as k8s_watch
 
 from raftset import contract
 from raftset.operator.heartbeats import from_lease
-from raftset.sidecar import leave
-from raftset.sidecar.kube import Kube
+from raftset.sidecar.pure import leave
+from raftset.sidecar.io.kube import SidecarKube
 from raftset.workloads import STATEFULSET
 from tests.harness.lab import Lab, wait_for
 
@@ -119,7 +119,7 @@ async def test_scale_away_decision_reads_the_real_workload_and_pod(lab) -> None:
     lab = lab(replicas=3)
     for ordinal in range(3):
         lab.create_pod(ordinal)
-    kube = Kube.load(lab.namespace, lab.env_extra["KUBECONFIG"])  # the member's own rights
+    kube = SidecarKube.load(lab.namespace, lab.env_extra["KUBECONFIG"])  # the member's own rights
     try:
         async def fate(ordinal: int) -> leave.Fate:
             workload = await kube.workload(STATEFULSET, lab.cluster)

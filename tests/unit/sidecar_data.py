@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from raftset.sidecar.io.etcdclient import Member, Status
-from raftset.sidecar.config import Naming
+from raftset.sidecar.pure.config import Naming
 
 CLUSTER = "demo"
 NAMING = Naming(CLUSTER, "ns", "http://{pod}.demo-peer.{namespace}.svc:2380",

@@ -8,7 +8,7 @@ import pytest
 
 from raftset.engines import ETCD, XLINE
 from raftset.sidecar.io.etcdclient import Member, Refusal, with_lost_names
-from raftset.sidecar import join
+from raftset.sidecar.pure import join
 from tests.unit.sidecar_data import NAMING, member, mid
 
 pytestmark = pytest.mark.unit
@@ -46,14 +46,14 @@ def test_a_second_learner_waits_even_where_the_engine_would_accept_it() -> None:
     """Xline accepts several learners: the sidecar's own check holds one change at a time."""
     members = [member(0), member(1), member(2), member(4, learner=True)]
     plan = join.decide(_view(members))
-    assert plan.action is join.Action.WAIT and "still joining" in plan.reason
+    assert plan.action is join.JoinAction.WAIT and "still joining" in plan.reason
 
 
 def test_an_entry_with_our_peer_url_is_reused_never_added_twice() -> None:
     """Xline accepts a duplicate peer URL: MemberList by peer URL decides before MemberAdd."""
     unstarted = member(3, started=False, learner=True)
     plan = join.decide(_view([member(0), member(1), member(2), unstarted]))
-    assert plan.action is join.Action.REUSE_ENTRY and plan.member_id == mid(3)
+    assert plan.action is join.JoinAction.REUSE_ENTRY and plan.member_id == mid(3)
 
 
 def test_a_voter_whose_engine_lost_its_name_reads_as_the_pod_its_peer_url_belongs_to() -> None:
@@ -79,6 +79,6 @@ def test_join_does_not_wait_on_a_voter_whose_name_the_engine_lost() -> None:
     view = join.JoinView(name=NAMING.pod(3), ordinal=3, peer_url=NAMING.peer_url(3), kept=[0, 1, 2, 3],
                          has_data=False, marker=None, members=listed, cluster_evidence=True, linearizable=True,
                          bootstrap_alone=False, formed=True)
-    assert join.decide(view).action is join.Action.WAIT  # as Xline lists it: "still joining"
+    assert join.decide(view).action is join.JoinAction.WAIT  # as Xline lists it: "still joining"
     restored = dataclasses.replace(view, members=with_lost_names(listed, NAMING.advertised))
-    assert join.decide(restored).action is join.Action.ADD_LEARNER
+    assert join.decide(restored).action is join.JoinAction.ADD_LEARNER

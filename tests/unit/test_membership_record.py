@@ -11,7 +11,7 @@ import pytest
 from raftset import contract
 from raftset.membership import RaftMembership, parse_membership
 from raftset.operator.pure.scale_step import ScaleStep, parse_step
-from raftset.sidecar.membership import lease_body, record, should_publish
+from raftset.sidecar.pure.membership import lease_body, record, should_publish
 from tests.unit.sidecar_data import NAMING, member, mid, status
 
 pytestmark = pytest.mark.unit

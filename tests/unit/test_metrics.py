@@ -17,8 +17,9 @@ from raftset.engines import StartupConfig
 from raftset.operator import manifests
 from raftset.operator.metrics import REFUSALS, OperatorMetrics, cluster_families, last_backup
 from raftset.sidecar import metrics as sidecar_metrics
-from raftset.sidecar.corruption import Record
-from raftset.sidecar.metrics import Metrics, State, state_samples
+from raftset.sidecar.pure.corruption import CorruptionRecord
+from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure.metrics import MemberGauges, state_samples
 from tests.unit.builders import cluster
 
 pytestmark = pytest.mark.unit
@@ -33,12 +34,12 @@ def parsed(text: str | bytes) -> dict[str, list[tuple[dict[str, str], float]]]:
     return out
 
 
-STATE = State(role="follower", leader_id="8e9e05c52164694d", healthy=True, ready=True, startup_written=True,
+STATE = MemberGauges(role="follower", leader_id="8e9e05c52164694d", healthy=True, ready=True, startup_written=True,
               raft_term=3, raft_index=120, heartbeat_age=4.5, db_size=2048, db_size_in_use=1024,
               alarms=("NOSPACE",), index_lags={"demo-1": 0, "demo-2": 7},
               loop_errors={("heartbeat", "expected"): 2, ("heartbeat", "unexpected"): 0,
                            ("clean", "expected"): 0, ("clean", "unexpected"): 1},
-              corruption=Record("c", True, "the hash check (no alarm) finds ...", alarm=False))
+              corruption=CorruptionRecord("c", True, "the hash check (no alarm) finds ...", alarm=False))
 
 
 def test_sidecar_counters_and_state_are_exposed_under_their_names() -> None:
@@ -80,7 +81,7 @@ def test_sidecar_counters_and_state_are_exposed_under_their_names() -> None:
 
 
 def test_an_unknown_member_shows_no_leader_no_age_and_no_sizes() -> None:
-    blank = State(role="unknown", leader_id="", healthy=False, ready=False, startup_written=False,
+    blank = MemberGauges(role="unknown", leader_id="", healthy=False, ready=False, startup_written=False,
                   raft_term=0, raft_index=0, heartbeat_age=None, db_size=None, db_size_in_use=None,
                   alarms=(), index_lags={}, loop_errors={})
     names = {f.name: f for f in state_samples(blank)}
@@ -91,11 +92,11 @@ def test_an_unknown_member_shows_no_leader_no_age_and_no_sizes() -> None:
 
 
 @pytest.mark.parametrize(("found", "labels"), [
-    (Record("c", True, "r", alarm=False), {"verdict": "replace", "source": "hash_check"}),
-    (Record("c", False, "r", alarm=False), {"verdict": "unconfirmed", "source": "hash_check"}),
-    (Record("c", True, "r"), {"verdict": "replace", "source": "alarm"}),
+    (CorruptionRecord("c", True, "r", alarm=False), {"verdict": "replace", "source": "hash_check"}),
+    (CorruptionRecord("c", False, "r", alarm=False), {"verdict": "unconfirmed", "source": "hash_check"}),
+    (CorruptionRecord("c", True, "r"), {"verdict": "replace", "source": "alarm"}),
 ])
-def test_a_standing_corruption_verdict_is_one_series_and_none_is_none(found: Record, labels) -> None:
+def test_a_standing_corruption_verdict_is_one_series_and_none_is_none(found: CorruptionRecord, labels) -> None:
     m = Metrics()
     m.watch(lambda: dataclasses.replace(STATE, corruption=found))
     m.outcome(sidecar_metrics.STEP_HASH_CHECK, "differs")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.sidecar.clean import absences, decide
 from raftset.contract import quorum
-from raftset.sidecar.quorum import has_quorum, may_remove, safe_to_remove
+from raftset.sidecar.pure.clean import absences, decide
+from raftset.sidecar.pure.removal_guard import has_quorum, may_remove, safe_to_remove
 from tests.unit.sidecar_data import member, mid, status
 
 pytestmark = pytest.mark.unit

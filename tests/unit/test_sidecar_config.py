@@ -9,8 +9,8 @@ import yaml
 
 from raftset import engines
 from raftset.engines import TLSFiles
-from raftset.sidecar import config
-from raftset.sidecar.join import StartupInputs, startup_config
+from raftset.sidecar.pure import config
+from raftset.sidecar.pure.join import StartupInputs, startup_config
 
 pytestmark = pytest.mark.unit
 
@@ -74,14 +74,14 @@ def test_tls_switches_every_url_to_https() -> None:
     ({"RAFTSET_PEER_URL_TEMPLATE": "http://{host}:2380"}, "template"),
 ])
 def test_bad_settings_are_refused_with_a_clear_message(change: dict, message: str) -> None:
-    with pytest.raises(config.ConfigError, match=message):
+    with pytest.raises(config.SettingsError, match=message):
         config.parse([], {**ENV, **change})
 
 
 def test_missing_required_setting() -> None:
     env = dict(ENV)
     del env["RAFTSET_CLUSTER"]
-    with pytest.raises(config.ConfigError, match="RAFTSET_CLUSTER"):
+    with pytest.raises(config.SettingsError, match="RAFTSET_CLUSTER"):
         config.parse([], env)
 
 
@@ -158,7 +158,7 @@ def test_xline_startup_arguments_for_a_new_cluster_with_tls() -> None:
 
 
 def test_in_cluster_credentials_read_the_rotated_token_on_every_request(tmp_path, monkeypatch) -> None:
-    from raftset.sidecar import kube
+    from raftset.sidecar.io import kube
 
     (tmp_path / "token").write_text("first\n")
     (tmp_path / "ca.crt").write_text("")
@@ -178,7 +178,7 @@ def test_a_kubeconfig_with_static_credentials_is_read_without_the_official_clien
     import base64
     import ssl
 
-    from raftset.sidecar import kube
+    from raftset.sidecar.io import kube
     from tests.harness.certs import write_tls_dir
     from tools.devcluster import kubeconfig
 
@@ -214,7 +214,7 @@ def test_a_kubeconfig_with_static_credentials_is_read_without_the_official_clien
 
 
 def test_a_kubeconfig_it_cannot_read_goes_to_the_official_loader(tmp_path) -> None:
-    from raftset.sidecar import kube
+    from raftset.sidecar.io import kube
     from tests.harness.certs import write_tls_dir
     from tools.devcluster import kubeconfig
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, KVHash
-from raftset.sidecar.corruption import (Judgement, Record, accused, alarm_serializes, judge, lock_blocked,
+from raftset.sidecar.pure.corruption import (Judgement, CorruptionRecord, accused, alarm_serializes, judge, lock_blocked,
                                         parse_record, record, suspicion)
 from tests.unit.sidecar_data import member, mid
 
@@ -52,7 +52,7 @@ def test_a_follower_contradicted_by_the_majority_is_replaced() -> None:
 
 
 def test_the_leader_is_judged_like_any_member() -> None:
-    # Member 0 leads (sidecar_data): the replacement moves leadership first (raftset.sidecar.repair).
+    # Member 0 leads (sidecar_data): the replacement moves leadership first (raftset.sidecar.pure.replace).
     j = judge(corrupt(0), members(), hashes(BAD, GOOD, GOOD), REV)
     assert [(v.member_id, v.replace) for v in j.verdicts] == [(mid(0), True)]
 
@@ -167,7 +167,7 @@ def test_the_record_round_trips_and_junk_is_no_record() -> None:
 
 
 def test_a_verdict_is_a_diagnosis_of_the_member_it_names_while_its_alarm_stands() -> None:
-    found = Record(f"{mid(2):x}", True, "contradicted")
+    found = CorruptionRecord(f"{mid(2):x}", True, "contradicted")
     assert suspicion(found, mid(2), ("CORRUPT",)) == found
     assert suspicion(found, mid(2), ("NOSPACE", "CORRUPT")) == found
     assert suspicion(found, mid(2), ()) is None, "disarmed by a person: no diagnosis any more"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from raftset.sidecar import datadir
+from raftset.sidecar.io import datadir
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, KVHash
-from raftset.sidecar.corruption import (CHECK_AGREE, CHECK_DIFFERS, CHECK_NOT_COMPARED, CHECK_UNCONFIRMED, Check,
-                                        Record, check, check_due, check_outcome, judge, outdated, parse_record,
+from raftset.sidecar.pure.corruption import (CHECK_AGREE, CHECK_DIFFERS, CHECK_NOT_COMPARED, CHECK_UNCONFIRMED, Check,
+                                        CorruptionRecord, check, check_due, check_outcome, judge, outdated, parse_record,
                                         record, report_key, suspicion)
 from tests.unit.sidecar_data import member, mid
 
@@ -135,11 +135,11 @@ def test_a_hash_check_record_round_trips_and_an_older_record_is_an_alarms() -> N
     assert (found.member, found.replace, found.alarm) == (f"{mid(2):x}", True, False)
     assert parse_record(found.to_json()) == found
     legacy = parse_record('{"member": "1", "replace": true, "reason": "r"}')
-    assert legacy == Record("1", True, "r", alarm=True)
+    assert legacy == CorruptionRecord("1", True, "r", alarm=True)
 
 
 def test_a_hash_check_verdict_is_a_diagnosis_without_any_alarm() -> None:
-    found = Record(f"{mid(2):x}", True, "differs", alarm=False)
+    found = CorruptionRecord(f"{mid(2):x}", True, "differs", alarm=False)
     assert suspicion(found, mid(2), ()) == found
     assert suspicion(found, mid(2), ("NOSPACE",)) == found
     assert suspicion(found, 0x2001, ()) is None, "about the member this pod ran before"
@@ -147,13 +147,13 @@ def test_a_hash_check_verdict_is_a_diagnosis_without_any_alarm() -> None:
 
 
 def test_a_later_check_that_compared_everything_clears_a_verdict_it_no_longer_makes() -> None:
-    ours = Record(f"{mid(1):x}", False, "differed", alarm=False)
+    ours = CorruptionRecord(f"{mid(1):x}", False, "differed", alarm=False)
     agreeing = check(members(), hashes(GOOD, GOOD, GOOD), REV)
     assert outdated(ours, mid(1), agreeing)
     assert not outdated(ours, mid(1), check(members(), hashes(GOOD, BAD, OTHER), REV)), "still suspect"
     assert not outdated(ours, mid(1), check(members(), hashes(GOOD, GOOD, None), REV)), "nothing compared"
     assert not outdated(ours, mid(2), agreeing), "about another member"
-    assert not outdated(Record(f"{mid(1):x}", False, "alarm", alarm=True), mid(1), agreeing), "the alarm's own"
+    assert not outdated(CorruptionRecord(f"{mid(1):x}", False, "alarm", alarm=True), mid(1), agreeing), "the alarm's own"
     assert not outdated(None, mid(1), agreeing)
     # The verdict on another member does not keep this one.
     assert outdated(ours, mid(1), check(members(), hashes(GOOD, GOOD, BAD), REV))

@@ -9,9 +9,9 @@ import pytest
 
 from raftset import contract
 from raftset.operator.heartbeats import from_lease
-from raftset.sidecar.heartbeat import (beat, cluster_owner, event_subject, lease_body, owner_reference, role_of,
+from raftset.sidecar.pure.heartbeat import (beat, cluster_owner, event_subject, lease_body, owner_reference, role_of,
                                         should_write)
-from raftset.sidecar.readiness import Readiness, readiness
+from raftset.sidecar.pure.readiness import Readiness, readiness
 from tests.unit.sidecar_data import mid, status
 
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raftset import contract
-from raftset.sidecar.leave import Fate, decide, fate, transfer_target
+from raftset.sidecar.pure.leave import Fate, decide, fate, transfer_target
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 from tests.unit.sidecar_data import member, mid, status
 

@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 import pytest
 
 from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, Status
-from raftset.sidecar.maintenance import (NOSPACE, SCHEDULE, THRESHOLD, Kind, Policy, Run, decide,
+from raftset.sidecar.pure.maintenance import (NOSPACE, SCHEDULE, THRESHOLD, Kind, Policy, Run, decide,
                                          idle, next_scheduled, schedule_error, started_scheduled_run)
 from tests.unit.sidecar_data import member, mid, status
 
@@ -122,7 +122,7 @@ def test_an_engine_without_defragment_gets_compaction_and_disarm() -> None:
 
 
 def test_corrupt_is_never_repaired_in_place() -> None:
-    # Judged and handed to member replacement by raftset.sidecar.corruption, not here.
+    # Judged and handed to member replacement by raftset.sidecar.pure.corruption, not here.
     alarms = (Alarm(mid(2), AlarmKind.CORRUPT),)
     assert step(Run(), alarms=alarms).kind is Kind.NONE
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raftset.sidecar.io.etcdclient import Status
-from raftset.sidecar.readiness import NOT_READ_YET, Readiness, readiness, worth_a_read
+from raftset.sidecar.pure.readiness import NOT_READ_YET, Readiness, readiness, worth_a_read
 from tests.unit.sidecar_data import status
 
 pytestmark = pytest.mark.unit

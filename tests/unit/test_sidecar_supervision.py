@@ -8,20 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from raftset.sidecar.io.etcdclient import Unreachable
 from raftset.operator import manifests
-from raftset.sidecar.kube import KubeError
-from raftset.sidecar.supervision import (
-    TEST_FAULT_DIR_ENV,
-    Loops,
-    after_round,
-    bound_for,
-    classify,
-    ended,
-    liveness,
-    progressed,
-    started,
-)
+from raftset.sidecar.io.etcdclient import Unreachable
+from raftset.sidecar.io.kube import KubeError
+from raftset.sidecar.pure.supervision import after_round, bound_for, ended, liveness, progressed, started
+from raftset.sidecar.supervision import TEST_FAULT_DIR_ENV, Loops, classify
 from tests.unit.builders import cluster
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import MutableMapping, Sequence
 
-from raftset.sidecar import config
+from raftset.sidecar.pure import config
 
 # OpenSSL's variable naming the CA bundle a default SSL context loads (ssl.get_default_verify_paths()).
 CA_FILE_VARIABLE = "SSL_CERT_FILE"
@@ -38,7 +38,7 @@ def import_aiohttp(environ: MutableMapping[str, str] = os.environ) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = config.parse(argv, os.environ)
-    except config.ConfigError as exc:
+    except config.SettingsError as exc:
         print(f"raftset-sidecar: configuration error: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(

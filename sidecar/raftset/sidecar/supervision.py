@@ -24,99 +24,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Awaitable, Callable, Mapping
 
-from raftset.sidecar.plumbing import RETRYABLE, Backoff
+from raftset.sidecar.pure.backoff import Backoff
+from raftset.sidecar.pure.supervision import (LoopHealth, Liveness, Outcome, after_round, bound_for, ended, liveness,
+                                              progressed, started)
+from raftset.sidecar.shells.plumbing import RETRYABLE
 
 log = logging.getLogger("raftset.sidecar")
 
-Outcome = Literal["ok", "expected", "unexpected"]
 # Test-only: a directory where the file `<loop>.hang` makes that loop's next round hang until
 # the file is removed (the hook writes `<loop>.hanging` while it holds, so a test can wait for
 # the hold instead of guessing when the next round starts) and `<loop>.raise` makes its rounds
 # raise, so the etcd tier can prove that /livez notices and the e2e tier can hold a state that
-# a loop would otherwise end. A step may name a point of its own (`Loops.test_hold`: clean's
+# a loop would otherwise end. A round may name a point of its own (`Loops.test_hold`: clean's
 # `clean-locked`, inside the membership lock). Never set in a rendered pod (tests/unit/test_sidecar_supervision.py
 # checks); unset, the hook is one empty-string check per round.
 TEST_FAULT_DIR_ENV = "RAFTSET_TEST_FAULT_DIR"
 TEST_FAULT_POLL_S = 0.1
 
 
-@dataclass(frozen=True)
-class LoopHealth:
-    """What supervision knows about one loop; plain data, so liveness is a pure function."""
-
-    name: str
-    bound: float  # seconds without progress after which the loop counts as stuck
-    last_progress: float  # monotonic time of the last progress (the start counts as one)
-    rounds: int = 0
-    expected_errors: int = 0
-    unexpected_errors: int = 0
-    failing_since: float | None = None  # first unexpected error of the current streak
-    last_error: str = ""
-    ended: str | None = None  # why the loop's task ended while the sidecar was not stopping
-
-
-@dataclass(frozen=True)
-class Liveness:
-    alive: bool
-    problems: tuple[str, ...]
-
-
-def started(name: str, bound: float, now: float) -> LoopHealth:
-    return LoopHealth(name=name, bound=bound, last_progress=now)
-
-
-def after_round(health: LoopHealth, outcome: Outcome, now: float, error: str = "") -> LoopHealth:
-    """The loop's health after one round."""
-    rounds = health.rounds + 1
-    if outcome == "unexpected":
-        return dataclasses.replace(
-            health, rounds=rounds, unexpected_errors=health.unexpected_errors + 1, last_error=error,
-            failing_since=health.failing_since if health.failing_since is not None else now)
-    expected = health.expected_errors + (outcome == "expected")
-    return dataclasses.replace(health, rounds=rounds, expected_errors=expected, last_progress=now,
-                               failing_since=None, last_error=error if outcome == "expected" else "")
-
-
-def progressed(health: LoopHealth, now: float) -> LoopHealth:
-    """A round still running moved its work forward (a backup's snapshot chunk or uploaded part)."""
-    return dataclasses.replace(health, last_progress=now)
-
-
-def ended(health: LoopHealth, reason: str) -> LoopHealth:
-    return dataclasses.replace(health, ended=reason)
-
-
-def liveness(loops: Sequence[LoopHealth], now: float) -> Liveness:
-    """Alive unless some loop's task ended or it made no progress within its bound."""
-    problems: list[str] = []
-    for h in loops:
-        if h.ended is not None:
-            problems.append(f"{h.name}: loop ended: {h.ended}")
-        elif now - h.last_progress > h.bound:
-            why = f"failing since {now - h.failing_since:.0f}s: {h.last_error}" if h.failing_since is not None \
-                else "a round has not finished"
-            problems.append(f"{h.name}: no progress for {now - h.last_progress:.0f}s (bound {h.bound:g}s), {why}")
-    return Liveness(alive=not problems, problems=tuple(problems))
-
-
-def bound_for(interval: float, stall: float) -> float:
-    """A loop may go `stall` seconds beyond one of its own intervals without progress."""
-    return interval + stall
-
-
 def classify(exc: BaseException) -> Outcome:
     return "expected" if isinstance(exc, RETRYABLE) else "unexpected"
 
 
-Step = Callable[[], Awaitable[float | None]]  # one round; returns its own next delay, or None for the interval
+Round = Callable[[], Awaitable[float | None]]  # one round; returns its own next delay, or None for the interval
 
 
 class Loops:
@@ -128,7 +63,7 @@ class Loops:
     def __init__(self, stall: float, *, on_error: Callable[[str, str, BaseException], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, env: Mapping[str, str] | None = None) -> None:
         self.stall = stall
-        self.on_error = on_error  # (loop, expected|unexpected, error): the agent's last_error, metrics
+        self.on_error = on_error  # (loop, expected|unexpected, error): the shared State's last_error
         self.clock = clock
         self._health: dict[str, LoopHealth] = {}
         self._fault_dir = (os.environ if env is None else env).get(TEST_FAULT_DIR_ENV) or ""
@@ -159,13 +94,13 @@ class Loops:
         loop = asyncio.get_running_loop()
         return lambda: loop.call_soon_threadsafe(self.beat, name)
 
-    async def run(self, name: str, interval: float, step: Step, stopping: asyncio.Event) -> None:
-        """Run `step` until `stopping` is set; never raises (a dead loop is recorded, not propagated)."""
+    async def run(self, name: str, interval: float, one_round: Round, stopping: asyncio.Event) -> None:
+        """Run `one_round` until `stopping` is set; never raises (a dead loop is recorded, not propagated)."""
         self._health[name] = started(name, bound_for(interval, self.stall), self.clock())
         backoff = Backoff(1.0, max(1.0, min(30.0, self.stall / 2)))
         try:
             while not stopping.is_set():
-                delay = await self._round(name, step, backoff)
+                delay = await self._round(name, one_round, backoff)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), timeout=interval if delay is None else delay)
         except asyncio.CancelledError:
@@ -177,10 +112,10 @@ class Loops:
             log.critical("%s loop ended", name, exc_info=True)
             raise
 
-    async def _round(self, name: str, step: Step, backoff: Backoff) -> float | None:
+    async def _round(self, name: str, one_round: Round, backoff: Backoff) -> float | None:
         try:
             await self._test_fault(name)
-            delay = await step()
+            delay = await one_round()
         except RETRYABLE as exc:
             self._health[name] = after_round(self._health[name], "expected", self.clock(), str(exc))
             if self.on_error is not None:
@@ -204,7 +139,7 @@ class Loops:
 
     async def test_hold(self, point: str) -> None:
         """Test-only: wait here while `<point>.hang` exists in the fault directory (a loop's name
-        holds its next round; a step's point, such as `clean-locked`, holds that step)."""
+        holds its next round; a round's point, such as `clean-locked`, holds that round there)."""
         if not self._fault_dir:
             return
         hang = os.path.join(self._fault_dir, f"{point}.hang")

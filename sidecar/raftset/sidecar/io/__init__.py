@@ -1,1 +1,2 @@
-"""The sidecar's I/O: the etcd client and its membership lock, object storage, snapshots (the shells call these; pure/ never does)."""
+"""The sidecar's I/O: the etcd client and its lock, the Kubernetes API, object storage, snapshots, the data
+volume's files (the shells call these; pure/ never does)."""

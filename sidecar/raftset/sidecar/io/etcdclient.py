@@ -39,6 +39,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from raftset.engines import ENGINES, TLSFiles
 from raftset.sidecar.io.etcdlock import HeldLock
+from raftset.sidecar.pure.etcd import Alarm, AlarmKind, KVHash, Member, Status
 
 log = logging.getLogger(__name__)
 
@@ -182,86 +183,11 @@ def _read(path: str) -> bytes:
 
 
 @dataclass(frozen=True)
-class Member:
-    id: int
-    name: str  # empty until the member has started once
-    peer_urls: tuple[str, ...]
-    client_urls: tuple[str, ...]
-    is_learner: bool
-
-    @property
-    def started(self) -> bool:
-        return bool(self.name)
-
-    @property
-    def hex_id(self) -> str:
-        return f"{self.id:x}"
-
-
-@dataclass(frozen=True)
 class KeyValue:
     """One key as a Range returned it."""
 
     value: bytes
     mod_revision: int
-
-
-@dataclass(frozen=True)
-class KVHash:
-    """One member's hash of its key space up to `revision` (Maintenance.HashKV)."""
-
-    member_id: int
-    revision: int
-    hash: int
-    compact_revision: int
-
-
-class AlarmKind(Enum):
-    """Maintenance.Alarm's types (etcd's AlarmType), by name."""
-
-    NOSPACE = AlarmType.NOSPACE
-    CORRUPT = AlarmType.CORRUPT
-
-
-@dataclass(frozen=True)
-class Alarm:
-    """One member's active alarm."""
-
-    member_id: int
-    kind: AlarmKind
-
-
-@dataclass(frozen=True)
-class Status:
-    """One member's own view (Maintenance.Status)."""
-
-    endpoint: str
-    member_id: int
-    cluster_id: int
-    leader: int  # 0 while there is no leader
-    raft_term: int
-    raft_index: int
-    raft_applied_index: int
-    is_learner: bool
-    errors: tuple[str, ...]
-    version: str
-    db_size: int
-    db_size_in_use: int = 0  # what defragmentation would keep; Xline reports db_size here
-
-    @property
-    def fragmented_bytes(self) -> int:
-        """What a defragmentation would give back to the file system."""
-        return max(0, self.db_size - self.db_size_in_use) if self.db_size_in_use else 0
-
-    @property
-    def is_leader(self) -> bool:
-        return self.leader != 0 and self.leader == self.member_id
-
-    @property
-    def problems(self) -> tuple[str, ...]:
-        """`errors` without the alarms: etcd lists every active alarm, whichever member it names, on every
-        member, so an alarm says nothing about this member's own health."""
-        return tuple(e for e in self.errors if " alarm:" not in f" {e}")
 
 
 # The pod name and client URL that a member with these peer URLs was started with; None for peer
@@ -431,7 +357,7 @@ class MemberClient:
     async def alarms(self) -> list[Alarm]:
         """The cluster's active alarms (NOSPACE, CORRUPT), as this member knows them."""
         r = await self._call("Alarm", lambda: self._maintenance.alarms(timeout=self.timeout))
-        return [Alarm(int(a.memberID), AlarmKind(AlarmType(a.alarm))) for a in r.alarms
+        return [Alarm(int(a.memberID), AlarmKind(int(a.alarm))) for a in r.alarms
                 if a.alarm in (AlarmType.NOSPACE, AlarmType.CORRUPT)]
 
     async def revision(self) -> int:
@@ -453,7 +379,7 @@ class MemberClient:
     async def disarm(self, alarm: Alarm) -> None:
         """Clear one member's alarm; etcd raises it again if its cause is still there."""
         await self._call("Alarm", lambda: self._maintenance.alarm_deactivate(
-            alarm.kind.value, member_id=alarm.member_id, timeout=self.timeout))
+            AlarmType(alarm.kind.value), member_id=alarm.member_id, timeout=self.timeout))
 
 
     async def put(self, key: str, value: str | bytes) -> int:

@@ -29,11 +29,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from raftset import backups, times
-from raftset.sidecar.pure import uploads
 from raftset.backups import Manifest
 from raftset.engines import Engine, RestoreConfig
 from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient
 from raftset.sidecar.io.objectstore import PART_SIZE, ObjectStore, StoreError, Upload
+from raftset.sidecar.pure import uploads
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,80 @@
+"""The clean shell through its ports (in-memory fakes), and the app's loop table that runs it on the
+leader only: an absent member not kept is removed past its grace, under the lock's fence, one per round."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from raftset.sidecar.app import Sidecar
+from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.shells.clean import CleanShell
+from tests.unit.sidecar_data import member, mid, status
+from tests.unit.sidecar_ports import FakeKube, FakePeers, FakeRaft, fresh_state, settings, workload
+
+pytestmark = pytest.mark.unit
+
+
+def four_with_one_gone() -> FakeRaft:
+    """demo-0 leads; demo-3 is a voter the workload no longer keeps, and it does not answer."""
+    return FakeRaft([member(o) for o in range(4)], {**{mid(o): status(o) for o in range(3)}, mid(3): None})
+
+
+def clean_shell(tmp_path: Path, raft: FakeRaft, held: list[str]) -> CleanShell:
+    config = settings(0, tmp_path)
+
+    async def hold(point: str) -> None:
+        held.append(point)
+
+    state = fresh_state(0, phase="started", startup_written=True, status=raft.statuses[mid(0)])
+    return CleanShell(config, state, FakePeers(raft, config, workload(3)), Metrics(), hold=hold)  # type: ignore[arg-type]
+
+
+async def test_an_absent_member_not_kept_is_removed_only_past_its_grace_under_the_fence(tmp_path: Path) -> None:
+    raft, held = four_with_one_gone(), []
+    shell = clean_shell(tmp_path, raft, held)
+    await shell.round()
+    assert raft.calls == [] and mid(3) in shell.absent_since, "the first round only starts the absence clock"
+    shell.absent_since[mid(3)] = time.monotonic() - shell.settings.clean_grace - 1
+    await shell.round()
+    assert raft.calls == ["lock", "fence", f"remove {mid(3):x}", "unlock"]
+    assert held == ["clean-locked"]
+    assert [m.id for m in raft.members] == [mid(o) for o in range(3)] and shell.absent_since == {}
+
+
+async def test_a_member_that_answers_again_is_not_removed(tmp_path: Path) -> None:
+    raft = four_with_one_gone()
+    shell = clean_shell(tmp_path, raft, [])
+    await shell.round()
+    raft.statuses[mid(3)] = status(3)
+    shell.absent_since[mid(3)] = time.monotonic() - shell.settings.clean_grace - 1
+    await shell.round()
+    assert raft.calls == [] and shell.absent_since == {}
+
+
+def test_the_leader_only_loops_are_one_flag_in_the_app_table(tmp_path: Path) -> None:
+    app = Sidecar(settings(0, tmp_path), FakeKube())  # type: ignore[arg-type]
+    assert {loop.name for loop in app.table() if loop.leader_only} == {"clean", "membership", "backup"}
+    assert {loop.name for loop in app.table()} == {"heartbeat", "promote", "clean", "membership", "backup",
+                                                  "maintenance", "repair"}
+
+
+async def test_a_leader_only_round_while_not_leading_only_resets_its_shell(tmp_path: Path) -> None:
+    app = Sidecar(settings(0, tmp_path), FakeKube())  # type: ignore[arg-type]
+    ran: list[str] = []
+
+    async def round_() -> None:
+        ran.append("round")
+
+    app.clean.absent_since = {mid(3): 1.0}
+    clean = next(loop for loop in app.table() if loop.name == "clean")
+    guarded = app.guarded(dataclasses.replace(clean, round=round_))
+    app.state.phase, app.state.status = "started", status(0, leader=1)  # a follower
+    await guarded()
+    assert ran == [] and app.clean.absent_since == {}
+    app.state.status = status(0)  # leads
+    await guarded()
+    assert ran == ["round"]
