@@ -20,9 +20,9 @@ import pytest
 from raftset.contract import SidecarEnv
 from raftset.engines import TLSFiles
 from raftset.sidecar.io.etcdclient import ClientTLS
-from raftset.operator import certificates as certs
-from raftset.operator import rotation
-from raftset.operator.certificates import KeyPair, LeafSpec, StoredLeaf
+from raftset.operator.pure import certificates as certs
+from raftset.operator.pure import rotation
+from raftset.operator.pure.certificates import KeyPair, LeafSpec, StoredLeaf
 from tests.harness.certs import STEMS
 from tests.harness.checker import Writer, check
 from tests.harness.lab import Lab

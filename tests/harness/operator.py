@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract, engines
 from raftset.membership import RaftMember, RaftMembership
-from raftset.operator.settings import Settings
+from raftset.operator.settings import OperatorSettings
 from raftset.sidecar import membership
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 from tools.devcluster.net import free_port
@@ -127,7 +127,7 @@ class Operator:
 def product_intervals() -> dict[str, str]:
     """The operator's own reconcile, resync and retry intervals (`Operator` defaults to faster
     ones for the tiers): what the benchmarks measure."""
-    defaults = Settings()
+    defaults = OperatorSettings()
     return {"RAFTSET_RECONCILE_INTERVAL": str(defaults.reconcile_interval),
             "RAFTSET_RESYNC_SECONDS": str(defaults.resync_seconds),
             "RAFTSET_RETRY_SECONDS": str(defaults.retry_seconds)}

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from raftset import contract
-from raftset.operator import manifests, spec
+from raftset.operator.pure import manifests
+from raftset.operator.pure import spec
 from tests.harness.lab import Lab
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import kubectl

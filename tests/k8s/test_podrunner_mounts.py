@@ -12,7 +12,8 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
-from raftset.operator import manifests, spec
+from raftset.operator.pure import manifests
+from raftset.operator.pure import spec
 from tests.harness.operator import api, kubectl
 from tools.devcluster.podrunner import PodRunner
 

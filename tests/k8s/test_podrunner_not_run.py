@@ -12,7 +12,9 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
-from raftset.operator import certificates, manifests, spec
+from raftset.operator.pure import manifests
+from raftset.operator.pure import certificates
+from raftset.operator.pure import spec
 from tests.harness.operator import api, kubectl
 from tools.devcluster.podrunner import NOT_RUN_REASON, PodRunner
 

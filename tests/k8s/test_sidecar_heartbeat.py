@@ -13,7 +13,7 @@ import pytest
 from kubernetes import watch as k8s_watch
 
 from raftset import contract
-from raftset.operator.heartbeats import from_lease
+from raftset.operator.pure.heartbeats import from_lease
 from raftset.sidecar import leave
 from raftset.sidecar.kube import Kube
 from raftset.workloads import STATEFULSET

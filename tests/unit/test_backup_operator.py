@@ -10,8 +10,11 @@ import pytest
 
 from raftset import backups, contract
 from raftset.backups import Failure, Manifest, Record
-from raftset.operator import backup_status, manifests, spec, status
-from raftset.operator.planner import Plan
+from raftset.operator.pure import manifests
+from raftset.operator.pure import backup_status
+from raftset.operator.pure import status
+from raftset.operator.pure import spec
+from raftset.operator.pure.planner import Plan
 from tests.unit.builders import NOW, cluster, members
 
 pytestmark = pytest.mark.unit
@@ -214,7 +217,7 @@ def sidecar_env(c: spec.Cluster) -> dict[str, str]:
 
 
 def test_the_template_changes_exactly_when_the_destinations_volumes_do() -> None:
-    """The members roll onto a new template (raftset.operator.rolls) for a new Secret or claim, as a
+    """The members roll onto a new template (raftset.operator.pure.rolls) for a new Secret or claim, as a
     pod's volumes are fixed at its creation; never for what the sidecar reads each round."""
     base = template(cluster(backup={"s3": S3}))
     assert base != template(cluster()), "enabling spec.backup rolls the members"

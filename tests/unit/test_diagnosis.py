@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from raftset.operator.diagnosis import (
+from raftset.operator.pure.diagnosis import (
     DEFAULT_CLASS_ANNOTATION, NEVER_STARTED_AFTER_SECONDS, Diagnosed, claim_problem, diagnose, look_again,
     never_started, pending_claims, storage_class_problem)
 from tests.unit.builders import CLUSTER, NOW, member

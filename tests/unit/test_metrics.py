@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from raftset import backups, contract, engines
 from raftset.contract import SidecarEnv
 from raftset.engines import StartupConfig
-from raftset.operator import manifests
+from raftset.operator.pure import manifests
 from raftset.operator.metrics import REFUSALS, OperatorMetrics, cluster_families, last_backup
 from raftset.sidecar import metrics as sidecar_metrics
 from raftset.sidecar.corruption import Record

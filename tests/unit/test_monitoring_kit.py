@@ -19,7 +19,7 @@ import yaml
 from prometheus_client import generate_latest
 
 from raftset import contract
-from raftset.operator import manifests
+from raftset.operator.pure import manifests
 from raftset.operator.metrics import OperatorMetrics
 from raftset.sidecar.metrics import Metrics
 from tests.unit.builders import cluster

@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from raftset.contract import ReplacePhase as P
-from raftset.operator import narration
+from raftset.operator.components import narration
 from raftset.replace import Progress
 
 pytestmark = pytest.mark.unit

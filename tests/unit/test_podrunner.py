@@ -12,7 +12,8 @@ import pytest
 from datetime import datetime, timezone
 
 from raftset import contract
-from raftset.operator import certificates, manifests
+from raftset.operator.pure import manifests
+from raftset.operator.pure import certificates
 from tests.unit import builders
 from tools.devcluster import kubeconfig, podrunner
 from tools.devcluster.podrunner import AddressBook

@@ -10,8 +10,9 @@ import pytest
 
 from raftset import contract
 from raftset.operator.pure.scale_step import SCALE_IN, ScaleStep, parse_step
-from raftset.operator import manifests, space
-from raftset.operator.spec import Cluster
+from raftset.operator.pure import manifests
+from raftset.operator.pure import space
+from raftset.operator.pure.spec import Cluster
 from tests.unit.builders import cluster, owned_objects
 
 
@@ -162,7 +163,7 @@ def test_engine_specific_parts(kind: str) -> None:
         assert store(template)["image"].startswith("ghcr.io/xline-kv/xline:v")
     variables = env(sidecar(template))
     assert variables["RAFTSET_ENGINE"] == c.engine.name
-    # The user's options, over the quota and auto-compaction the volume allows (raftset.operator.space).
+    # The user's options, over the quota and auto-compaction the volume allows (raftset.operator.pure.space).
     assert json.loads(variables["RAFTSET_OPTIONS"]) == {**space.defaults(c.engine, c.storage.size),
                                                         "snapshot-count": "5", "log-level": ""}
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from raftset import contract
-from raftset.operator import rolls
-from raftset.operator.planner import STEP_REASONS, Plan
+from raftset.operator.pure import rolls
+from raftset.operator.pure.planner import STEP_REASONS, Plan
 from tests.unit.builders import NOW, member, members, raft, raft_member, raft_of
 
 pytestmark = pytest.mark.unit
@@ -110,7 +110,7 @@ def test_waits_for_the_restarted_pod_to_report_from_its_new_pod() -> None:
 
 def test_the_sidecars_clock_proves_nothing() -> None:
     """A renewTime from a sidecar whose clock runs an hour ahead says nothing about when the operator
-    saw the renewal: what counts is the operator's own observation (raftset.operator.freshness)."""
+    saw the renewal: what counts is the operator's own observation (raftset.operator.pure.freshness)."""
     records = members(range(3), leader=0, overrides={2: {"age": 10}})
     records[2] = dataclasses.replace(records[2], renewed=NOW + timedelta(hours=1))
     step = step_of(STEADY, [pod(0), pod(1), pod(2, NEW)], records, listed={2: 5})

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from raftset.operator import certificates as certs
-from raftset.operator import manifests, rotation, tls
-from raftset.operator.certificates import KeyPair, StoredLeaf
+from raftset.operator.pure import certificates as certs
+from raftset.operator.components import tls
+from raftset.operator.pure import manifests
+from raftset.operator.pure import rotation
+from raftset.operator.pure.certificates import KeyPair, StoredLeaf
 from tests.unit.builders import NOW, cluster
 from tests.unit.test_tls_manifests import MemoryAPI
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from raftset.sidecar.io.etcdclient import Unreachable
-from raftset.operator import manifests
+from raftset.operator.pure import manifests
 from raftset.sidecar.kube import KubeError
 from raftset.sidecar.supervision import (
     TEST_FAULT_DIR_ENV,

@@ -9,7 +9,9 @@ from kubernetes.utils.quantity import parse_quantity
 
 from raftset import engines
 from raftset.contract import SidecarEnv
-from raftset.operator import manifests, space, spec
+from raftset.operator.pure import manifests
+from raftset.operator.pure import space
+from raftset.operator.pure import spec
 from tests.unit.builders import body, cluster
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,11 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from raftset.engines import ENGINES, TLSFiles
-from raftset.operator import certificates, certmanager, manifests, spec, tls
+from raftset.operator.components import tls
+from raftset.operator.pure import manifests
+from raftset.operator.pure import certmanager
+from raftset.operator.pure import certificates
+from raftset.operator.pure import spec
 from tests.unit.builders import NOW, body, cluster, owned_objects
 
 pytestmark = pytest.mark.unit

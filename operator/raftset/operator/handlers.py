@@ -1,7 +1,7 @@
 """kopf wiring: which events reach `reconcile`, and the indices it reads. Nothing else.
 
 The reconcile itself is `raftset.operator.reconcile`; the objects it writes are the
-components of `raftset.operator.components`.
+components of `raftset.operator.components.registry`.
 """
 
 from __future__ import annotations
@@ -14,15 +14,18 @@ import kopf
 
 from raftset import contract, engines
 from raftset import replace
-from raftset.operator import apiorder, freshness, manifests, watches
-from raftset.operator.heartbeats import LEASE, SIGHTING
-from raftset.operator.kube import Kube, load_config
+from raftset.operator import watches
+from raftset.operator.io import apiorder
+from raftset.operator.pure import manifests
+from raftset.operator.pure import freshness
+from raftset.operator.pure.heartbeats import LEASE, SIGHTING
+from raftset.operator.io.kube import KubeClient, load_config
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
-from raftset.operator.settings import Settings
+from raftset.operator.settings import OperatorSettings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 
 log = logging.getLogger(__name__)
-SETTINGS = Settings.from_env()
+SETTINGS = OperatorSettings.from_env()
 # Only what the install enables and allows is watched: kopf ends the operator on a forbidden watch.
 WATCHES = watches.decided()
 RECONCILE_INTERVAL = SETTINGS.reconcile_interval
@@ -41,7 +44,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = SETTINGS.api_error_backoffs
     log.info("API errors retried after %s s, then given up", ", ".join(f"{d:g}" for d in SETTINGS.api_error_backoffs))
-    memo.runtime = Runtime(settings=SETTINGS, kube=Kube(load_config()), watches=WATCHES)
+    memo.runtime = Runtime(settings=SETTINGS, kube=KubeClient(load_config()), watches=WATCHES)
     for forbidden in WATCHES.forbidden:
         memo.runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)
     memo.runtime.metrics.serve(SETTINGS.metrics_address)

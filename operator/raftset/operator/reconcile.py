@@ -20,15 +20,19 @@ from kubernetes.client.exceptions import ApiException
 from raftset import contract
 from raftset.membership import parse_membership
 from raftset.operator.pure.scale_step import ScaleStep, parse_step
-from raftset.operator import (apiorder, backup_requests, diagnosis, lasting, narration, planner, recovery_shell,
-                              replacements, rolls, spec, status, watches)
-from raftset.operator.components import COMPONENTS, Step
-from raftset.operator.kube import Kube, api_error_message
-from raftset.operator.freshness import Sighting
-from raftset.operator.heartbeats import HeartbeatRecord, from_observed
+from raftset.operator import watches
+from raftset.operator.components import backup_requests, narration, quorum_loss
+from raftset.operator.components.diagnosis import find_cause
+from raftset.operator.pure.diagnosis import Diagnosed, look_again
+from raftset.operator.io import apiorder
+from raftset.operator.pure import lasting, planner, replace, rolls, spec, status
+from raftset.operator.components.registry import COMPONENTS, Step
+from raftset.operator.io.kube import KubeClient, api_error_message
+from raftset.operator.pure.freshness import Sighting
+from raftset.operator.pure.heartbeats import HeartbeatRecord, from_observed
 from raftset.operator.metrics import (RESULT_ERROR, RESULT_FAILED, RESULT_INVALID, RESULT_OK,
                                       OperatorMetrics)
-from raftset.operator.settings import Settings
+from raftset.operator.settings import OperatorSettings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
 Key = tuple[str, str]  # (namespace, cluster name)
@@ -38,24 +42,24 @@ Key = tuple[str, str]  # (namespace, cluster name)
 class Runtime:
     """Per-process caches; none of it is needed to resume after a restart."""
 
-    settings: Settings
-    kube: Kube
+    settings: OperatorSettings
+    kube: KubeClient
     watches: watches.Watches  # what this operator watches (decided at start)
     turns: dict[Key, apiorder.Turns] = field(default_factory=dict)
     applied_at: dict[Key, float] = field(default_factory=dict)
     # The last status computed per cluster: a reconcile may run on a body that does not
     # show our previous status patch yet, and must not announce the same change twice.
     published: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    # When each heartbeat Lease was last seen to change (raftset.operator.freshness); a
+    # When each heartbeat Lease was last seen to change (raftset.operator.pure.freshness); a
     # restart starts afresh, every Lease unconfirmed until its next renewal.
     sightings: dict[Key, dict[str, Sighting]] = field(default_factory=dict)
-    # When each member pod (by UID) was first listed during a roll (raftset.operator.rolls); a
+    # When each member pod (by UID) was first listed during a roll (raftset.operator.pure.rolls); a
     # restart starts afresh, and each pod must then report once more before the next deletion.
     pod_sightings: dict[Key, dict[str, rolls.PodSighting]] = field(default_factory=dict)
-    # When each of a cluster's status.disagreements was first seen (raftset.operator.lasting).
+    # When each of a cluster's status.disagreements was first seen (raftset.operator.pure.lasting).
     disagreements: dict[Key, dict[str, lasting.Seen]] = field(default_factory=dict)
-    # The last look for why a cluster's members are missing (raftset.operator.diagnosis).
-    diagnosed: dict[Key, diagnosis.Diagnosed] = field(default_factory=dict)
+    # The last look for why a cluster's members are missing (raftset.operator.pure.diagnosis).
+    diagnosed: dict[Key, Diagnosed] = field(default_factory=dict)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
     def forget(self, key: Key) -> None:
@@ -78,7 +82,7 @@ class Indices:
     scale_away_marks: Mapping[Key, Any]
     replace_requests: Mapping[Key, Any]  # pods with a replace request or record: {pod, requested, progress}
     workloads: dict[str, Mapping[Key, Any]]  # by Backend.name
-    backup_records: Mapping[Key, Any]  # the backup Lease's annotations (raftset.operator.backup_status)
+    backup_records: Mapping[Key, Any]  # the backup Lease's annotations (raftset.operator.pure.backup_status)
 
     def workload(self, backend: Backend, key: Key) -> dict[str, Any] | None:
         return next(iter(self.workloads[backend.name].get(key, [])), None)
@@ -106,7 +110,7 @@ def _now() -> datetime:
 
 async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indices: Indices, *,
                     forced: bool, urgency: int = apiorder.BACKGROUND) -> None:
-    """One cluster's reconcile, its API calls in the order of `urgency` (`raftset.operator.apiorder`)."""
+    """One cluster's reconcile, its API calls in the order of `urgency` (`raftset.operator.io.apiorder`)."""
     key = (body.metadata.namespace, body.metadata.name)
     kind = str(body.get("kind", ""))
     observed = (body.get("status") or {}).get("observedGeneration")
@@ -134,8 +138,8 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     raft = parse_membership(next(iter(indices.memberships.get(key, [])), None))
     backup = next(iter(indices.backup_records.get(key, [])), None)
     replace_entries = list(indices.replace_requests.get(key, []))
-    replacing = replacements.rows(replace_entries)
-    # Told before the status that counts them is published (raftset.operator.narration).
+    replacing = replace.rows(replace_entries)
+    # Told before the status that counts them is published (raftset.operator.pure.narration).
     narrated = await narration.tell_replacements(
         runtime.kube, body, replace_entries, runtime.published.get(key, old_status).get("narrated") or [], now)
 
@@ -242,7 +246,7 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
     extra: tuple[status.Condition, ...] = ()
     if step.workload is not None:
         try:
-            extra = (await recovery_shell.reconcile(
+            extra = (await quorum_loss.reconcile(
                 runtime.kube, body, patch, cluster, plan.kept, members, raft, step.workload,
                 runtime.published.get(key, old_status), now),)
         except ApiException as error:
@@ -253,17 +257,17 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
 
 async def _cause(runtime: Runtime, cluster: spec.Cluster, missing: tuple[int, ...],
                  members: list[HeartbeatRecord], now: datetime, *, forced: bool) -> tuple[str, str] | None:
-    """Why members are missing, looked for again only when diagnosis.look_again says so."""
+    """Why members are missing, looked for again only when look_again says so."""
     key = (cluster.namespace, cluster.name)
     if not missing:
         runtime.diagnosed.pop(key, None)
         return None
     last = runtime.diagnosed.get(key)
     every = timedelta(seconds=runtime.settings.diagnosis_seconds)
-    if last is not None and not diagnosis.look_again(last, missing, now, every, forced=forced):
+    if last is not None and not look_again(last, missing, now, every, forced=forced):
         return last.cause
-    cause = await diagnosis.find_cause(runtime.kube, cluster, missing, members, now)
-    runtime.diagnosed[key] = diagnosis.Diagnosed(tuple(missing), now, cause)
+    cause = await find_cause(runtime.kube, cluster, missing, members, now)
+    runtime.diagnosed[key] = Diagnosed(tuple(missing), now, cause)
     return cause
 
 

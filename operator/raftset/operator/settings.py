@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from raftset.operator import spec
-from raftset.operator.planner import STUCK_AFTER_SECONDS
+from raftset.operator.pure import spec
+from raftset.operator.pure.planner import STUCK_AFTER_SECONDS
 from raftset.workloads import BACKENDS, STATEFULSET
 
 
@@ -29,7 +29,7 @@ def enabled_backends(listed: str | None, default_workload_kind: str) -> tuple[st
 
 
 @dataclass(frozen=True)
-class Settings:
+class OperatorSettings:
     """Per-operator defaults; everything per cluster is in its spec."""
 
     default_workload_kind: str = "StatefulSet"
@@ -61,7 +61,7 @@ class Settings:
         return stepping or forced or since_applied >= self.resync_period(degraded)
 
     @classmethod
-    def from_env(cls) -> Settings:
+    def from_env(cls) -> OperatorSettings:
         env = os.environ
         default_workload_kind = env.get("RAFTSET_DEFAULT_WORKLOAD_KIND", cls.default_workload_kind)
         return cls(

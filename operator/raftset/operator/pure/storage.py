@@ -14,15 +14,13 @@ Shrinking is refused: no storage driver can shrink a volume in place.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-from kubernetes.utils.quantity import parse_quantity
+from raftset.operator.pure.quantity import parse_quantity
 
 from raftset import contract
 
@@ -31,7 +29,6 @@ ANNOTATION_FAILED = f"{contract.GROUP}/storage-expansion-failed"
 CLAIM_TEMPLATE = "data"  # the volumeClaimTemplate's name, also the PVCs' prefix
 
 Problem = tuple[str, str]
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -119,39 +116,3 @@ def expanded(template: str, recorded: str, desired: str, failure: bool) -> tuple
     if failure:
         return Claims(template, recorded, desired), _expansion_failed(recorded, desired)
     return Claims(template, desired), None
-
-
-# --- the shell: one list, a patch per claim that is too small ---------------------------------
-
-class KubeAPI(Protocol):
-    async def list(self, api_version: str, kind: str, namespace: str, selector: str) -> list[dict[str, Any]]: ...
-    async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str,
-                          patch: Mapping[str, Any]) -> None: ...
-
-
-async def ensure_claims(kube: KubeAPI, cluster: Any, workload: Mapping[str, Any] | None, *,
-                        write: bool = True) -> tuple[Claims | None, Problem | None]:
-    """Decide (every tick) and, with `write`, patch the member PVCs up to the accepted size.
-
-    `cluster` is a `spec.Cluster`. Returns what the renderer needs and the problem to report.
-    """
-    if cluster.storage.ephemeral:
-        return None, None
-    claims, problem = decide(cluster.storage.size, workload)
-    if not write or workload is None:
-        return claims, problem  # no workload yet: no PVCs, the template has the size
-    shrinking = problem is not None and problem[0] == "StorageShrinkRefused"
-    target = claims.size if shrinking else cluster.storage.size
-    pvcs = await kube.list("v1", "PersistentVolumeClaim", cluster.namespace, contract.label_selector(cluster.name))
-    failure = False
-    for name in to_expand(cluster.name, pvcs, target):
-        try:
-            await kube.merge_patch("v1", "PersistentVolumeClaim", cluster.namespace, name,
-                                   {"spec": {"resources": {"requests": {"storage": target}}}})
-        except ApiException as error:
-            log.warning("expanding %s/%s to %s failed: %s", cluster.namespace, name, target, error.body)
-            failure = True
-            break
-    if shrinking:
-        return claims, problem
-    return expanded(claims.template_size, recorded_size(workload, target), target, failure)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from raftset.operator import certificates
-from raftset.operator.manifests import metadata
-from raftset.operator.spec import Cluster
+from raftset.operator.pure import certificates
+from raftset.operator.pure.manifests import metadata
+from raftset.operator.pure.spec import Cluster
 
 API_VERSION = "cert-manager.io/v1"
 GROUP = "cert-manager.io"

@@ -1,4 +1,4 @@
-"""The operator's quorum-loss decision (raftset.operator.recovery): report, start, refuse, finish."""
+"""The operator's quorum-loss decision (raftset.operator.pure.quorum_loss): report, start, refuse, finish."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from raftset import contract
 from raftset.membership import RaftMember, RaftMembership
-from raftset.operator.heartbeats import HeartbeatRecord
-from raftset.operator.recovery import (QuorumView, announcements, decide, lost_since, narrated, previous_condition,
+from raftset.operator.pure.heartbeats import HeartbeatRecord
+from raftset.operator.pure.quorum_loss import (QuorumView, announcements, decide, lost_since, narrated, previous_condition,
                                        restart, survivors)
-from raftset.operator.status import Condition, merge_conditions
+from raftset.operator.pure.status import Condition, merge_conditions
 from raftset.quorum_loss import QuorumLossRecord
 
 pytestmark = pytest.mark.unit

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from raftset.operator.certificates import StoredLeaf, signed_by
+from raftset.operator.pure.certificates import StoredLeaf, signed_by
 
 TRUST, LEAVES, DROP, WAIT = "trust", "leaves", "drop", "wait"
 

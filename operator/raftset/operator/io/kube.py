@@ -2,7 +2,7 @@
 
 The official client is synchronous; calls run in worker threads so kopf's event loop
 never blocks, at most `API_WORKERS` at once, the most urgent reconcile's first
-(`raftset.operator.apiorder`). Writes are server-side apply with one field manager, so a repeated apply
+(`raftset.operator.io.apiorder`). Writes are server-side apply with one field manager, so a repeated apply
 of the same manifest is a no-op and someone else's edits to our fields are taken back.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from raftset.operator import apiorder
+from raftset.operator.io import apiorder
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -36,7 +36,7 @@ def load_config() -> client.ApiClient:
     return client.ApiClient()
 
 
-class Kube:
+class KubeClient:
     """Thin async wrapper over the dynamic client."""
 
     def __init__(self, api: client.ApiClient) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from kubernetes.utils.quantity import parse_quantity
+from raftset.operator.pure.quantity import parse_quantity
 
 from raftset.engines import Engine
 

@@ -20,7 +20,7 @@ from raftset import contract
 from raftset.contract import quorum
 from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.pure.scale_step import SCALE_IN, SCALE_OUT, ScaleStep
-from raftset.operator.heartbeats import HeartbeatRecord
+from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.times import parse_rfc3339, rfc3339
 from raftset.workloads import Backend, kept_ordinals
 
@@ -40,7 +40,7 @@ class Plan:
 
     replicas: int
     reserved: tuple[int, ...]
-    action: str  # "create" | "steady" | "wait" | "scale-out" | "scale-in" | "roll" (raftset.operator.rolls)
+    action: str  # "create" | "steady" | "wait" | "scale-out" | "scale-in" | "roll" (raftset.operator.pure.rolls)
     message: str
     scale_away: tuple[str, ...] = ()  # pods to mark with contract.ANNOTATION_SCALE_AWAY
     restart: tuple[str, ...] = ()  # pods to delete so that they come back on the new template
@@ -395,7 +395,7 @@ def stale_marks(cluster: str, plan: Plan, marked_pods: Iterable[str]) -> list[st
 def awaiting_renewal(members: Iterable[HeartbeatRecord], now: datetime) -> str | None:
     """Why no member may be added, removed or restarted yet: a heartbeat is only first-seen.
 
-    Right after an operator restart every Lease is first-seen (raftset.operator.freshness),
+    Right after an operator restart every Lease is first-seen (raftset.operator.pure.freshness),
     and a dead member's would look fresh for one Lease duration. The wait ends at the
     member's next renewal (one refresh interval) or when its unrenewed record expires.
     """

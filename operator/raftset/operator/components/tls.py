@@ -10,15 +10,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
-from raftset.operator import certificates, certmanager, rotation
-from raftset.operator.certificates import KeyPair, StoredLeaf
-from raftset.operator.manifests import metadata
-from raftset.operator.spec import Cluster
+from raftset.operator.pure import certmanager
+from raftset.operator.pure import rotation
+from raftset.operator.pure import certificates
+from raftset.operator.pure.certificates import KeyPair, StoredLeaf
+from raftset.operator.pure.manifests import metadata
+from raftset.operator.io.api import KubeAPI
+from raftset.operator.pure.spec import Cluster
 
 Problem = tuple[str, str]
 
@@ -34,11 +37,6 @@ def secrets_forbidden(namespace: str) -> Problem:
             f"(kubectl create rolebinding {SECRETS_ROLE} -n {namespace} --clusterrole={SECRETS_ROLE} "
             f"--serviceaccount=<operator namespace>:raftset-operator), or use provider cert-manager")
 
-
-class KubeAPI(Protocol):
-    async def has_api(self, api_version: str, kind: str) -> bool: ...
-    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
-    async def apply(self, manifest: dict[str, Any]) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

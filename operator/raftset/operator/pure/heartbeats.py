@@ -1,7 +1,7 @@
 """The members as the operator sees them: one heartbeat Lease per pod, written by its sidecar.
 
 A record expires `leaseDurationSeconds` after the operator *observed* its last renewal
-(`raftset.operator.freshness`), never by the sidecar's `renewTime`, so a node whose
+(`raftset.operator.pure.freshness`), never by the sidecar's `renewTime`, so a node whose
 clock is off neither kills nor immortalises its member. `renewed` is kept for display.
 
 `healthy` is the member's Status (it names a leader, no error); `ready` is whether a
@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raftset import contract
-from raftset.operator.freshness import Sighting
+from raftset.operator.pure.freshness import Sighting
 from raftset.times import parse_rfc3339
 
 

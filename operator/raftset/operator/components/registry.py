@@ -4,7 +4,7 @@ A reconcile walks COMPONENTS in order (etcd-druid's `internal/component` registr
 model): TLS material and claims first, because pods must find their Secrets and sizes;
 then the pod marks, the member RBAC, the Services, the PodDisruptionBudget, the workload
 and, on a roll step, the one pod that restarts. Each component renders from plain data (pure, unit-tested) and writes through the
-thin `Kube` shell; whether a reconcile writes at all is decided once, by `pacing.write_due`.
+thin `KubeClient` shell; whether a reconcile writes at all is decided once, by `pacing.write_due`.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from typing import Any, Protocol
 
 from raftset import contract
 from raftset.membership import RaftMembership
-from raftset.operator import manifests, planner, storage, tls
-from raftset.operator.spec import Cluster
-from raftset.operator.storage import Claims
+from raftset.operator.components import tls
+from raftset.operator.components import claims
+from raftset.operator.io.api import KubeAPI
+from raftset.operator.pure import manifests
+from raftset.operator.pure import planner
+from raftset.operator.pure.spec import Cluster
+from raftset.operator.pure.storage import Claims
 
 Problem = tuple[str, str]
 Manifest = dict[str, Any]
-
-
-class KubeAPI(tls.KubeAPI, storage.KubeAPI, Protocol):
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,8 @@ class VolumeClaims(_NothingToRelease):
     name = "claims"
 
     async def sync(self, kube: KubeAPI, step: Step) -> Step:
-        claims, problem = await storage.ensure_claims(kube, step.cluster, step.workload, write=step.write)
-        return step.found(problem, claims=claims)
+        found, problem = await claims.ensure_claims(kube, step.cluster, step.workload, write=step.write)
+        return step.found(problem, claims=found)
 
 
 def pod_marks(cluster: str, plan: planner.Plan, marked_pods: Iterable[str]) -> dict[str, str | None]:

@@ -7,7 +7,7 @@ deletion, every kept ordinal must show, in what is read at that moment: a pod th
 and is not terminating, and a fresh, healthy voter (one Raft lists as a voter, where the
 leader published the membership) whose heartbeat the operator saw renewed at least
 `settle` after it first listed that pod. Both times are the operator's own clock
-(`PodSighting`, `raftset.operator.freshness`), so a deleted pod whose Lease is still
+(`PodSighting`, `raftset.operator.pure.freshness`), so a deleted pod whose Lease is still
 fresh, or a restarted one that has not reported yet, is never counted, and no record's
 staleness or another loop's timing is needed to see it. The leader goes last, and its
 sidecar hands leadership away on the preStop path before its store stops: one leader
@@ -26,8 +26,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raftset.membership import RaftMembership
-from raftset.operator.heartbeats import HeartbeatRecord
-from raftset.operator.planner import Plan, awaiting_renewal, leader, leader_going, membership
+from raftset.operator.pure.heartbeats import HeartbeatRecord
+from raftset.operator.pure.planner import Plan, awaiting_renewal, leader, leader_going, membership
 
 REVISION_LABEL = "controller-revision-hash"
 

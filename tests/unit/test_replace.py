@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from raftset.contract import ReplacePhase as P
-from raftset.operator import replacements
+from raftset.operator.pure import replace
 from raftset.replace import Progress
 
 pytestmark = pytest.mark.unit
@@ -19,42 +19,42 @@ def entry(pod: str, phase: str | None = None, *, requested: bool = True, reason:
 
 
 def test_a_request_the_sidecar_has_not_taken_yet_is_shown_as_requested() -> None:
-    [row] = replacements.rows([entry("demo-1")])
+    [row] = replace.rows([entry("demo-1")])
     assert row["phase"] == P.REQUESTED and "sidecar" in row["message"]
 
 
 def test_rows_carry_the_sidecars_record_sorted_by_pod() -> None:
-    rows = replacements.rows([entry("demo-2", P.LEARNER, new="b2"), entry("demo-0", P.REMOVING)])
+    rows = replace.rows([entry("demo-2", P.LEARNER, new="b2"), entry("demo-0", P.REMOVING)])
     assert [r["pod"] for r in rows] == ["demo-0", "demo-2"]
     assert rows[1] == {"pod": "demo-2", "phase": "Learner", "message": "why", "oldMember": "a1", "newMember": "b2",
                        "steps": ["Learner"]}
 
 
 def test_nothing_to_narrate_without_request_or_record() -> None:
-    assert replacements.rows([entry("demo-1", requested=False)]) == []
-    assert replacements.rows([{"pod": "demo-1", "requested": False, "progress": "{not json"}]) == []
+    assert replace.rows([entry("demo-1", requested=False)]) == []
+    assert replace.rows([{"pod": "demo-1", "requested": False, "progress": "{not json"}]) == []
 
 
 def test_only_a_blocked_request_degrades() -> None:
-    assert replacements.blocked(replacements.rows([entry("demo-1", P.QUEUED)])) is None
-    reason, message = replacements.blocked(replacements.rows([entry("demo-1", P.WAITING, reason="would lose quorum")]))
+    assert replace.blocked(replace.rows([entry("demo-1", P.QUEUED)])) is None
+    reason, message = replace.blocked(replace.rows([entry("demo-1", P.WAITING, reason="would lose quorum")]))
     assert reason == "ReplaceWaiting" and "demo-1" in message and "quorum" in message
 
 
 def test_a_member_that_needs_replacing_under_manual_policy_degrades_first() -> None:
-    rows = replacements.rows([entry("demo-1", P.WAITING, reason="quorum"),
+    rows = replace.rows([entry("demo-1", P.WAITING, reason="quorum"),
                               entry("demo-2", P.NEEDED, requested=False, reason="data corrupt")])
-    reason, message = replacements.blocked(rows)
+    reason, message = replace.blocked(rows)
     assert reason == "ReplaceNeeded" and "demo-2" in message and "corrupt" in message
 
 
 
 
 def test_a_finished_record_is_no_row() -> None:
-    assert replacements.rows([entry("demo-1", P.DONE, requested=False, steps=(P.REMOVING, P.DONE))]) == []
-    assert replacements.rows([entry("demo-1", P.WITHDRAWN, requested=False)]) == []
+    assert replace.rows([entry("demo-1", P.DONE, requested=False, steps=(P.REMOVING, P.DONE))]) == []
+    assert replace.rows([entry("demo-1", P.WITHDRAWN, requested=False)]) == []
     # A new request while the last one's record is still on the pod: the sidecar has not taken it yet.
-    [row] = replacements.rows([entry("demo-1", P.DONE, requested=True, steps=(P.REMOVING, P.DONE))])
+    [row] = replace.rows([entry("demo-1", P.DONE, requested=True, steps=(P.REMOVING, P.DONE))])
     assert row["phase"] == P.REQUESTED
 
 
@@ -67,9 +67,9 @@ ASKED = "asked for (raftset.dev/replace=true)"
 def tell(entries: list[dict], narrated: list[dict] | None = None) -> tuple[list, list[dict]]:
     """What one reconcile tells, and status.narrated after it (every Event applied)."""
     memory = list(narrated or [])
-    tales = replacements.untold(entries, memory)
+    tales = replace.untold(entries, memory)
     for tale in tales:
-        memory = replacements.remember(memory, tale)
+        memory = replace.remember(memory, tale)
     return [t.event for t in tales if t.event is not None], memory
 
 
@@ -171,14 +171,14 @@ def test_nothing_is_told_without_a_readable_record() -> None:
 
 def test_a_record_from_before_ids_is_known_by_its_old_member() -> None:
     legacy = entry("demo-1", P.REMOVING, id="")
-    [tale] = replacements.untold([legacy], [])
+    [tale] = replace.untold([legacy], [])
     assert tale.replacement == "a1"
 
 
 def test_an_event_told_twice_has_one_name() -> None:
-    [tale] = replacements.untold([entry("demo-1", P.REMOVING, id="ab12cd34")], [])
-    assert replacements.event_name("demo", tale) == "demo.replace-demo-1-ab12cd34-0"
-    assert replacements.untold([entry("demo-1", P.REMOVING, id="ab12cd34")], []) == [tale]
+    [tale] = replace.untold([entry("demo-1", P.REMOVING, id="ab12cd34")], [])
+    assert replace.event_name("demo", tale) == "demo.replace-demo-1-ab12cd34-0"
+    assert replace.untold([entry("demo-1", P.REMOVING, id="ab12cd34")], []) == [tale]
 
 
 def test_a_learner_step_told_late_without_its_new_member_reads_right() -> None:

@@ -12,21 +12,17 @@ cause shows in `kubectl describe` of the cluster, not only on the pod.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
-
-from kubernetes.client.exceptions import ApiException
+from typing import Any
 
 from raftset import contract
-from raftset.operator.heartbeats import HeartbeatRecord
-from raftset.operator.storage import CLAIM_TEMPLATE
+from raftset.operator.pure.heartbeats import HeartbeatRecord
+from raftset.operator.pure.storage import CLAIM_TEMPLATE
 from raftset.times import parse_rfc3339
 
 Problem = tuple[str, str]
-log = logging.getLogger(__name__)
 Obj = Mapping[str, Any]
 
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
@@ -186,12 +182,6 @@ def diagnose(cluster: str, missing: Sequence[int], *, storage_class: str | None,
     return never_started(cluster, missing, pods, records, store, now, events)
 
 
-# --- the shell: a few lists, only while a member is missing ------------------------------------
-
-class KubeAPI(Protocol):
-    async def list(self, api_version: str, kind: str, namespace: str | None, selector: str, *,
-                   fields: str = "") -> list[dict[str, Any]]: ...
-
 
 @dataclass(frozen=True)
 class Diagnosed:
@@ -212,32 +202,3 @@ def look_again(last: Diagnosed | None, missing: Sequence[int], now: datetime, ev
     set of missing ordinals or a spec change looks again at once.
     """
     return last is None or forced or last.missing != tuple(missing) or now - last.at >= every
-
-
-async def find_cause(kube: KubeAPI, cluster: Any, missing: Sequence[int], records: Sequence[HeartbeatRecord],
-                     now: datetime) -> Problem | None:
-    """`diagnose` over what the API says now; `cluster` is a `spec.Cluster`. Best effort: an
-    API error (an older install's RBAC without these reads) names no cause rather than failing."""
-    if not missing:
-        return None
-    selector = contract.label_selector(cluster.name)
-    try:
-        pods = await kube.list("v1", "Pod", cluster.namespace, selector)
-        pvcs: list[dict[str, Any]] = []
-        events: list[dict[str, Any]] = []
-        classes: list[dict[str, Any]] = []
-        if not cluster.storage.ephemeral:
-            pvcs = await kube.list("v1", "PersistentVolumeClaim", cluster.namespace, selector)
-            if pending_claims(cluster.name, missing, pvcs):
-                events = await kube.list("v1", "Event", cluster.namespace, "",
-                                         fields="involvedObject.kind=PersistentVolumeClaim")
-                classes = await kube.list("storage.k8s.io/v1", "StorageClass", None, "")
-        if silent_pods(cluster.name, missing, pods, records, now):
-            events += await kube.list("v1", "Event", cluster.namespace, "",
-                                      fields="involvedObject.kind=Pod,type=Warning")
-    except ApiException as error:
-        log.info("no cause named for %s/%s: %s", cluster.namespace, cluster.name, error.reason)
-        return None
-    return diagnose(cluster.name, missing, storage_class=cluster.storage.storage_class,
-                    ephemeral=cluster.storage.ephemeral, pvcs=pvcs, events=events, classes=classes, pods=pods,
-                    records=records, store=cluster.engine.name, now=now)

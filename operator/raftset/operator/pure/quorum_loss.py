@@ -11,7 +11,7 @@ member votes again.
 
 What a restarted operator must not trust: a heartbeat it has only seen once (it cannot tell a
 live member from the last words of a dead one until it sees the Lease renewed:
-raftset.operator.freshness). Such a record neither leads, nor survives, nor votes here; while
+raftset.operator.pure.freshness). Such a record neither leads, nor survives, nor votes here; while
 one is pending the verdict waits (the condition the status shows stands). A voter that holds
 data but does not answer Status cannot be ranked either: `auto` waits for it
 (SurvivorsNotAnswering) rather than choose a survivor that may hold less.
@@ -36,8 +36,8 @@ from typing import Any
 from raftset import contract
 from raftset.contract import quorum
 from raftset.membership import RaftMembership
-from raftset.operator.heartbeats import HeartbeatRecord
-from raftset.operator.status import Condition
+from raftset.operator.pure.heartbeats import HeartbeatRecord
+from raftset.operator.pure.status import Condition
 from raftset.quorum_loss import QuorumLossRecord, Survivor, choose
 from raftset.times import parse_rfc3339, rfc3339
 

@@ -3,7 +3,7 @@
 Every cluster gets its own CA (ECDSA P-256, 10 years, kept in `<name>-ca`) and three
 leaf certificates (1 year) in cert-manager's Secret shape (`tls.crt`, `tls.key`,
 `ca.crt`), so the pod template mounts the same files whichever provider made them.
-`issuance` decides what to (re-)issue from what the Secrets hold; `raftset.operator.tls`
+`issuance` decides what to (re-)issue from what the Secrets hold; `raftset.operator.components.tls`
 reads and writes the Secrets.
 """
 

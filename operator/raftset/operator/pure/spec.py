@@ -14,7 +14,7 @@ from typing import Any
 
 from raftset import backups, contract, engines, fields, workloads
 from raftset.operator.pure import versions
-from raftset.operator import space
+from raftset.operator.pure import space
 from raftset.fields import SPEC_FIELDS
 
 

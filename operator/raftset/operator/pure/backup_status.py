@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from raftset import backups, contract, records
-from raftset.operator.spec import Cluster
+from raftset.operator.pure.spec import Cluster
 
 
 def record(annotations: Mapping[str, str] | None) -> backups.Record | None:

@@ -15,7 +15,7 @@ does the same, as pure functions over `Sighting`s:
 
 What an unconfirmed record means is decided where it is used: the status counts it as
 fresh (as client-go counts a freshly seen holder), the planner takes no step while a
-member's record is unconfirmed (`raftset.operator.planner.awaiting_renewal`). That
+member's record is unconfirmed (`raftset.operator.pure.planner.awaiting_renewal`). That
 bounds what a restart can do: a dead member looks alive for at most one Lease duration,
 and during that time no member is removed or restarted on its account.
 """

@@ -15,9 +15,10 @@ from typing import Any
 from raftset import backups, contract
 from raftset.contract import SidecarEnv, quorum
 from raftset.operator.pure.scale_step import ScaleStep
-from raftset.operator import certificates, space
-from raftset.operator.spec import Cluster
-from raftset.operator.storage import Claims
+from raftset.operator.pure import space
+from raftset.operator.pure import certificates
+from raftset.operator.pure.spec import Cluster
+from raftset.operator.pure.storage import Claims
 
 # Long enough for the preStop leave (MoveLeader + MemberRemove, each bounded by the
 # sidecar's own timeouts) and a clean store shutdown.
@@ -77,7 +78,7 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
         SidecarEnv.HEARTBEAT_INTERVAL: str(cluster.sidecar.heartbeat_interval),
         SidecarEnv.CLEAN_INTERVAL: str(cluster.sidecar.clean_interval),
         SidecarEnv.CLEAN_GRACE: str(cluster.sidecar.clean_grace),
-        # The quota and auto-compaction the volume allows (raftset.operator.space); spec.options wins.
+        # The quota and auto-compaction the volume allows (raftset.operator.pure.space); spec.options wins.
         SidecarEnv.OPTIONS: json.dumps({**space.defaults(cluster.engine, cluster.storage.size), **cluster.options},
                                        sort_keys=True),
         SidecarEnv.DEFRAG_SCHEDULE: cluster.maintenance.defrag_schedule,
@@ -301,7 +302,7 @@ def _volume_claim_templates(cluster: Cluster, claims: Claims | None) -> list[dic
     if cluster.storage.ephemeral:
         return []
     # Immutable once the workload exists: it keeps the size it was created with, and
-    # expansion patches the PVCs (raftset.operator.storage).
+    # expansion patches the PVCs (raftset.operator.pure.storage).
     size = claims.template_size if claims else cluster.storage.size
     claim: dict[str, Any] = {
         "metadata": {"name": "data", "labels": labels(cluster, "member")},
@@ -320,7 +321,7 @@ def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
              scale_step: ScaleStep | None = None) -> dict[str, Any]:
     """The StatefulSet (builtin or Advanced) running `replicas` pods around the `reserved` ordinals.
 
-    `claims` (from the live workload, see raftset.operator.storage) keeps the claim
+    `claims` (from the live workload, see raftset.operator.pure.storage) keeps the claim
     template as created and records how far the PVCs were expanded. `scale_step` is the
     step Raft has yet to confirm: written in the same apply as the step, so the record and
     the step never part.
@@ -345,7 +346,7 @@ def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
             # Parallel lets a restarted pod come back without waiting for its elders.
             "podManagementPolicy": "Parallel",
             # The operator restarts one member at a time, followers first and the leader
-            # last (raftset.operator.rolls); a controller-driven roll would take the
+            # last (raftset.operator.pure.rolls); a controller-driven roll would take the
             # highest ordinal first, leader or not.
             "updateStrategy": {"type": "OnDelete"},
             "persistentVolumeClaimRetentionPolicy": {

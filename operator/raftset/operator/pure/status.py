@@ -13,14 +13,14 @@ from typing import Any
 
 from raftset import contract
 from raftset.operator.pure import versions
-from raftset.operator import backup_status
-from raftset.operator.heartbeats import HeartbeatRecord
+from raftset.operator.pure import backup_status
+from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.contract import quorum
 from raftset.membership import RaftMember, RaftMembership
-from raftset.operator import replacements as replacing
-from raftset.operator.planner import STEP_REASONS, Plan, leader, membership
-from raftset.operator.rolls import update_revision
-from raftset.operator.spec import Cluster
+from raftset.operator.pure import replace as replacing
+from raftset.operator.pure.planner import STEP_REASONS, Plan, leader, membership
+from raftset.operator.pure.rolls import update_revision
+from raftset.operator.pure.spec import Cluster
 from raftset.times import parse_rfc3339, rfc3339
 
 
@@ -188,7 +188,7 @@ def status(
     """The whole `.status` of a cluster object.
 
     `extra` conditions (QuorumLost) come from their own modules; `backup` is the backup Lease's
-    annotations (raftset.operator.backup_status reads them); `replacements` are
+    annotations (raftset.operator.pure.backup_status reads them); `replacements` are
     replacements.rows of the pods.
     """
     if problem is None and cluster is not None:

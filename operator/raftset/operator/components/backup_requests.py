@@ -21,9 +21,10 @@ import kopf
 from kubernetes.client.exceptions import ApiException
 
 from raftset import backups, contract
-from raftset.operator import backup_status, manifests
-from raftset.operator.kube import Kube, api_error_message
-from raftset.operator.spec import Cluster
+from raftset.operator.pure import manifests
+from raftset.operator.pure import backup_status
+from raftset.operator.io.kube import KubeClient, api_error_message
+from raftset.operator.pure.spec import Cluster
 
 log = logging.getLogger("raftset.operator")
 
@@ -32,7 +33,7 @@ def _annotations(obj: Mapping[str, Any] | None) -> dict[str, str]:
     return dict(((obj or {}).get("metadata") or {}).get("annotations") or {})
 
 
-async def take(kube: Kube, body: kopf.Body, cluster: Cluster, patch: kopf.Patch, now: datetime) -> None:
+async def take(kube: KubeClient, body: kopf.Body, cluster: Cluster, patch: kopf.Patch, now: datetime) -> None:
     if contract.ANNOTATION_BACKUP_NOW not in body.metadata.annotations:
         return
     try:
@@ -50,7 +51,7 @@ async def take(kube: Kube, body: kopf.Body, cluster: Cluster, patch: kopf.Patch,
         patch.metadata.annotations[contract.ANNOTATION_BACKUP_NOW] = None
 
 
-async def _decide(kube: Kube, cluster: Cluster, now: datetime) -> backups.Intake:
+async def _decide(kube: KubeClient, cluster: Cluster, now: datetime) -> backups.Intake:
     current = await kube.get(contract.API_VERSION, cluster.engine.kind, cluster.namespace, cluster.name)
     lease = _annotations(await kube.get("coordination.k8s.io/v1", "Lease", cluster.namespace,
                                         contract.backup_lease_name(cluster.name)))
