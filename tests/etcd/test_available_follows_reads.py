@@ -23,7 +23,8 @@ from raftset.contract import SidecarEnv
 from raftset.operator.pure import spec
 from raftset.operator.pure.heartbeats import HeartbeatRecord, from_lease
 from raftset.operator.pure.planner import Plan
-from raftset.operator.pure.status import Condition, conditions
+from raftset.operator.pure.events import Condition
+from raftset.operator.pure.status import conditions
 from tests.harness.lab import Lab, http_get, wait_for
 from tests.harness.scenarios import grow
 from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers

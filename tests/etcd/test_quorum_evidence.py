@@ -38,7 +38,7 @@ def operator_round(lab: Lab, conditions: list[dict], now: datetime) -> quorum_lo
     serialize = k8s.ApiClient().sanitize_for_serialization
     beats = heartbeats.from_leases(serialize(lease) for lease in lab.leases().values())
     view = quorum_loss.QuorumView(
-        cluster=lab.cluster, kind_short="etcdc", replicas=3, kept=(0, 1, 2), raft=lab.membership(), beats=beats,
+        cluster=lab.cluster, kind_short="etcdc", replicas=3, kept=(0, 1, 2), raft=lab.membership(), heartbeats=beats,
         request=None, policy="Automatic", grace_seconds=0, lost_since=quorum_loss.lost_since({"conditions": conditions}),
         record=None, force_supported=True, now=now, new_id="r1",
         previous=quorum_loss.previous_condition({"conditions": conditions}))

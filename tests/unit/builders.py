@@ -111,11 +111,12 @@ def cluster(kind: str = contract.KIND_ETCD, workload_kind: str = "StatefulSet",
 def owned_objects(c: Any, replicas: int, reserved: Any = (), **found: Any) -> list[dict[str, Any]]:
     """What a writing reconcile applies for `c` at this scale: the components' renders, in order."""
     from raftset.operator.components import registry
+    from raftset.operator.components.protocol import Round
     from raftset.operator.pure.planner import Plan
 
     plan = Plan(replicas=replicas, reserved=tuple(reserved), action="steady", message="")
-    step = registry.Step(cluster=c, plan=plan, workload=None, marked_pods=(), now=NOW, write=True, **found)
-    return registry.rendered(step)
+    current = Round(cluster=c, plan=plan, workload=None, marked_pods=(), now=NOW, write=True, **found)
+    return registry.rendered(current)
 
 
 RAFT_INDEX = 100

@@ -10,7 +10,8 @@ import pytest
 
 from raftset import backups, contract
 from raftset.backups import Failure, Manifest, Record
-from raftset.operator.pure import manifests
+from raftset.operator.components.member_rbac import member_rbac
+from raftset.operator.pure.pod_template import pod_template
 from raftset.operator.pure import backup_status
 from raftset.operator.pure import status
 from raftset.operator.pure import spec
@@ -55,7 +56,7 @@ def test_etcd_keeps_backup_and_restore_as_written() -> None:
 
 
 def template(c: spec.Cluster) -> dict[str, Any]:
-    return manifests.pod_template(c)
+    return pod_template(c)
 
 
 def test_no_backup_no_volumes() -> None:
@@ -95,7 +96,7 @@ def test_pvc_destination_and_a_restore_source() -> None:
 
 def test_the_member_role_reads_the_cluster_object_and_writes_the_backup_lease() -> None:
     c = cluster()
-    role = next(o for o in manifests.member_rbac(c) if o["kind"] == "Role")
+    role = next(o for o in member_rbac(c) if o["kind"] == "Role")
     leases = next(r for r in role["rules"] if r.get("resourceNames") and r["resources"] == ["leases"])
     assert contract.backup_lease_name("demo") in leases["resourceNames"]
     own = next(r for r in role["rules"] if r["apiGroups"] == [contract.GROUP])

@@ -13,7 +13,8 @@ from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.operator.pure.quorum_loss import (QuorumView, announcements, decide, lost_since, narrated, previous_condition,
                                        restart, survivors)
-from raftset.operator.pure.status import Condition, merge_conditions
+from raftset.operator.pure.events import Condition
+from raftset.operator.pure.status import merge_conditions
 from raftset.quorum_loss import QuorumLossRecord
 
 pytestmark = pytest.mark.unit
@@ -40,7 +41,7 @@ def raft(*ordinals: int, learners: tuple[int, ...] = ()) -> RaftMembership:
 
 def view(beats: list[HeartbeatRecord], **changes: object) -> QuorumView:
     base = QuorumView(cluster="demo", kind_short="etcdc", replicas=3, kept=(0, 1, 2), raft=raft(0, 1, 2),
-                      beats=beats, request=None, policy="Manual", grace_seconds=60, lost_since=None, record=None,
+                      heartbeats=beats, request=None, policy="Manual", grace_seconds=60, lost_since=None, record=None,
                       force_supported=True, now=NOW, new_id="r1")
     return dataclasses.replace(base, **changes)
 

@@ -26,10 +26,10 @@ def pod(ordinal: int, revision: str = OLD, *, terminating: bool = False, running
 
 def step_of(plan: Plan, pods: list[rolls.PodRevision], records: list[Any], *,
             listed: dict[int, float] | None = None, **kwargs: Any) -> Plan:
-    """next_step with each pod first listed by the operator `listed[ordinal]` seconds ago (default 600)."""
+    """next_restart with each pod first listed by the operator `listed[ordinal]` seconds ago (default 600)."""
     seen = {p.name: rolls.PodSighting(p.uid, NOW - timedelta(seconds=(listed or {}).get(p.ordinal, 600)))
             for p in pods}
-    return rolls.next_step(plan, NEW, pods, records, NOW, seen=seen, **kwargs)
+    return rolls.next_restart(plan, NEW, pods, records, NOW, seen=seen, **kwargs)
 
 
 def test_nothing_to_roll_keeps_the_plan() -> None:
@@ -127,7 +127,7 @@ def test_a_sighting_of_another_incarnation_proves_nothing() -> None:
     pods = [pod(0), pod(1), pod(2, NEW)]
     seen = {p.name: rolls.PodSighting(p.uid, NOW - timedelta(seconds=600)) for p in pods}
     seen["demo-2"] = rolls.PodSighting("uid-of-the-pod-it-replaced", NOW - timedelta(seconds=600))
-    step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0), NOW, seen=seen)
+    step = rolls.next_restart(STEADY, NEW, pods, members(range(3), leader=0), NOW, seen=seen)
     assert step.action == "wait" and "demo-2" in step.message, step
 
 

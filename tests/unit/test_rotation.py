@@ -10,7 +10,7 @@ import pytest
 
 from raftset.operator.pure import certificates as certs
 from raftset.operator.components import tls
-from raftset.operator.pure import manifests
+from raftset.operator.components.workload import workload_manifest
 from raftset.operator.pure import rotation
 from raftset.operator.pure.certificates import KeyPair, StoredLeaf
 from tests.unit.builders import NOW, cluster
@@ -83,7 +83,7 @@ def test_a_partly_reissued_set_finishes_phase_2_only_for_the_rest() -> None:
 
 def workload_running(c: Any, revision: str, *, updated: int = 3) -> dict[str, Any]:
     """The live workload: template on `revision`, `updated` of 3 pods on it, all ready."""
-    w = manifests.workload(c, 3, tls_revision=revision)
+    w = workload_manifest(c, 3, tls_revision=revision)
     w["metadata"]["generation"] = 7
     w["status"] = {"observedGeneration": 7, "replicas": 3, "updatedReplicas": updated, "readyReplicas": 3}
     return w

@@ -9,7 +9,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from raftset.operator.pure import storage
-from raftset.operator.pure import manifests
+from raftset.operator.components.workload import workload_manifest
 from raftset.operator.components.claims import ensure_claims
 from raftset.operator.pure.storage import ANNOTATION_FAILED, ANNOTATION_SIZE, Claims
 from tests.unit.builders import cluster, owned_objects
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
 
 def live(size: str = "1Gi", **annotations: str) -> dict[str, Any]:
     """The workload as the apiserver returns it after an earlier apply."""
-    obj = manifests.workload(cluster(storage={"size": size}), 3)
+    obj = workload_manifest(cluster(storage={"size": size}), 3)
     obj["metadata"]["annotations"] = dict(annotations)
     return obj
 
@@ -38,7 +38,7 @@ def test_quantities_compare_by_value(a: str, b: str) -> None:
 def test_template_size() -> None:
     assert storage.template_size(live("3Gi")) == "3Gi"
     assert storage.template_size(None) is None
-    assert storage.template_size(manifests.workload(cluster(storage={"ephemeral": True}), 3)) is None
+    assert storage.template_size(workload_manifest(cluster(storage={"ephemeral": True}), 3)) is None
 
 
 @pytest.mark.parametrize(("desired", "workload", "claims", "reason"), [
@@ -101,7 +101,7 @@ def test_expanded() -> None:
 def test_the_renderer_keeps_the_claim_template_and_records_the_size() -> None:
     c = cluster(storage={"size": "5Gi"})
     claims, _ = storage.decide("5Gi", live("1Gi"))
-    obj = manifests.workload(c, 3, claims=claims)
+    obj = workload_manifest(c, 3, claims=claims)
     (template,) = obj["spec"]["volumeClaimTemplates"]
     assert template["spec"]["resources"]["requests"]["storage"] == "1Gi"
     assert obj["metadata"]["annotations"] == {ANNOTATION_SIZE: "5Gi"}
@@ -110,7 +110,7 @@ def test_the_renderer_keeps_the_claim_template_and_records_the_size() -> None:
 
 
 def test_without_claims_the_spec_size_is_rendered() -> None:
-    obj = manifests.workload(cluster(storage={"size": "5Gi"}), 3)
+    obj = workload_manifest(cluster(storage={"size": "5Gi"}), 3)
     assert obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert "annotations" not in obj["metadata"]
 

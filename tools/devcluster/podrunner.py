@@ -62,7 +62,7 @@ log = logging.getLogger("raftset.podrunner")
 
 FINALIZER = f"{contract.GROUP}/podrunner"
 SELECTOR = f"{contract.LABEL_MANAGED_BY}={contract.MANAGER}"
-SIDECAR_CONTAINER = "sidecar"  # raftset.operator.pure.manifests.SIDECAR_CONTAINER
+SIDECAR_CONTAINER = "sidecar"  # raftset.operator.pure.pod_template.SIDECAR_CONTAINER
 NOT_RUN_REASON = "NotRunLocally"  # the Warning Event on a pod (and its cluster) the runner cannot run
 POLL_S = 0.5
 # Where a plane is shared with tests whose members do not run (the e2e tier, the benchmarks): the

@@ -16,7 +16,7 @@ from raftset import contract, engines
 from raftset import replace
 from raftset.operator import watches
 from raftset.operator.io import apiorder
-from raftset.operator.pure import manifests
+from raftset.operator.pure.objects import cached, edited_behind_our_back
 from raftset.operator.pure import freshness
 from raftset.operator.pure.heartbeats import LEASE, SIGHTING
 from raftset.operator.io.kube import KubeClient, load_config
@@ -123,7 +123,7 @@ def _owner_key(body: kopf.Body) -> Key | None:
 
 def _by_owner(body: kopf.Body) -> dict[Key, dict[str, Any]]:
     key = _owner_key(body)
-    return {key: manifests.cached(body)} if key else {}
+    return {key: cached(body)} if key else {}
 
 
 # The workloads, so that a tick with nothing to do reads nothing from the apiserver.
@@ -192,5 +192,5 @@ def _mark_drift(body: kopf.Body, memo: kopf.Memo) -> None:
 for _owned in (*watches.WORKLOADS.values(), watches.SERVICES, watches.PDBS):
     @_if_watched(_owned, kopf.on.event(*_owned.resource, labels=_MANAGED, id=f"drift-{'-'.join(_owned.resource)}"))
     async def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-        if manifests.edited_behind_our_back(type, body):
+        if edited_behind_our_back(type, body):
             _mark_drift(body, memo)

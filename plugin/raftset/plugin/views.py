@@ -14,7 +14,7 @@ from raftset import backups, contract, membership
 from raftset import quorum_loss
 from raftset.operator.pure import quorum_loss as quorum_loss_decision
 from raftset.operator.pure import replace
-from raftset.operator.pure import heartbeats
+from raftset.operator.pure.heartbeats import from_leases
 from raftset.times import parse_rfc3339
 
 # The value of each condition when nothing needs a person (Progressing=True is work, not a problem).
@@ -144,16 +144,16 @@ def survivors_view(obj: Mapping[str, Any], leases: Sequence[Mapping[str, Any]], 
                                              .get(contract.ANNOTATION_MEMBERSHIP))
                  for lease in leases if (lease.get("metadata") or {}).get("name") == contract.membership_lease_name(name)),
                 None)
-    beats = [b for b in heartbeats.from_leases(lease for lease in leases if contract.LABEL_HEARTBEAT in
-                                               ((lease.get("metadata") or {}).get("labels") or {}))
-             if contract.member_ordinal(name, b.pod) is not None]
-    view = quorum_loss_decision.QuorumView(cluster=name, kind_short="", replicas=0, kept=(), raft=raft, beats=beats,
-                               request=None, policy="Manual", grace_seconds=0, lost_since=None, record=None,
-                               force_supported=True, now=now)
+    heartbeats = [b for b in from_leases(lease for lease in leases if contract.LABEL_HEARTBEAT in
+                                         ((lease.get("metadata") or {}).get("labels") or {}))
+                  if contract.member_ordinal(name, b.pod) is not None]
+    view = quorum_loss_decision.QuorumView(cluster=name, kind_short="", replicas=0, kept=(), raft=raft,
+                                           heartbeats=heartbeats, request=None, policy="Manual", grace_seconds=0,
+                                           lost_since=None, record=None, force_supported=True, now=now)
     found = quorum_loss_decision.survivors(view)
     ranked = sorted(found, key=quorum_loss.rank, reverse=True)
     chosen = quorum_loss.choose(found)
-    renewed = {b.pod: b.renewed for b in beats}
+    renewed = {b.pod: b.renewed for b in heartbeats}
     return {**ident, "quorumLost": condition(obj, "QuorumLost"),
             "auto": chosen.pod if chosen else "",
             "survivors": [{"pod": s.pod, "member": s.member_id, "committed": s.committed, "term": s.term,

@@ -12,6 +12,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
+from raftset.operator.components.protocol import Owned, Round
 from raftset.operator.io.api import KubeAPI
 from raftset.operator.pure.storage import Claims, Problem, decide, expanded, recorded_size, to_expand
 
@@ -45,3 +46,13 @@ async def ensure_claims(kube: KubeAPI, cluster: Any, workload: Mapping[str, Any]
     if shrinking:
         return claims, problem
     return expanded(claims.template_size, recorded_size(workload, target), target, failure)
+
+
+class VolumeClaims(Owned):
+    """PVC expansion; the claims' retention follows the workload's policy."""
+
+    name = "claims"
+
+    async def sync(self, kube: KubeAPI, current: Round) -> Round:
+        claims, problem = await ensure_claims(kube, current.cluster, current.workload, write=current.write)
+        return current.found(problem, claims=claims)

@@ -20,7 +20,7 @@ from raftset.operator.pure.heartbeats import HeartbeatRecord
 log = logging.getLogger("raftset.operator.diagnosis")
 
 
-async def find_cause(kube: KubeAPI, cluster: Any, missing: Sequence[int], records: Sequence[HeartbeatRecord],
+async def find_cause(kube: KubeAPI, cluster: Any, missing: Sequence[int], heartbeats: Sequence[HeartbeatRecord],
                      now: datetime) -> Problem | None:
     """`diagnose` over what the API says now; `cluster` is a `spec.Cluster`. Best effort: an
     API error (an older install's RBAC without these reads) names no cause rather than failing."""
@@ -38,7 +38,7 @@ async def find_cause(kube: KubeAPI, cluster: Any, missing: Sequence[int], record
                 events = await kube.list("v1", "Event", cluster.namespace, "",
                                          fields="involvedObject.kind=PersistentVolumeClaim")
                 classes = await kube.list("storage.k8s.io/v1", "StorageClass", None, "")
-        if silent_pods(cluster.name, missing, pods, records, now):
+        if silent_pods(cluster.name, missing, pods, heartbeats, now):
             events += await kube.list("v1", "Event", cluster.namespace, "",
                                       fields="involvedObject.kind=Pod,type=Warning")
     except ApiException as error:
@@ -46,4 +46,4 @@ async def find_cause(kube: KubeAPI, cluster: Any, missing: Sequence[int], record
         return None
     return diagnose(cluster.name, missing, storage_class=cluster.storage.storage_class,
                     ephemeral=cluster.storage.ephemeral, pvcs=pvcs, events=events, classes=classes, pods=pods,
-                    records=records, store=cluster.engine.name, now=now)
+                    heartbeats=heartbeats, store=cluster.engine.name, now=now)

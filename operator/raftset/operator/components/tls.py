@@ -19,7 +19,8 @@ from raftset.operator.pure import certmanager
 from raftset.operator.pure import rotation
 from raftset.operator.pure import certificates
 from raftset.operator.pure.certificates import KeyPair, StoredLeaf
-from raftset.operator.pure.manifests import metadata
+from raftset.operator.pure.objects import metadata
+from raftset.operator.components.protocol import Owned, Round
 from raftset.operator.io.api import KubeAPI
 from raftset.operator.pure.spec import Cluster
 
@@ -171,3 +172,13 @@ PROVIDERS: dict[str, Provider] = {p.name: p for p in (
                       "which this cluster does not serve: install cert-manager or use provider auto")),
     Provider("disabled", ensure=None),
 )}
+
+
+class TLSMaterial(Owned):
+    """First: pods must find their Secrets, and the workload carries the revision they run."""
+
+    name = "tls"
+
+    async def sync(self, kube: KubeAPI, current: Round) -> Round:
+        state = await ensure_tls(kube, current.cluster, current.now, workload=current.workload, write=current.write)
+        return current.found(state.problem, tls_revision=state.revision)

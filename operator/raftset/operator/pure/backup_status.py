@@ -12,6 +12,7 @@ from typing import Any
 
 from raftset import backups, contract, records
 from raftset.operator.pure.spec import Cluster
+from raftset.operator.pure.events import Event
 
 
 def record(annotations: Mapping[str, str] | None) -> backups.Record | None:
@@ -46,7 +47,7 @@ def restore_problem(cluster: Cluster, annotations: Mapping[str, str] | None) -> 
     return failure[0], f"restore from backup: {failure[1]}; no member has started"
 
 
-def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Event]:
     """A Warning Event for every failure not announced yet (a new lastFailure); failures that came and went
     between two reconciles (the record keeps only the last one's details) are counted in it."""
     failure = new.get("lastFailure")
@@ -57,5 +58,5 @@ def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[
     else:  # none failed before (nothing shown), or a status from before failures were counted (cannot tell)
         missed = int(new.get("failures") or 0) - 1 if not old.get("lastFailure") else 0
     earlier = f" ({missed} earlier failure{'s' if missed > 1 else ''} since the last one told)" if missed > 0 else ""
-    return [("Warning", f"Backup{failure.get('reason', 'Failed')}",
+    return [Event("Warning", f"Backup{failure.get('reason', 'Failed')}",
              f"backup failed at {failure.get('time')}: {failure.get('message', '')}{earlier}")]

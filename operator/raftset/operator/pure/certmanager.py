@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from raftset.operator.pure import certificates
-from raftset.operator.pure.manifests import metadata
+from raftset.operator.pure.objects import metadata
 from raftset.operator.pure.spec import Cluster
 
 API_VERSION = "cert-manager.io/v1"

@@ -124,11 +124,11 @@ def _store_state(pod: Obj, store: str) -> str:
     return ""
 
 
-def silent_pods(cluster: str, ordinals: Iterable[int], pods: Iterable[Obj], records: Sequence[HeartbeatRecord],
+def silent_pods(cluster: str, ordinals: Iterable[int], pods: Iterable[Obj], heartbeats: Sequence[HeartbeatRecord],
                 now: datetime) -> list[tuple[str, datetime, Obj]]:
     """Running pods of `ordinals` with no heartbeat at all from their sidecar, past the grace:
     (name, start time, pod)."""
-    reported = {r.pod for r in records}
+    reported = {r.pod for r in heartbeats}
     wanted = {contract.pod_name(cluster, o) for o in ordinals}
     found = []
     for pod in pods:
@@ -154,13 +154,13 @@ def _latest_warning(pod: str, events: Iterable[Obj]) -> str:
     return f"; its latest Warning Event: {latest.get('reason', '')}: {latest.get('message', '')}".rstrip()
 
 
-def never_started(cluster: str, ordinals: Iterable[int], pods: Iterable[Obj], records: Sequence[HeartbeatRecord],
+def never_started(cluster: str, ordinals: Iterable[int], pods: Iterable[Obj], heartbeats: Sequence[HeartbeatRecord],
                   store: str, now: datetime, events: Iterable[Obj] = ()) -> Problem | None:
     """Running pods of `ordinals` with no heartbeat at all from their sidecar, past the grace,
     with what their store container and their latest Warning Event say."""
     events = list(events)
     found = []
-    for name, started, pod in silent_pods(cluster, ordinals, pods, records, now):
+    for name, started, pod in silent_pods(cluster, ordinals, pods, heartbeats, now):
         found.append(f"{name} has been Running since {started:%H:%M:%S} but its sidecar never published a "
                      f"heartbeat: its store never started{_store_state(pod, store)}{_latest_warning(name, events)}")
     if not found:
@@ -170,7 +170,7 @@ def never_started(cluster: str, ordinals: Iterable[int], pods: Iterable[Obj], re
 
 def diagnose(cluster: str, missing: Sequence[int], *, storage_class: str | None, ephemeral: bool,
              pvcs: Sequence[Obj], events: Sequence[Obj], classes: Sequence[Obj], pods: Sequence[Obj],
-             records: Sequence[HeartbeatRecord], store: str, now: datetime) -> Problem | None:
+             heartbeats: Sequence[HeartbeatRecord], store: str, now: datetime) -> Problem | None:
     """The most upstream reason the `missing` ordinals have no healthy voter, if one can be named."""
     if not missing:
         return None
@@ -179,7 +179,7 @@ def diagnose(cluster: str, missing: Sequence[int], *, storage_class: str | None,
         found = storage_class_problem(storage_class, pending, classes) or claim_problem(pending, events)
         if found is not None:
             return found
-    return never_started(cluster, missing, pods, records, store, now, events)
+    return never_started(cluster, missing, pods, heartbeats, store, now, events)
 
 
 

@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from raftset.operator.pure.events import Event
+
 REASON = "MembershipDisagreement"
 
 
@@ -36,6 +38,6 @@ def track(seen: Mapping[str, Seen], current: Sequence[str], now: datetime,
     return remembered, due
 
 
-def event(text: str, lasted: timedelta) -> tuple[str, str, str]:
+def event(text: str, lasted: timedelta) -> Event:
     """The Warning for one disagreement that has lasted `lasted`."""
-    return "Warning", REASON, f"for {int(lasted.total_seconds())} s: {text}"
+    return Event("Warning", REASON, f"for {int(lasted.total_seconds())} s: {text}")

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from raftset.operator.pure.events import Event
 from raftset.times import rfc3339
 
 
-def named_event(body: Mapping[str, Any], name: str, event: tuple[str, str, str], now: datetime) -> dict[str, Any]:
+def named_event(body: Mapping[str, Any], name: str, event: Event, now: datetime) -> dict[str, Any]:
     """An Event on the cluster object as kopf would post it, under a name of its own: applied twice, still one."""
     kind, reason, message = event
     stamp = rfc3339(now)

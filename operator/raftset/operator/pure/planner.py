@@ -23,6 +23,7 @@ from raftset.operator.pure.scale_step import SCALE_IN, SCALE_OUT, ScaleStep
 from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.times import parse_rfc3339, rfc3339
 from raftset.workloads import Backend, kept_ordinals
+from raftset.operator.pure.events import Event
 
 
 # The Event / condition reason of each step that changes the workload.
@@ -56,19 +57,19 @@ class Plan:
     def kept(self) -> list[int]:
         return kept_ordinals(self.replicas, self.reserved)
 
-    def step_events(self) -> list[tuple[str, str, str]]:
+    def step_events(self) -> list[Event]:
         """(type, reason, message) of the Events that announce a step once it is taken; none otherwise."""
         if self.action not in STEP_REASONS:
             return []
-        events = [("Normal", STEP_REASONS[self.action], self.message)]
+        events = [Event("Normal", STEP_REASONS[self.action], self.message)]
         if self.hand_off_from:
             going = "restarted on the new template" if self.restart else "scaled away"
             if self.hand_off:
-                events.append(("Normal", "LeaderHandOff",
+                events.append(Event("Normal", "LeaderHandOff",
                                f"{self.hand_off_from} is the leader and is being {going}: "
                                f"its sidecar moves leadership to a follower before its store stops"))
             else:
-                events.append(("Warning", NO_HAND_OFF_REASON,
+                events.append(Event("Warning", NO_HAND_OFF_REASON,
                                f"{self.hand_off_from} is the leader and is being {going} without a leadership "
                                f"hand-off: {NO_HAND_OFF}"))
         return events
@@ -196,11 +197,11 @@ def _join(ordinals: Iterable[int]) -> str:
     return ", ".join(map(str, ordinals))
 
 
-def membership(kept: Sequence[int], members: Iterable[HeartbeatRecord], now: datetime,
+def membership(kept: Sequence[int], heartbeats: Iterable[HeartbeatRecord], now: datetime,
                raft: RaftMembership | None = None) -> Membership:
     """Who votes, by the heartbeats; where the leader published a membership, a heartbeat counts as a
     voter only if Raft lists its member as one: a Lease outlives a member removed behind its back."""
-    fresh = [m for m in members if m.fresh(now)]
+    fresh = [m for m in heartbeats if m.fresh(now)]
     raft_voters = None if raft is None else {m.id for m in raft.members if m.voter}
     listed = None if raft is None else {m.id for m in raft.members}
     voters = {m.ordinal for m in fresh if m.voting and m.healthy
@@ -216,9 +217,9 @@ def membership(kept: Sequence[int], members: Iterable[HeartbeatRecord], now: dat
     )
 
 
-def leader(members: Iterable[HeartbeatRecord], now: datetime) -> HeartbeatRecord | None:
+def leader(heartbeats: Iterable[HeartbeatRecord], now: datetime) -> HeartbeatRecord | None:
     """The freshest member that reports itself leader (two may briefly overlap after an election)."""
-    leaders = [m for m in members if m.fresh(now) and m.role == contract.ROLE_LEADER]
+    leaders = [m for m in heartbeats if m.fresh(now) and m.role == contract.ROLE_LEADER]
     # The ordinal breaks a tie so that the order of the records never changes the plan.
     return max(leaders, key=lambda m: (m.renewed, m.ordinal), default=None)
 
@@ -242,7 +243,7 @@ def _victim_order(candidates: Iterable[int], by_ordinal: dict[int, HeartbeatReco
 
 
 def first_scale(backend: Backend, desired: int, raft: RaftMembership | None,
-                members: Sequence[HeartbeatRecord]) -> Plan:
+                heartbeats: Sequence[HeartbeatRecord]) -> Plan:
     """The scale a workload is created with.
 
     A new cluster starts at full size: the sidecars serialise the joins themselves. A
@@ -255,7 +256,7 @@ def first_scale(backend: Backend, desired: int, raft: RaftMembership | None,
     if raft is not None:
         known = sorted({m.ordinal for m in raft.members if m.ordinal is not None})
     else:
-        known = sorted({m.ordinal for m in members})
+        known = sorted({m.ordinal for m in heartbeats})
     if not known:
         return Plan(desired, (), "create", f"creating {desired} members")
     holes = set(range(known[-1] + 1)) - set(known)
@@ -274,7 +275,7 @@ def plan(
     backend: Backend,
     desired: int,
     current: tuple[int, Sequence[int]] | None,
-    members: Sequence[HeartbeatRecord],
+    heartbeats: Sequence[HeartbeatRecord],
     raft: RaftMembership | None,
     now: datetime,
     *,
@@ -289,7 +290,7 @@ def plan(
     step recorded on the workload; `hand_off` the engine's Capabilities.hand_off.
     """
     if current is None:
-        return first_scale(backend, desired, raft, members)
+        return first_scale(backend, desired, raft, heartbeats)
 
     replicas, raw_reserved = current
     reserved = _normalise(replicas, backend.honoured(raw_reserved))
@@ -308,11 +309,11 @@ def plan(
     if raft is None:
         return Plan(replicas, reserved, "wait", "waiting for the leader's sidecar to publish the Raft membership")
 
-    unobserved = awaiting_renewal(members, now)
+    unobserved = awaiting_renewal(heartbeats, now)
     if unobserved is not None:
         return Plan(replicas, reserved, "wait", unobserved)
     kept = kept_ordinals(replicas, reserved)
-    state = membership(kept, members, now)  # the waits compare heartbeats and Raft (`truth`) each on its own
+    state = membership(kept, heartbeats, now)  # the waits compare heartbeats and Raft (`truth`) each on its own
     truth = raft_state(kept, raft)
 
     if desired > replicas:
@@ -336,11 +337,11 @@ def plan(
         return Plan(replicas, reserved, "wait", state.describe())
     if truth.extra:
         return Plan(replicas, reserved, "wait", truth.describe())
-    current_leader = leader(members, now)
+    current_leader = leader(heartbeats, now)
     if current_leader is None:
         return Plan(replicas, reserved, "wait", "waiting for a leader before removing a member")
     step = replicas - 1
-    by_ordinal = {m.ordinal: m for m in members}
+    by_ordinal = {m.ordinal: m for m in heartbeats}
     # Where the backend lets us choose, the leader stays; where it does not (the builtin
     # StatefulSet's highest ordinal), its sidecar hands leadership away on preStop first.
     removable = backend.removable(kept)
@@ -361,7 +362,7 @@ def plan(
     # The quorum guard counts a member healthy only where its heartbeat and Raft both call it a
     # voter, and against the voters Raft has now: the victim's store may stop before its
     # MemberRemove commits (a leave that times out), and it is one of them until then.
-    voting = membership(kept, members, now, raft)
+    voting = membership(kept, heartbeats, now, raft)
     voters = sum(1 for m in raft.members if m.voter)
     left = voting.healthy_voters - int(victim in voting.voters)
     if left < quorum(voters):
@@ -392,14 +393,14 @@ def stale_marks(cluster: str, plan: Plan, marked_pods: Iterable[str]) -> list[st
                   if contract.member_ordinal(cluster, p) in kept and p not in plan.scale_away)
 
 
-def awaiting_renewal(members: Iterable[HeartbeatRecord], now: datetime) -> str | None:
+def awaiting_renewal(heartbeats: Iterable[HeartbeatRecord], now: datetime) -> str | None:
     """Why no member may be added, removed or restarted yet: a heartbeat is only first-seen.
 
     Right after an operator restart every Lease is first-seen (raftset.operator.pure.freshness),
     and a dead member's would look fresh for one Lease duration. The wait ends at the
     member's next renewal (one refresh interval) or when its unrenewed record expires.
     """
-    unconfirmed = sorted(m.pod for m in members if m.fresh(now) and not m.confirmed)
+    unconfirmed = sorted(m.pod for m in heartbeats if m.fresh(now) and not m.confirmed)
     if not unconfirmed:
         return None
     return (f"waiting to observe a heartbeat renewal of {', '.join(unconfirmed)} (a Lease counts as fresh "

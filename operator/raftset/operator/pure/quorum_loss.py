@@ -37,9 +37,9 @@ from raftset import contract
 from raftset.contract import quorum
 from raftset.membership import RaftMembership
 from raftset.operator.pure.heartbeats import HeartbeatRecord
-from raftset.operator.pure.status import Condition
 from raftset.quorum_loss import QuorumLossRecord, Survivor, choose
 from raftset.times import parse_rfc3339, rfc3339
+from raftset.operator.pure.events import Condition, Event
 
 CONDITION = "QuorumLost"
 _STATUSES: dict[str, bool | None] = {"True": True, "False": False, "Unknown": None}  # as metav1.Condition spells them
@@ -52,7 +52,7 @@ class QuorumView:
     replicas: int
     kept: Sequence[int]  # ordinals the workload runs
     raft: RaftMembership | None
-    beats: Sequence[HeartbeatRecord]
+    heartbeats: Sequence[HeartbeatRecord]
     request: str | None  # the raftset.dev/recover-quorum annotation
     policy: str  # Manual | Automatic
     grace_seconds: int
@@ -71,11 +71,11 @@ class QuorumDecision:
     start: QuorumLossRecord | None = None  # write this record on the workload, then restart the pods
     finish: bool = False  # every member votes again: remove the record
     drop_request: bool = False  # the request was taken, refused or is the running recovery's own: remove it
-    events: tuple[tuple[str, str, str], ...] = field(default_factory=tuple)  # (type, reason, message)
+    events: tuple[Event, ...] = field(default_factory=tuple)  # (type, reason, message)
     # The recovery's start Event, posted before the status names the recovery (so a restart that
     # finds the recovery in the status knows it was told), under a name of its own (so it is
     # never told twice): (type, reason, message).
-    announce: tuple[str, str, str] | None = None
+    announce: Event | None = None
 
 
 def _voter_ids(view: QuorumView) -> set[str] | None:
@@ -94,25 +94,25 @@ def survivors(view: QuorumView) -> list[Survivor]:
     voters = _voter_ids(view)
     return [Survivor(pod=b.pod, ordinal=b.ordinal, member_id=b.member_id, committed=b.raft_index, term=b.raft_term,
                      applied=b.applied_index)
-            for b in view.beats if _candidate(view, b, voters) and b.confirmed and b.raft_term > 0]
+            for b in view.heartbeats if _candidate(view, b, voters) and b.confirmed and b.raft_term > 0]
 
 
 def silent(view: QuorumView) -> list[HeartbeatRecord]:
     """Voters whose sidecar runs (a heartbeat seen renewed) while their store does not answer Status:
     they hold data that cannot be ranked, so `auto` cannot know the most up-to-date survivor."""
     voters = _voter_ids(view)
-    return [b for b in view.beats if _candidate(view, b, voters) and b.confirmed and b.raft_term == 0]
+    return [b for b in view.heartbeats if _candidate(view, b, voters) and b.confirmed and b.raft_term == 0]
 
 
 def unseen(view: QuorumView) -> list[HeartbeatRecord]:
     """Records of voters not yet seen renewed (an operator that just started, a pod that just came):
     alive or the last words of a dead member, it cannot tell yet, so it decides nothing on them."""
     voters = _voter_ids(view)
-    return [b for b in view.beats if _candidate(view, b, voters) and not b.confirmed]
+    return [b for b in view.heartbeats if _candidate(view, b, voters) and not b.confirmed]
 
 
 def _leader(view: QuorumView) -> HeartbeatRecord | None:
-    return next((b for b in view.beats if b.fresh(view.now) and b.confirmed and b.role == contract.ROLE_LEADER
+    return next((b for b in view.heartbeats if b.fresh(view.now) and b.confirmed and b.role == contract.ROLE_LEADER
                  and b.healthy), None)
 
 
@@ -120,7 +120,7 @@ def sees_leader(view: QuorumView) -> list[HeartbeatRecord]:
     """Voters whose own Status names a leader (Status.leader != 0 makes the role leader or follower), on
     a heartbeat seen renewed: Raft has a leader, whoever's Lease went stale."""
     voters = _voter_ids(view)
-    return [b for b in view.beats if _candidate(view, b, voters) and b.confirmed and b.voting]
+    return [b for b in view.heartbeats if _candidate(view, b, voters) and b.confirmed and b.voting]
 
 
 def _voter_count(view: QuorumView) -> int:
@@ -130,15 +130,15 @@ def _voter_count(view: QuorumView) -> int:
 
 
 def _healthy_voters(view: QuorumView) -> int:
-    return sum(1 for b in view.beats if b.fresh(view.now) and b.confirmed and b.healthy and b.voting)
+    return sum(1 for b in view.heartbeats if b.fresh(view.now) and b.confirmed and b.healthy and b.voting)
 
 
 def _listing(found: Sequence[Survivor]) -> str:
     return "; ".join(s.describe() for s in sorted(found, key=lambda s: s.ordinal))
 
 
-def _silent_listing(beats: Sequence[HeartbeatRecord]) -> str:
-    return "; ".join(f"{b.pod} (member {b.member_id})" for b in sorted(beats, key=lambda b: b.ordinal))
+def _silent_listing(heartbeats: Sequence[HeartbeatRecord]) -> str:
+    return "; ".join(f"{b.pod} (member {b.member_id})" for b in sorted(heartbeats, key=lambda b: b.ordinal))
 
 
 def decide(view: QuorumView) -> QuorumDecision:
@@ -158,7 +158,7 @@ def decide(view: QuorumView) -> QuorumDecision:
             f"{seeing[0].pod} (member {seeing[0].member_id}) sees a leader at term {seeing[0].raft_term}"
             if seeing else f"{len(found)} of {voters} voting members answer"))
         if view.request:
-            return QuorumDecision(healthy, drop_request=True, events=(("Warning", "RecoveryRefused",
+            return QuorumDecision(healthy, drop_request=True, events=(Event("Warning", "RecoveryRefused",
                 f"recover-quorum={view.request} refused: the cluster has quorum ({healthy.message}); "
                 "nothing was changed"),))
         return QuorumDecision(healthy)
@@ -201,7 +201,7 @@ def decide(view: QuorumView) -> QuorumDecision:
     elif requested:
         chosen = next((s for s in found if s.pod == requested), None)
         if chosen is None and not any(b.pod == requested for b in quiet):
-            return QuorumDecision(waiting, drop_request=True, events=(("Warning", "RecoveryRefused",
+            return QuorumDecision(waiting, drop_request=True, events=(Event("Warning", "RecoveryRefused",
                 f"recover-quorum={requested} refused: not a reachable survivor. Survivors: {listing}"),))
     elif view.policy == "Automatic" and not quiet and view.lost_since is not None \
             and view.now - view.lost_since >= timedelta(seconds=view.grace_seconds):
@@ -217,9 +217,9 @@ def decide(view: QuorumView) -> QuorumDecision:
         start=record, drop_request=bool(view.request), announce=started_event(record, reason))
 
 
-def started_event(record: QuorumLossRecord, reason: str) -> tuple[str, str, str]:
+def started_event(record: QuorumLossRecord, reason: str) -> Event:
     """The one Event that says a recovery started (posted by whichever operator gets to it first)."""
-    return ("Warning", "QuorumRecoveryStarted",
+    return Event("Warning", "QuorumRecoveryStarted",
             f"recovery {record.id} ({record.requested}): {record.survivor} (member {record.member_id}) restarts as "
             f"a one-member cluster, {reason}; the other members' data is moved aside, kept, and they rejoin as "
             "learners one at a time")
@@ -228,7 +228,7 @@ def started_event(record: QuorumLossRecord, reason: str) -> tuple[str, str, str]
 def _refuse_request(view: QuorumView, condition: Condition) -> QuorumDecision:
     if not view.request:
         return QuorumDecision(condition)
-    return QuorumDecision(condition, drop_request=True, events=(("Warning", "RecoveryRefused",
+    return QuorumDecision(condition, drop_request=True, events=(Event("Warning", "RecoveryRefused",
         f"recover-quorum={view.request} refused: {condition.message}"),))
 
 
@@ -243,9 +243,9 @@ def taken_by(request: str, record: QuorumLossRecord) -> bool:
 def _recovering(view: QuorumView, record: QuorumLossRecord) -> QuorumDecision:
     """A recovery is under way: report its step, end it once every member votes again."""
     drop = bool(view.request)
-    events: tuple[tuple[str, str, str], ...] = ()
+    events: tuple[Event, ...] = ()
     if view.request and not taken_by(view.request, record):
-        events = (("Warning", "RecoveryRefused", f"recover-quorum={view.request} refused: recovery {record.id} "
+        events = (Event("Warning", "RecoveryRefused", f"recover-quorum={view.request} refused: recovery {record.id} "
                                                  f"from {record.survivor} is still running; one recovery at a time"),)
     announce = None if view.announced else started_event(record, "as recorded on the workload")
     leader = _leader(view)
@@ -262,11 +262,11 @@ def _recovering(view: QuorumView, record: QuorumLossRecord) -> QuorumDecision:
         # The survivor took writes and every member rejoined between two reconciles: the status never
         # showed Rejoining, so writes accepted again are told here, before the end.
         if view.previous is not None and view.previous.status is not False:
-            events += (("Normal", "QuorumRestored", f"recovery {record.id}: {leader.pod} leads and accepts writes "
+            events += (Event("Normal", "QuorumRestored", f"recovery {record.id}: {leader.pod} leads and accepts writes "
                                                      f"(the others rejoined before the operator looked)"),)
         return QuorumDecision(Condition(CONDITION, False, "Recovered",
             f"recovery {record.id} from {record.survivor} done: {healthy} members voting"),
-            finish=True, drop_request=drop, announce=announce, events=events + (("Normal", "QuorumRecovered",
+            finish=True, drop_request=drop, announce=announce, events=events + (Event("Normal", "QuorumRecovered",
                 f"recovery {record.id}: every member votes again ({healthy} of {view.replicas})"
                 + _since(record, view.now)),))
     return QuorumDecision(Condition(CONDITION, False, "Rejoining",
@@ -304,16 +304,16 @@ def lost_since(previous: Mapping[str, Any]) -> datetime | None:
     return parse_rfc3339(cond.get("lastTransitionTime"))
 
 
-def announcements(old: Mapping[str, Any], new: Condition) -> list[tuple[str, str, str]]:
+def announcements(old: Mapping[str, Any], new: Condition) -> list[Event]:
     """The QuorumLost condition's changes worth one Event each: the loss itself, and writes accepted again."""
     before = next((c for c in old.get("conditions") or [] if c.get("type") == CONDITION), {})
     if _STATUSES.get(before.get("status") or "") == new.status and before.get("reason") == new.reason:
         return []
     if new.status is not False and new.reason in ("QuorumLost", "SurvivorsNotAnswering", "MembersUnseen",
                                                   "RecoveryUnsupported"):
-        return [("Warning", new.reason, new.message)]
+        return [Event("Warning", new.reason, new.message)]
     if new.reason == "Rejoining" and before.get("status") == "True":
-        return [("Normal", "QuorumRestored", new.message)]
+        return [Event("Normal", "QuorumRestored", new.message)]
     return []
 
 

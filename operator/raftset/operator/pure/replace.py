@@ -16,6 +16,7 @@ from typing import Any
 
 from raftset.contract import ReplacePhase
 from raftset.replace import Progress, parse_progress
+from raftset.operator.pure.events import Event
 
 # Announced by the Degraded condition they raise while they are the current step; told as Events only
 # when they came and went unseen.
@@ -90,7 +91,7 @@ class Tale:
     pod: str
     replacement: str  # the record's id (Progress.id; the old member's on a record from before ids)
     step: int  # its index in the record's steps
-    event: tuple[str, str, str] | None  # (type, reason, message); None: the Degraded condition tells it
+    event: Event | None  # (type, reason, message); None: the Degraded condition tells it
 
 
 def untold(entries: Sequence[Mapping[str, Any]], narrated: Sequence[Mapping[str, Any]]) -> list[Tale]:
@@ -127,22 +128,22 @@ def event_name(cluster: str, tale: Tale) -> str:
     return f"{cluster}.replace-{tale.pod}-{tale.replacement}-{tale.step}"
 
 
-def _event(pod: str, record: Progress, index: int) -> tuple[str, str, str] | None:
+def _event(pod: str, record: Progress, index: int) -> Event | None:
     step = record.steps[index]
     current = index == len(record.steps) - 1 and not record.finished
     old, new = record.old_member or "?", record.new_member
     if step == ReplacePhase.DONE:
         by = f"member {new}" if new else "a new member"
         why = f" (why: {record.cause})" if record.cause else ""
-        return ("Normal", "Replaced", f"{pod}: member {old} was replaced by {by}, which votes; the old data dir "
+        return Event("Normal", "Replaced", f"{pod}: member {old} was replaced by {by}, which votes; the old data dir "
                                       f"was released{why}")
     if step == ReplacePhase.WITHDRAWN:
         if index > 0 and record.steps[index - 1] == ReplacePhase.NEEDED:
-            return "Normal", "ReplaceNotNeeded", f"{pod}: the member serves again; no replacement needed"
-        return "Normal", "ReplaceWithdrawn", f"{pod}: the replace request was withdrawn before the member left Raft"
+            return Event("Normal", "ReplaceNotNeeded", f"{pod}: the member serves again; no replacement needed")
+        return Event("Normal", "ReplaceWithdrawn", f"{pod}: the replace request was withdrawn before the member left Raft")
     if step not in _STEP_WORDS or (current and step in _QUIET):
         return None
     if current:
-        return "Normal", _REASONS[step], f"{pod}: {record.reason}"
+        return Event("Normal", _REASONS[step], f"{pod}: {record.reason}")
     words = _STEP_WORDS[step].format(old=old, new=f" {new}" if new else "")
-    return "Normal", _REASONS[step], f"{pod}: {words}"
+    return Event("Normal", _REASONS[step], f"{pod}: {words}")

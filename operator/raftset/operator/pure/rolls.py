@@ -93,10 +93,10 @@ def pod_revisions(pods: Sequence[Mapping[str, Any]], cluster: str) -> list[PodRe
     return sorted(out, key=lambda p: p.ordinal)
 
 
-def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: Sequence[HeartbeatRecord],
-              now: datetime, *, seen: Mapping[str, PodSighting], settle: timedelta = timedelta(0),
-              hand_off: bool = True, raft: RaftMembership | None = None) -> Plan:
-    """The steady `plan` turned into the next roll step: restart one pod, wait, or nothing to do.
+def next_restart(plan: Plan, revision: str, pods: Sequence[PodRevision], heartbeats: Sequence[HeartbeatRecord],
+                 now: datetime, *, seen: Mapping[str, PodSighting], settle: timedelta = timedelta(0),
+                 hand_off: bool = True, raft: RaftMembership | None = None) -> Plan:
+    """The steady `plan` turned into the roll's next move: restart one pod, wait, or nothing to do.
 
     `seen` is `sight` of `pods`. `settle` (the sidecars' heartbeat interval) is how long after
     the operator first listed a pod a renewal of its heartbeat must be observed: one refresh
@@ -122,19 +122,19 @@ def next_step(plan: Plan, revision: str, pods: Sequence[PodRevision], members: S
     absent = [o for o in kept if o not in running]
     if absent:
         return wait(f"waiting for the pod of ordinal {', '.join(map(str, absent))} to be created and run")
-    state = membership(kept, members, now, raft)
+    state = membership(kept, heartbeats, now, raft)
     if not state.settled:
         return wait(state.describe())
-    by_pod = {m.pod: m for m in members}
+    by_pod = {m.pod: m for m in heartbeats}
     unproven = sorted(p.name for p in running.values() if not _reported_from(p, by_pod.get(p.name),
                                                                               seen.get(p.name), settle))
     if unproven:
         return wait(f"waiting for {', '.join(unproven)} to report healthy from its pod, a renewal seen "
                     f"{settle.seconds} s or more after the operator first listed that pod")
-    unobserved = awaiting_renewal(members, now)
+    unobserved = awaiting_renewal(heartbeats, now)
     if unobserved is not None:
         return wait(unobserved)
-    current_leader = leader(members, now)
+    current_leader = leader(heartbeats, now)
     if current_leader is None:
         return wait("waiting for a leader")
     # Followers first, the highest ordinal first (as a StatefulSet would); the leader last.

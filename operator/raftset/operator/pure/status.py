@@ -7,7 +7,7 @@ joins the two, and `status.disagreements` names where they differ.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+
 from datetime import datetime
 from typing import Any
 
@@ -18,18 +18,11 @@ from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.contract import quorum
 from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.pure import replace as replacing
+from raftset.operator.pure.events import Condition, Event
 from raftset.operator.pure.planner import STEP_REASONS, Plan, leader, membership
 from raftset.operator.pure.rolls import update_revision
 from raftset.operator.pure.spec import Cluster
 from raftset.times import parse_rfc3339, rfc3339
-
-
-@dataclass(frozen=True)
-class Condition:
-    type: str
-    status: bool | None  # None: Unknown, the operator cannot tell (QuorumLost while no heartbeat is fresh)
-    reason: str
-    message: str
 
 
 # A cluster that is starting, or electing, is unavailable for a moment without being
@@ -63,21 +56,21 @@ def quorum_arithmetic(cluster: Cluster) -> Condition:
                      f"machine that can fail. Use {size - 1} or {size + 1}")
 
 
-def availability(kept: Sequence[int], voters: Sequence[int], members: Sequence[HeartbeatRecord],
+def availability(kept: Sequence[int], voters: Sequence[int], heartbeats: Sequence[HeartbeatRecord],
                  now: datetime) -> Condition:
     """Available: a leader, and a quorum of the healthy voters serves linearizable reads.
 
     Status naming a leader is not enough: an isolated leader before CheckQuorum steps it down, or
     a majority that answers Status but cannot commit, serves no client. `voters` are the kept
     ordinals with a fresh, healthy voter (planner.membership)."""
-    current_leader = leader(members, now)
+    current_leader = leader(heartbeats, now)
     needed = quorum(len(kept))
     healthy = f"{len(voters)} of {len(kept)} members healthy"
     if current_leader is None:
         return Condition("Available", False, "NoLeader", "no member reports itself leader")
     if len(voters) < needed:
         return Condition("Available", False, "QuorumLost", f"{healthy}, {needed} needed")
-    voting = [m for m in members if m.fresh(now) and m.ordinal in voters and m.voting and m.healthy]
+    voting = [m for m in heartbeats if m.fresh(now) and m.ordinal in voters and m.voting and m.healthy]
     serving = {m.ordinal for m in voting if m.ready}
     if len(serving) < needed:
         return Condition("Available", False, "NotServing",
@@ -87,10 +80,10 @@ def availability(kept: Sequence[int], voters: Sequence[int], members: Sequence[H
                      f"{healthy}, {len(serving)} serving linearizable reads, leader {current_leader.pod}")
 
 
-def _why_not_ready(records: Iterable[HeartbeatRecord]) -> str:
+def _why_not_ready(heartbeats: Iterable[HeartbeatRecord]) -> str:
     """'demo-0, demo-2: reason; demo-1: other reason', each reason once, in ordinal order."""
     pods: dict[str, list[str]] = {}
-    for r in sorted(records, key=lambda r: r.ordinal):
+    for r in sorted(heartbeats, key=lambda r: r.ordinal):
         pods.setdefault(r.ready_reason or "not ready", []).append(r.pod)
     return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in pods.items())
 
@@ -98,7 +91,7 @@ def _why_not_ready(records: Iterable[HeartbeatRecord]) -> str:
 def conditions(
     cluster: Cluster | None,
     plan: Plan | None,
-    members: Sequence[HeartbeatRecord],
+    heartbeats: Sequence[HeartbeatRecord],
     now: datetime,
     problem: tuple[str, str] | None,
     unavailable_since: datetime | None = None,
@@ -123,8 +116,8 @@ def conditions(
         ]
 
     kept = plan.kept
-    state = membership(kept, members, now, raft)
-    available = availability(kept, state.voters, members, now)
+    state = membership(kept, heartbeats, now, raft)
+    available = availability(kept, state.voters, heartbeats, now)
 
     if plan.action in STEP_REASONS:
         progressing = Condition("Progressing", True, STEP_REASONS[plan.action], plan.message)
@@ -174,7 +167,7 @@ def status(
     cluster: Cluster | None,
     plan: Plan | None,
     workload: Mapping[str, Any] | None,
-    members: Sequence[HeartbeatRecord],
+    heartbeats: Sequence[HeartbeatRecord],
     old_status: Mapping[str, Any],
     generation: int,
     now: datetime,
@@ -193,14 +186,14 @@ def status(
     """
     if problem is None and cluster is not None:
         problem = backup_status.restore_problem(cluster, backup)
-    fresh = [m for m in members if m.fresh(now)]
-    current_leader = leader(members, now)
+    fresh_heartbeats = [m for m in heartbeats if m.fresh(now)]
+    current_leader = leader(heartbeats, now)
     old_available = _condition(old_status, "Available")
     unavailable_since = None
     if old_available.get("status") == "False" and old_available.get("lastTransitionTime"):
         unavailable_since = parse_rfc3339(old_available["lastTransitionTime"])
     workload_status = (workload or {}).get("status") or {}
-    current = [*conditions(cluster, plan, members, now, problem, unavailable_since, replacements, raft), *extra]
+    current = [*conditions(cluster, plan, heartbeats, now, problem, unavailable_since, replacements, raft), *extra]
     if cluster is not None and cluster.backup:
         current.append(Condition(*backup_status.ready(cluster, backup)))
     out: dict[str, Any] = {
@@ -225,8 +218,8 @@ def status(
         })
     out["leader"] = current_leader.pod if current_leader else ""
     name = cluster.name if cluster is not None else ""
-    out["members"] = member_rows(raft, fresh, name)
-    out["disagreements"] = disagreements(raft, plan.kept if plan is not None else None, fresh, name)
+    out["members"] = member_rows(raft, fresh_heartbeats, name)
+    out["disagreements"] = disagreements(raft, plan.kept if plan is not None else None, fresh_heartbeats, name)
     out["replacements"] = [dict(r) for r in replacements]
     if cluster is not None and cluster.backup:
         out["backup"] = backup_status.section(backup)
@@ -248,10 +241,10 @@ def _raft_role(m: RaftMember, raft: RaftMembership) -> str:
     return contract.ROLE_FOLLOWER if m.started else contract.ROLE_UNKNOWN
 
 
-def member_rows(raft: RaftMembership | None, fresh: Sequence[HeartbeatRecord], cluster: str) -> list[dict[str, Any]]:
+def member_rows(raft: RaftMembership | None, heartbeats: Sequence[HeartbeatRecord], cluster: str) -> list[dict[str, Any]]:
     """One row per Raft member (role and learner from Raft, health from its heartbeat, lag from
     the raft indexes the leader saw), then the fresh heartbeats of pods Raft does not list."""
-    beats = {h.member_id: h for h in fresh}
+    beats = {h.member_id: h for h in heartbeats}
     rows: list[dict[str, Any]] = []
     if raft is not None:
         leader_index = next((m.raft_index for m in raft.members if m.id == raft.leader_id), None)
@@ -272,7 +265,7 @@ def member_rows(raft: RaftMembership | None, fresh: Sequence[HeartbeatRecord], c
                 row["lastHeartbeat"] = rfc3339(beat.renewed)
             rows.append(row)
     listed = {r["name"] for r in rows}
-    for h in fresh:
+    for h in heartbeats:
         if h.member_id in beats and h.pod not in listed:
             row = {"name": h.pod, "id": h.member_id, "role": h.role, "learner": h.role == contract.ROLE_LEARNER,
                    "healthy": h.healthy, "ready": h.ready, "lastHeartbeat": rfc3339(h.renewed)}
@@ -282,7 +275,7 @@ def member_rows(raft: RaftMembership | None, fresh: Sequence[HeartbeatRecord], c
     return rows
 
 
-def disagreements(raft: RaftMembership | None, kept: Sequence[int] | None, fresh: Sequence[HeartbeatRecord],
+def disagreements(raft: RaftMembership | None, kept: Sequence[int] | None, heartbeats: Sequence[HeartbeatRecord],
                   cluster: str) -> list[str]:
     """Where Raft, the workload and the heartbeats differ, one sentence each."""
     if raft is None:
@@ -299,7 +292,7 @@ def disagreements(raft: RaftMembership | None, kept: Sequence[int] | None, fresh
     out += [f"{contract.pod_name(cluster, o)} runs no Raft member" for o in (kept or []) if o not in ordinals]
     ids = {m.id for m in raft.members}
     out += [f"{h.pod} reports member {h.member_id}, which Raft does not list"
-            for h in fresh if h.member_id and h.member_id not in ids]
+            for h in heartbeats if h.member_id and h.member_id not in ids]
     return out
 
 
@@ -324,14 +317,14 @@ def degraded(st: Mapping[str, Any]) -> bool:
     return _condition(st, "Degraded").get("status") == "True"
 
 
-def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Event]:
     """(event type, reason, message) for what a user wants to hear once, not every reconcile."""
-    out: list[tuple[str, str, str]] = []
+    out: list[Event] = []
     if new.get("leader") and old.get("leader") and new["leader"] != old["leader"]:
-        out.append(("Normal", "LeaderChanged", f"leader moved from {old['leader']} to {new['leader']}"))
+        out.append(Event("Normal", "LeaderChanged", f"leader moved from {old['leader']} to {new['leader']}"))
     out += _warnings(old, new, ("Degraded", "True"))
     if _condition(new, "Degraded").get("status") == "False" and _condition(old, "Degraded").get("status") == "True":
-        out.append(("Normal", "Recovered", "the cluster is no longer degraded"))
+        out.append(Event("Normal", "Recovered", "the cluster is no longer degraded"))
     out += backup_status.announcements(old.get("backup") or {}, new.get("backup") or {})
     out += _warnings(old, new, *STANDING_WARNINGS)
     return out
@@ -341,14 +334,14 @@ def announcements(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[
 STANDING_WARNINGS = (("Encrypted", "False"), ("OddReplicas", "False"))
 
 
-def _warnings(old: Mapping[str, Any], new: Mapping[str, Any], *watched: tuple[str, str]) -> list[tuple[str, str, str]]:
+def _warnings(old: Mapping[str, Any], new: Mapping[str, Any], *watched: tuple[str, str]) -> list[Event]:
     """One Warning per (condition, status) that `new` has and `old` had not, with that message."""
     out = []
     for kind, status in watched:
         after, before = _condition(new, kind), _condition(old, kind)
         if after.get("status") == status and (before.get("status"), before.get("message")) != (
                 status, after.get("message")):
-            out.append(("Warning", after.get("reason", kind), after.get("message", "")))
+            out.append(Event("Warning", after.get("reason", kind), after.get("message", "")))
     return out
 
 

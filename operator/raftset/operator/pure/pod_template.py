@@ -1,60 +1,34 @@
-"""Pure renderers: a parsed `Cluster` in, Kubernetes manifests (plain dicts) out.
+"""The member pod template, one for both workload backends: the store, the sidecar, their volumes and probes.
 
-One pod template serves both workload backends; `workload()` adds the StatefulSet
-fields both APIs share and lets the `Backend` write the only part that differs (the
-scale fields: `replicas`, plus `reserveOrdinals` on OpenKruise).
+Pure: a parsed `Cluster` in, a plain dict out (the workload component wraps it).
 """
 
 from __future__ import annotations
 
-import copy
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from raftset import backups, contract
-from raftset.contract import SidecarEnv, quorum
-from raftset.operator.pure.scale_step import ScaleStep
-from raftset.operator.pure import space
-from raftset.operator.pure import certificates
+from raftset.contract import SidecarEnv
+from raftset.operator.pure import certificates, space
+from raftset.operator.pure.objects import labels, member_service_account
 from raftset.operator.pure.spec import Cluster
-from raftset.operator.pure.storage import Claims
 
 # Long enough for the preStop leave (MoveLeader + MemberRemove, each bounded by the
 # sidecar's own timeouts) and a clean store shutdown.
 TERMINATION_GRACE_SECONDS = 60
 
+
 SIDECAR_CONTAINER = "sidecar"
 
-
-def labels(cluster: Cluster, component: str) -> dict[str, str]:
-    return {
-        **contract.selector_labels(cluster.name),
-        contract.LABEL_COMPONENT: component,
-        contract.LABEL_MANAGED_BY: contract.MANAGER,
-        contract.LABEL_PART_OF: contract.MANAGER,
-        contract.LABEL_CLUSTER: cluster.name,
-        contract.LABEL_ENGINE: cluster.engine.name,
-    }
-
-
-def metadata(cluster: Cluster, name: str, component: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "namespace": cluster.namespace,
-        "labels": labels(cluster, component),
-        "ownerReferences": [cluster.owner_reference],
-    }
-
-
-def member_service_account(cluster: Cluster) -> str:
-    return f"{cluster.name}-member"
 
 
 def _url_template(cluster: Cluster, port: int) -> str:
     scheme = "https" if cluster.tls else "http"
     domain = f"{contract.peer_service_name(cluster.name)}.{cluster.namespace}.svc"
     return f"{scheme}://{{pod}}.{domain}:{port}"
+
 
 
 def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
@@ -96,6 +70,7 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
     ]
 
 
+
 def _volume_mounts(cluster: Cluster) -> list[dict[str, Any]]:
     mounts = [
         {"name": "data", "mountPath": contract.DATA_MOUNT},
@@ -104,6 +79,7 @@ def _volume_mounts(cluster: Cluster) -> list[dict[str, Any]]:
     if cluster.tls:
         mounts.append({"name": "tls", "mountPath": contract.TLS_MOUNT, "readOnly": True})
     return mounts
+
 
 
 def _destination_volumes(raw: Mapping[str, Any] | None, name: str, credentials: str, ca: str,
@@ -136,6 +112,7 @@ def _destination_volumes(raw: Mapping[str, Any] | None, name: str, credentials: 
     return volumes, mounts
 
 
+
 def backup_volumes(cluster: Cluster) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Volumes and sidecar mounts for spec.backup and for spec.bootstrap.fromBackup's own source."""
     volumes, mounts = _destination_volumes(cluster.backup, "backup", contract.BACKUP_CREDENTIALS_MOUNT,
@@ -146,6 +123,7 @@ def backup_volumes(cluster: Cluster) -> tuple[list[dict[str, Any]], list[dict[st
     return volumes + more_volumes, mounts + more_mounts
 
 
+
 def _sidecar_probe(path: str, period: int, failures: int) -> dict[str, Any]:
     return {
         "httpGet": {"path": path, "port": contract.SIDECAR_PORT},
@@ -153,6 +131,7 @@ def _sidecar_probe(path: str, period: int, failures: int) -> dict[str, Any]:
         "failureThreshold": failures,
         "timeoutSeconds": 5,
     }
+
 
 
 def sidecar_container(cluster: Cluster) -> dict[str, Any]:
@@ -179,9 +158,11 @@ def sidecar_container(cluster: Cluster) -> dict[str, Any]:
     }
 
 
+
 # Requests only (no limits): the scheduler reserves what a small member needs, and a
 # member is never throttled or OOM-killed by a guess. spec.podTemplate.resources replaces it.
 DEFAULT_STORE_RESOURCES: dict[str, Any] = {"requests": {"cpu": "250m", "memory": "512Mi"}}
+
 
 
 def spread(cluster: Cluster) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -194,6 +175,7 @@ def spread(cluster: Cluster) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     constraints = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
                     "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}]
     return affinity, constraints
+
 
 
 def store_container(cluster: Cluster) -> dict[str, Any]:
@@ -224,8 +206,10 @@ def store_container(cluster: Cluster) -> dict[str, Any]:
     }
 
 
+
 def _container_security() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
 
 
 # Where each key of the three cert-manager-shaped Secrets lands, as `engines.TLSFiles.under()`
@@ -236,6 +220,7 @@ _TLS_ITEMS = {
     certificates.PEER: ((certificates.KEY_CERT, "peer.crt"), (certificates.KEY_KEY, "peer.key")),
     certificates.CLIENT: ((certificates.KEY_CERT, "client.crt"), (certificates.KEY_KEY, "client.key")),
 }
+
 
 
 def tls_volume(cluster: Cluster) -> dict[str, Any]:
@@ -252,6 +237,7 @@ def tls_volume(cluster: Cluster) -> dict[str, Any]:
             ],
         },
     }
+
 
 
 def pod_template(cluster: Cluster, tls_revision: str | None = None) -> dict[str, Any]:
@@ -297,212 +283,3 @@ def pod_template(cluster: Cluster, tls_revision: str | None = None) -> dict[str,
         "spec": spec,
     }
 
-
-def _volume_claim_templates(cluster: Cluster, claims: Claims | None) -> list[dict[str, Any]]:
-    if cluster.storage.ephemeral:
-        return []
-    # Immutable once the workload exists: it keeps the size it was created with, and
-    # expansion patches the PVCs (raftset.operator.pure.storage).
-    size = claims.template_size if claims else cluster.storage.size
-    claim: dict[str, Any] = {
-        "metadata": {"name": "data", "labels": labels(cluster, "member")},
-        "spec": {
-            "accessModes": ["ReadWriteOnce"],
-            "resources": {"requests": {"storage": size}},
-        },
-    }
-    if cluster.storage.storage_class:
-        claim["spec"]["storageClassName"] = cluster.storage.storage_class
-    return [claim]
-
-
-def workload(cluster: Cluster, replicas: int, reserved: Iterable[int] = (), *,
-             tls_revision: str | None = None, claims: Claims | None = None,
-             scale_step: ScaleStep | None = None) -> dict[str, Any]:
-    """The StatefulSet (builtin or Advanced) running `replicas` pods around the `reserved` ordinals.
-
-    `claims` (from the live workload, see raftset.operator.pure.storage) keeps the claim
-    template as created and records how far the PVCs were expanded. `scale_step` is the
-    step Raft has yet to confirm: written in the same apply as the step, so the record and
-    the step never part.
-    """
-    backend = cluster.backend
-    meta = metadata(cluster, cluster.name, "member")
-    annotations: dict[str, str] = {}
-    if claims is not None and not cluster.storage.ephemeral:
-        annotations.update(claims.annotations())
-    if scale_step is not None:
-        annotations[contract.ANNOTATION_SCALE_STEP] = scale_step.to_json()
-    if annotations:
-        meta["annotations"] = annotations
-    return {
-        "apiVersion": backend.api_version,
-        "kind": backend.kind,
-        "metadata": meta,
-        "spec": {
-            "serviceName": contract.peer_service_name(cluster.name),
-            "selector": {"matchLabels": contract.selector_labels(cluster.name)},
-            # Members join one at a time through the sidecar, not through pod ordering;
-            # Parallel lets a restarted pod come back without waiting for its elders.
-            "podManagementPolicy": "Parallel",
-            # The operator restarts one member at a time, followers first and the leader
-            # last (raftset.operator.pure.rolls); a controller-driven roll would take the
-            # highest ordinal first, leader or not.
-            "updateStrategy": {"type": "OnDelete"},
-            "persistentVolumeClaimRetentionPolicy": {
-                "whenScaled": cluster.storage.when_scaled,
-                "whenDeleted": cluster.storage.when_deleted,
-            },
-            "template": pod_template(cluster, tls_revision),
-            "volumeClaimTemplates": _volume_claim_templates(cluster, claims),
-            **backend.scale_spec(replicas, reserved),
-        },
-    }
-
-
-def _service(cluster: Cluster, name: str, component: str, ports: dict[str, int],
-             **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": metadata(cluster, name, component),
-        "spec": {
-            **spec,
-            "selector": contract.selector_labels(cluster.name),
-            "ports": [{"name": port, "port": number, "targetPort": number} for port, number in ports.items()],
-        },
-    }
-
-
-def peer_service(cluster: Cluster) -> dict[str, Any]:
-    """Headless: every pod gets a stable DNS name, its peer URL."""
-    return _service(cluster, contract.peer_service_name(cluster.name), "peer",
-                    {"peer": contract.PEER_PORT, "client": contract.CLIENT_PORT},
-                    clusterIP="None",
-                    # Peers must resolve each other before they are ready, or no member ever is.
-                    publishNotReadyAddresses=True)
-
-
-def metrics_service(cluster: Cluster) -> dict[str, Any]:
-    """Both /metrics of every member, the store's own and the sidecar's, for a ServiceMonitor.
-
-    Headless and not waiting for readiness: a member that is not ready is what one wants to see.
-    """
-    service = _service(cluster, contract.metrics_service_name(cluster.name), "metrics",
-                       {"metrics": contract.METRICS_PORT, "sidecar": contract.SIDECAR_PORT},
-                       clusterIP="None", publishNotReadyAddresses=True)
-    service["metadata"]["labels"][contract.LABEL_METRICS] = "true"
-    return service
-
-
-def client_service(cluster: Cluster) -> dict[str, Any]:
-    return _service(cluster, contract.client_service_name(cluster.name), "client",
-                    {"client": contract.CLIENT_PORT}, type="ClusterIP")
-
-
-def pod_disruption_budget(cluster: Cluster, current_voters: int) -> dict[str, Any] | None:
-    """Voluntary evictions may never take the cluster below quorum, of the desired size or of
-    the membership as it is now, whichever is larger: in the middle of a 5 -> 3 scale-in Raft
-    still counts 5 voters, and 3 of them must stay."""
-    if not cluster.pdb_enabled:
-        return None
-    min_available = cluster.pdb_min_available
-    if min_available is None:
-        min_available = quorum(max(cluster.replicas, current_voters))
-    return {
-        "apiVersion": "policy/v1",
-        "kind": "PodDisruptionBudget",
-        "metadata": metadata(cluster, cluster.name, "member"),
-        "spec": {
-            "minAvailable": min_available,
-            "selector": {"matchLabels": contract.selector_labels(cluster.name)},
-        },
-    }
-
-
-def member_rbac(cluster: Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
-    """What a member's sidecar may do, by name wherever RBAC can say it.
-
-    Its heartbeat Lease and, when it leads, the cluster's membership Lease (server-side apply that creates an object is authorized as
-    `create` of that name, so `resourceNames` bounds it; a plain POST has no name and is
-    refused), its pod's role label, a read of its workload, and a list of the cluster's
-    Leases for membership-clean.
-    The names cover ordinals 0..max(contract.NAMED_ORDINALS, `ordinals`)-1 so that a pod being
-    scaled away keeps its rights while it leaves. RBAC cannot tell one member of a cluster
-    from another: docs/security.md says what that leaves open.
-    """
-    sa = member_service_account(cluster)
-    backend = cluster.backend
-    pods = [contract.pod_name(cluster.name, o) for o in range(max(contract.NAMED_ORDINALS, ordinals))]
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": metadata(cluster, sa, "member"),
-        "rules": [
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "resourceNames": [contract.lease_name(p) for p in pods]
-             + [contract.membership_lease_name(cluster.name), contract.backup_lease_name(cluster.name),
-                contract.restore_lease_name(cluster.name)],
-             "verbs": ["get", "create", "update", "patch", "delete"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list"]},
-            # The leader's sidecar narrates compaction, defragmentation and alarms.
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-            {"apiGroups": [""], "resources": ["pods"], "resourceNames": pods, "verbs": ["get", "patch"]},
-            {"apiGroups": [backend.group], "resources": [backend.plural],
-             "resourceNames": [cluster.name], "verbs": ["get"]},
-            # spec.backup and spec.bootstrap are read there. Read only: a member that could patch
-            # its cluster object could change its spec (image, replicas, options) for every member;
-            # the operator moves a backup-now request to the backup Lease (docs/security.md).
-            {"apiGroups": [contract.GROUP], "resources": [cluster.engine.plural],
-             "resourceNames": [cluster.name], "verbs": ["get"]},
-        ],
-    }
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(cluster, sa, "member")},
-        role,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": metadata(cluster, sa, "member"),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": sa},
-            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": cluster.namespace}],
-        },
-    ]
-
-
-def backup_request_lease(cluster: Cluster, request: str) -> dict[str, Any]:
-    """The backup Lease with only the operator's field: the on-demand request id the leader's
-    sidecar serves (server-side apply keeps the record the sidecar owns on the same Lease)."""
-    return {
-        "apiVersion": "coordination.k8s.io/v1",
-        "kind": "Lease",
-        "metadata": {
-            "name": contract.backup_lease_name(cluster.name),
-            "namespace": cluster.namespace,
-            "labels": {**contract.selector_labels(cluster.name), contract.LABEL_BACKUP: "true"},
-            "annotations": {contract.ANNOTATION_BACKUP_REQUEST: request},
-            "ownerReferences": [cluster.owner_reference],
-        },
-    }
-
-
-def edited_behind_our_back(event_type: str | None, obj: Mapping[str, Any]) -> bool:
-    """Does this watch event of an owned object mean someone else changed it?
-
-    A spec edit bumps generation ahead of the controller's observedGeneration; status
-    churn does not. A Service has no generation and no controller writing it: any
-    change to it is someone's edit.
-    """
-    if event_type == "DELETED":
-        return True
-    if event_type != "MODIFIED":
-        return False
-    generation = (obj.get("metadata") or {}).get("generation")
-    return generation is None or generation != (obj.get("status") or {}).get("observedGeneration")
-
-
-def cached(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A private copy of an owned object for an index, without `metadata.managedFields`: nothing
-    here reads them, and they repeat the path of every field, for each of its writers."""
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
-    return copy.deepcopy({**obj, "metadata": meta})
