@@ -161,11 +161,13 @@ def _register(engine: engines.Engine) -> None:
         await reconcile(body, patch, memo.runtime, indices, forced=True,
                         urgency=URGENCY.get(reason, apiorder.BACKGROUND))
 
+    # The id stays `-step`: kopf logs it ("Timer 'etcd-step' succeeded.", raftset.operator.logs).
     @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
-    async def step(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
+    async def tick(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
                    heartbeats: Idx = None, memberships: Idx = None, scale_away_marks: Idx = None,
                    replace_requests: Idx = None, statefulsets: Idx = None, advanced_statefulsets: Idx = None,
                    backup_records: Idx = None, **_: Any) -> None:
+        """The timer's round: nothing changed that kopf saw, the pacing decides whether it writes."""
         indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
                              advanced_statefulsets, backup_records)
         await reconcile(body, patch, memo.runtime, indices, forced=False)
@@ -186,7 +188,7 @@ for _engine in engines.ENGINES.values():
 def _mark_drift(body: kopf.Body, memo: kopf.Memo) -> None:
     key = _owner_key(body)
     if key is not None and hasattr(memo, "runtime"):
-        memo.runtime.applied_at.pop(key, None)  # the next step re-applies everything
+        memo.runtime.applied_at.pop(key, None)  # the next round re-applies everything
 
 
 for _owned in (*watches.WORKLOADS.values(), watches.SERVICES, watches.PDBS):

@@ -24,7 +24,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import kopf
-from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from raftset.membership import RaftMembership, parse_membership
@@ -32,9 +31,9 @@ from raftset.operator import watches
 from raftset.operator.components import narration
 from raftset.operator.components.diagnosis import find_cause
 from raftset.operator.components.protocol import Problem, Round
-from raftset.operator.components.registry import COMPONENTS
+from raftset.operator.components.registry import COMPONENTS, walk
 from raftset.operator.io import apiorder
-from raftset.operator.io.kube import KubeClient, api_error_message
+from raftset.operator.io.kube import KubeClient
 from raftset.operator.metrics import RESULT_ERROR, RESULT_FAILED, RESULT_INVALID, RESULT_OK, OperatorMetrics
 from raftset.operator.pure import lasting, planner, replace, rolls, spec, status
 from raftset.operator.pure.diagnosis import Diagnosed, look_again
@@ -276,8 +275,7 @@ async def _next_move(runtime: Runtime, observed: Observed, cluster: spec.Cluster
 
 
 async def components(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcome:
-    """The registry walked in order. A failed write stops the walk but for the components that do not
-    depend on the others' writes (`after_failure`)."""
+    """Whether the round writes (the pacing), then the registry walked in order (registry.walk)."""
     assert outcome.cluster is not None and outcome.plan is not None
     key, now = observed.key, observed.now
     # Raft confirmed the recorded scale step: dropping the record also relaxes the PDB to the new size.
@@ -288,16 +286,7 @@ async def components(runtime: Runtime, observed: Observed, outcome: Outcome) -> 
     current = Round(cluster=outcome.cluster, plan=outcome.plan, workload=outcome.workload, now=now, write=write,
                     raft=observed.raft, marked_pods=observed.marked_pods, body=observed.body,
                     heartbeats=observed.heartbeats, previous=observed.previous)
-    failed = False
-    for component in COMPONENTS:
-        if failed and not component.after_failure:
-            continue
-        try:
-            current = await component.sync(runtime.kube, current)
-        except ApiException as error:
-            # Announced once through the Degraded condition, not on every round.
-            current = dataclasses.replace(current, problem=("ApplyFailed", api_error_message(error)))
-            failed = True
+    current, failed = await walk(runtime.kube, current)
     if write and not failed:
         runtime.applied_at[key] = now.timestamp()
     return dataclasses.replace(outcome, round=current, workload=current.workload, problem=current.problem,
@@ -309,7 +298,7 @@ async def narrate(runtime: Runtime, observed: Observed, outcome: Outcome) -> Out
     Events, the components' Events, and the cause of a missing member."""
     body, now = observed.body, observed.now
     # Told before the status that counts them is published (raftset.operator.pure.narration).
-    narrated = await narration.tell_replacements(runtime.kube, body, observed.replace_requests,
+    narrated = await narration.tell_replace_steps(runtime.kube, body, observed.replace_requests,
                                                  observed.previous.get("narrated") or [], now)
     outcome = dataclasses.replace(outcome, narrated=narrated)
     if outcome.ended:

@@ -22,9 +22,9 @@ from raftset.operator.pure.narration import named_event
 log = logging.getLogger("raftset.operator")
 
 
-async def tell_replacements(kube: KubeAPI, body: kopf.Body, entries: Sequence[Mapping[str, Any]],
+async def tell_replace_steps(kube: KubeAPI, body: kopf.Body, entries: Sequence[Mapping[str, Any]],
                             narrated: Sequence[Mapping[str, Any]], now: datetime) -> list[dict[str, Any]]:
-    """Tell every replacement step not told yet; the new status.narrated. A refused Event stops the telling
+    """Tell every replace step not told yet; the new status.narrated. A refused Event stops the telling
     here: the next reconcile goes on from the last step told."""
     memory = [dict(n) for n in narrated]
     for tale in replace.untold(entries, memory):

@@ -10,6 +10,10 @@ through the `KubeAPI` protocol; whether a round writes at all is decided once, b
 
 from __future__ import annotations
 
+import dataclasses
+
+from kubernetes.client.exceptions import ApiException
+
 from raftset.operator.components.backup_requests import BackupRequests
 from raftset.operator.components.claims import VolumeClaims
 from raftset.operator.components.disruption_budget import DisruptionBudget
@@ -22,6 +26,8 @@ from raftset.operator.components.quorum_loss import QuorumLoss
 from raftset.operator.components.services import Services
 from raftset.operator.components.tls import TLSMaterial
 from raftset.operator.components.workload import Workload
+from raftset.operator.io.api import KubeAPI
+from raftset.operator.io.kube import api_error_message
 
 COMPONENTS: tuple[Component, ...] = (
     BackupRequests(),
@@ -42,3 +48,19 @@ def rendered(current: Round) -> list[Manifest]:
     """Everything a writing round applies, in apply order (TLS material aside: it depends on what is stored)."""
     return [manifest for component in COMPONENTS if isinstance(component, Applied)
             for manifest in component.render(current)]
+
+
+async def walk(kube: KubeAPI, current: Round) -> tuple[Round, bool]:
+    """The components in order; the round they leave and whether a write failed. A failed write stops the
+    walk but for the components that do not depend on the others' writes (`after_failure`)."""
+    failed = False
+    for component in COMPONENTS:
+        if failed and not component.after_failure:
+            continue
+        try:
+            current = await component.sync(kube, current)
+        except ApiException as error:
+            # Announced once through the Degraded condition, not on every round.
+            current = dataclasses.replace(current, problem=("ApplyFailed", api_error_message(error)))
+            failed = True
+    return current, failed

@@ -147,11 +147,11 @@ async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime, workload:
         issuance = certificates.issuance(ca, leaves, specs, now)
     # A CA change (or one under way) goes through the phases of rotation.py, never at once.
     current = str(max((leaf.revision for leaf in leaves.values() if leaf), default=0))
-    phase = rotation.step(ca.cert_pem, leaves, rolled(workload, current))
+    phase = rotation.next_phase(ca.cert_pem, leaves, rolled(workload, current))
     if phase is not None:
         for purpose, (reissue, ca_bundle) in phase.writes.items():
             held = leaves[purpose]
-            assert held is not None  # rotation.step works only on a complete set
+            assert held is not None  # rotation.next_phase works only on a complete set
             pair = certificates.issue(ca, specs[purpose], now) if reissue else held.pair
             await kube.apply(_secret(cluster, certificates.secret_name(cluster.name, purpose), pair,
                                      ca_bundle, phase.revision))

@@ -143,7 +143,7 @@ def _silent_listing(heartbeats: Sequence[HeartbeatRecord]) -> str:
 
 def decide(view: QuorumView) -> QuorumDecision:
     if view.record is not None:
-        return _recovering(view, view.record)
+        return _restoring_quorum(view, view.record)
     if view.raft is None:
         # No leader ever published a membership: a cluster still forming has lost nothing (it
         # used to be told 'no member answers ... restore a backup' while its pods were created).
@@ -240,7 +240,7 @@ def taken_by(request: str, record: QuorumLossRecord) -> bool:
     return request == record.survivor
 
 
-def _recovering(view: QuorumView, record: QuorumLossRecord) -> QuorumDecision:
+def _restoring_quorum(view: QuorumView, record: QuorumLossRecord) -> QuorumDecision:
     """A recovery is under way: report its step, end it once every member votes again."""
     drop = bool(view.request)
     events: tuple[Event, ...] = ()

@@ -49,7 +49,7 @@ def bundle(*bundles: bytes) -> bytes:
     return b"".join(dict.fromkeys(pem for b in bundles for pem in certs_in(b)))
 
 
-def step(ca_pem: bytes, leaves: Mapping[str, StoredLeaf | None], rolled: bool) -> Rotation | None:
+def next_phase(ca_pem: bytes, leaves: Mapping[str, StoredLeaf | None], rolled: bool) -> Rotation | None:
     """The next phase of a CA rotation, a wait for the roll, or None when no rotation is under way.
 
     None also when a leaf is missing or unreadable: issuing it is `certificates.issuance`'s job.

@@ -244,12 +244,12 @@ def _raft_role(m: RaftMember, raft: RaftMembership) -> str:
 def member_rows(raft: RaftMembership | None, heartbeats: Sequence[HeartbeatRecord], cluster: str) -> list[dict[str, Any]]:
     """One row per Raft member (role and learner from Raft, health from its heartbeat, lag from
     the raft indexes the leader saw), then the fresh heartbeats of pods Raft does not list."""
-    beats = {h.member_id: h for h in heartbeats}
+    by_member = {h.member_id: h for h in heartbeats}
     rows: list[dict[str, Any]] = []
     if raft is not None:
         leader_index = next((m.raft_index for m in raft.members if m.id == raft.leader_id), None)
         for m in sorted(raft.members, key=lambda m: (m.ordinal is None, m.ordinal or 0, m.id)):
-            beat = beats.pop(m.id, None)
+            beat = by_member.pop(m.id, None)
             name = _pod_of(m, cluster)
             if any(r["name"] == name for r in rows):  # a second entry for one pod: the names must stay unique
                 name = f"{name}/{m.id}"
@@ -266,7 +266,7 @@ def member_rows(raft: RaftMembership | None, heartbeats: Sequence[HeartbeatRecor
             rows.append(row)
     listed = {r["name"] for r in rows}
     for h in heartbeats:
-        if h.member_id in beats and h.pod not in listed:
+        if h.member_id in by_member and h.pod not in listed:
             row = {"name": h.pod, "id": h.member_id, "role": h.role, "learner": h.role == contract.ROLE_LEARNER,
                    "healthy": h.healthy, "ready": h.ready, "lastHeartbeat": rfc3339(h.renewed)}
             if raft is not None:  # without a published membership, whether it is in Raft is unknown
