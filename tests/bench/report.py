@@ -25,7 +25,7 @@ from tests.bench import (  # noqa: E402
     backup, builds, footprint, load, operator_cost, recovery, rolls, scalein, scaleout, upgrade)
 from tests.bench.scalein import REPORTED as STRATEGIES, Run  # noqa: E402
 from tests.bench.stats import Sample, percentile  # noqa: E402
-from raftset.operator.settings import OperatorSettings  # noqa: E402
+from raftset.operator.pure.settings import OperatorSettings  # noqa: E402
 from raftset.sidecar import promotion  # noqa: E402
 
 TABLES: dict[str, tuple[str, ...]] = {

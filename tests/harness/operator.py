@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract, engines
 from raftset.membership import RaftMember, RaftMembership
-from raftset.operator.settings import OperatorSettings
+from raftset.operator.pure.settings import OperatorSettings
 from raftset.sidecar import membership
 from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 from tools.devcluster.net import free_port

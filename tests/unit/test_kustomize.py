@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from raftset import contract, engines, workloads
-from raftset.operator import settings
+from raftset.operator.pure import settings
 from raftset.operator.components import tls
 from tools import crdgen
 from tools.devcluster import versions

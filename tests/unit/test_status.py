@@ -11,7 +11,7 @@ import pytest
 from raftset import contract
 from raftset.operator.pure import planner
 from raftset.operator.pure.planner import Plan
-from raftset.operator.settings import OperatorSettings
+from raftset.operator.pure.settings import OperatorSettings
 from raftset.operator.pure.status import (
     PLAINTEXT_WARNING,
     UNAVAILABLE_GRACE_SECONDS,

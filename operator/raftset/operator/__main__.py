@@ -35,10 +35,10 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger("kopf.objects").addFilter(logs.DropRoutine())
     from raftset.operator import watches
     from raftset.operator.io import kube
-    from raftset.operator.settings import OperatorSettings
+    from raftset.operator import settings
 
     # Decided before the handlers register: only what the install enables and allows is watched.
-    watches.decide(kube.load_config(), OperatorSettings.from_env().backends, args.namespace)
+    watches.decide(kube.load_config(), settings.from_env().backends, args.namespace)
     from raftset.operator import handlers  # noqa: F401  (registers the handlers)
 
     watches.outlive_deleted_crds()

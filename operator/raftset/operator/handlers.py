@@ -21,11 +21,11 @@ from raftset.operator.pure import freshness
 from raftset.operator.pure.heartbeats import LEASE, SIGHTING
 from raftset.operator.io.kube import KubeClient, load_config
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
-from raftset.operator.settings import OperatorSettings
+from raftset.operator.settings import from_env
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 
 log = logging.getLogger(__name__)
-SETTINGS = OperatorSettings.from_env()
+SETTINGS = from_env()
 # Only what the install enables and allows is watched: kopf ends the operator on a forbidden watch.
 WATCHES = watches.decided()
 RECONCILE_INTERVAL = SETTINGS.reconcile_interval

@@ -41,7 +41,7 @@ from raftset.operator.pure.events import Condition, Event
 from raftset.operator.pure.freshness import Sighting
 from raftset.operator.pure.heartbeats import HeartbeatRecord, from_observed
 from raftset.operator.pure.scale_step import ScaleStep, parse_step
-from raftset.operator.settings import OperatorSettings
+from raftset.operator.pure.settings import OperatorSettings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
 Key = tuple[str, str]  # (namespace, cluster name)
@@ -179,10 +179,10 @@ async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indice
     """One cluster's round, its API calls in the order of `urgency` (`raftset.operator.io.apiorder`)."""
     key = (body.metadata.namespace, body.metadata.name)
     kind = str(body.get("kind", ""))
-    observed = (body.get("status") or {}).get("observedGeneration")
+    seen_generation = (body.get("status") or {}).get("observedGeneration")
     turns = runtime.turns.get(key) or runtime.turns.setdefault(key, apiorder.Turns(runtime.kube.gate))
     async with turns.take(apiorder.urgency_of(urgency, int(body.metadata.get("generation") or 0),
-                                              observed if isinstance(observed, int) else None)):
+                                              seen_generation if isinstance(seen_generation, int) else None)):
         started = time.perf_counter()
         result = RESULT_ERROR
         try:
