@@ -1,7 +1,7 @@
 """The spec's scalar fields with their defaults and bounds: one table for the CRD and the parser.
 
 The CRD schema (tools/crdgen.py) publishes these defaults and bounds to the apiserver, and
-`raftset.operator.spec` applies the same ones to a body that was written before a default
+`raftset.operator.pure.spec` applies the same ones to a body that was written before a default
 existed; reading both from here keeps them from drifting (etcd-io/etcd-operator derives its
 CRD from its Go types for the same reason).
 """
@@ -44,7 +44,7 @@ REPAIR_POLICIES = ("Manual", "Automatic")
 
 SPEC_FIELDS: dict[str, Field] = {f.path: f for f in (
     Field("replicas", 3, minimum=1, maximum=contract.MAX_REPLICAS),
-    # Twice the backend quota (a defragmentation's copy) plus WAL headroom: raftset.operator.space.
+    # Twice the backend quota (a defragmentation's copy) plus WAL headroom: raftset.operator.pure.space.
     Field("storage.size", "5Gi"),
     Field("storage.ephemeral", False),
     Field("storage.retentionPolicy.whenScaled", "Retain", enum=RETENTION),

@@ -2,7 +2,7 @@
 
 The user asks with contract.ANNOTATION_REPLACE=true on a pod; that pod's sidecar does the
 work (raftset.sidecar.pure.replace) and records each step in contract.ANNOTATION_REPLACE_PROGRESS
-on the same pod; the operator narrates the record (raftset.operator.replacements). A finished
+on the same pod; the operator narrates the record (raftset.operator.pure.replace). A finished
 record (Done, Withdrawn) stays on the pod until the pod's next replacement begins: a replacement
 that ran from start to end between two reconciles is still there to be told.
 """

@@ -25,8 +25,8 @@ from tests.bench import (  # noqa: E402
     backup, builds, footprint, load, operator_cost, recovery, rolls, scalein, scaleout, upgrade)
 from tests.bench.scalein import REPORTED as STRATEGIES, Run  # noqa: E402
 from tests.bench.stats import Sample, percentile  # noqa: E402
-from raftset.operator.settings import Settings  # noqa: E402
 from raftset.sidecar.pure import promotion
+from raftset.operator.pure.settings import OperatorSettings  # noqa: E402
 
 TABLES: dict[str, tuple[str, ...]] = {
     "scale_in": scalein.COLUMNS,
@@ -524,7 +524,7 @@ others, on its own plane).
   the chosen follower's pod, the runner terminates it the kubelet way. The window ends once
   the operator's status shows the target size (no step in progress) and Raft has exactly
   those voters, so `scale_in_s` includes the operator's and Kruise's reaction times (the
-  operator reconciles every {Settings().reconcile_interval:.0f} s) and the status's catch-up, and
+  operator reconciles every {OperatorSettings().reconcile_interval:.0f} s) and the status's catch-up, and
   the window's percentiles are over that longer window.
 - **(r) builtin, SIGKILL** (reference): as (a), but the store is SIGKILLed: an expired grace
   period, an OOM kill or a lost node, where nobody hands leadership off. Its stall is

@@ -52,8 +52,8 @@ from kubernetes.client.rest import ApiException
 from raftset import contract
 from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient, Refusal
 from raftset.operator.pure.scale_step import parse_step
-from raftset.operator import planner
-from raftset.operator.heartbeats import from_leases
+from raftset.operator.pure import planner
+from raftset.operator.pure.heartbeats import from_leases
 from raftset.workloads import ADVANCED_STATEFULSET
 from tests.bench.labs import engine_defaults, grow
 from tests.bench.load import Load, Observed

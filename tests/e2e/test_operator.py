@@ -17,7 +17,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract, engines
-from raftset.operator.planner import NO_HAND_OFF_REASON
+from raftset.operator.pure.planner import NO_HAND_OFF_REASON
 from tests.harness.operator import Operator, Sidecars, kubectl, wait_for
 from tests.harness.view import STEP_TIMEOUT, ClusterView, cluster_manifest
 

@@ -30,8 +30,8 @@ from raftset import contract
 from raftset.contract import SidecarEnv
 from raftset.engines import TLSFiles
 from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, MemberClient
-from raftset.operator import certificates
-from raftset.operator.storage import ANNOTATION_FAILED
+from raftset.operator.pure import certificates
+from raftset.operator.pure.storage import ANNOTATION_FAILED
 from tests.e2e.test_fullstack import ELECTIONS_COUNTED, HAND_OFF_DEADLINE_S, stack
 from tests.e2e.test_repair import create_repairable, replaced_automatically
 from tests.harness.checker import Writer, check

@@ -20,10 +20,11 @@ from pathlib import Path
 import pytest
 
 from raftset.contract import SidecarEnv
-from raftset.operator import spec
-from raftset.operator.heartbeats import HeartbeatRecord, from_lease
-from raftset.operator.planner import Plan
-from raftset.operator.status import Condition, conditions
+from raftset.operator.pure import spec
+from raftset.operator.pure.heartbeats import HeartbeatRecord, from_lease
+from raftset.operator.pure.planner import Plan
+from raftset.operator.pure.events import Condition
+from raftset.operator.pure.status import conditions
 from tests.harness.lab import Lab, http_get, wait_for
 from tests.harness.scenarios import grow
 from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers

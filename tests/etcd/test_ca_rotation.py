@@ -1,6 +1,6 @@
 """A CA rotation with writes flowing: real etcd members over mutual TLS, 0 failed writes.
 
-The material comes from the operator's own code (`rotation.step` decides each phase from
+The material comes from the operator's own code (`rotation.next_phase` decides each phase from
 the "Secrets", `certificates.issue` signs), and each phase is rolled as the operator rolls
 a new TLS revision: one member at a time, followers first, the leader last, each pod
 restarted (not removed) on its new files. Only the members' loopback addresses are added
@@ -20,9 +20,9 @@ import pytest
 from raftset.contract import SidecarEnv
 from raftset.engines import TLSFiles
 from raftset.sidecar.io.etcdclient import ClientTLS
-from raftset.operator import certificates as certs
-from raftset.operator import rotation
-from raftset.operator.certificates import KeyPair, LeafSpec, StoredLeaf
+from raftset.operator.pure import certificates as certs
+from raftset.operator.pure import rotation
+from raftset.operator.pure.certificates import KeyPair, LeafSpec, StoredLeaf
 from tests.harness.certs import STEMS
 from tests.harness.checker import Writer, check
 from tests.harness.lab import Lab
@@ -91,7 +91,7 @@ async def test_a_ca_rotation_rolls_three_phases_leader_last_and_fails_no_write(m
     urls = [lab.pod(o).client_url for o in range(3)]
 
     # Phase 1: both CAs trusted, every key pair kept.
-    step = rotation.step(new.cert_pem, secrets, rolled=True)
+    step = rotation.next_phase(new.cert_pem, secrets, rolled=True)
     assert step is not None and step.phase == rotation.TRUST
     secrets = apply(step, secrets, new, wanted)
     old_client = Writer(urls, ClientTLS.load(TLSFiles.under(str(write_files(tmp_path / "c-old", secrets)))))
@@ -99,7 +99,7 @@ async def test_a_ca_rotation_rolls_three_phases_leader_last_and_fails_no_write(m
     orders = [await roll(lab, dirs, secrets)]
 
     # Phase 2: leaves from the new CA; clients pick up the new client certificate.
-    step = rotation.step(new.cert_pem, secrets, rolled=True)
+    step = rotation.next_phase(new.cert_pem, secrets, rolled=True)
     assert step is not None and step.phase == rotation.LEAVES
     secrets = apply(step, secrets, new, wanted)
     new_client = Writer(urls, ClientTLS.load(TLSFiles.under(str(write_files(tmp_path / "c-new", secrets)))))
@@ -108,12 +108,12 @@ async def test_a_ca_rotation_rolls_three_phases_leader_last_and_fails_no_write(m
     old_client.stop()
 
     # Phase 3: the old CA dropped.
-    step = rotation.step(new.cert_pem, secrets, rolled=True)
+    step = rotation.next_phase(new.cert_pem, secrets, rolled=True)
     assert step is not None and step.phase == rotation.DROP
     secrets = apply(step, secrets, new, wanted)
     orders.append(await roll(lab, dirs, secrets))
     new_client.stop()
-    assert rotation.step(new.cert_pem, secrets, rolled=True) is None, "steady on the new CA"
+    assert rotation.next_phase(new.cert_pem, secrets, rolled=True) is None, "steady on the new CA"
 
     for name, writer in (("old-CA client", old_client), ("new-CA client", new_client)):
         print(f"{name}: {writer.ok} ok, {writer.failed} failed, longest stall {writer.longest_stall:.3f}s")

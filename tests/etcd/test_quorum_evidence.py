@@ -5,7 +5,7 @@ Leases (an admission policy refused them) while Raft kept committing. The operat
 fresh record, reported QuorumLost ("1 of 3 voting members answer"), and under Automatic forced a
 new cluster from that follower. Here the sidecars and etcd are real and so is the refusal (a
 ValidatingAdmissionPolicy in the real kube-apiserver); the tests play the operator's part with
-its own parser and decision (raftset.operator.heartbeats, raftset.operator.recovery), and then
+its own parser and decision (raftset.operator.pure.heartbeats, raftset.operator.pure.quorum_loss), and then
 the survivor's part of a recovery the operator should never have started.
 """
 
@@ -17,8 +17,9 @@ from datetime import datetime, timezone
 import pytest
 from kubernetes import client as k8s
 
-from raftset.operator import heartbeats, recovery
-from raftset.operator.status import merge_conditions
+from raftset.operator.pure import quorum_loss
+from raftset.operator.pure import heartbeats
+from raftset.operator.pure.status import merge_conditions
 from raftset.quorum_loss import Survivor
 from tests.harness.checker import Writer, check
 from tests.harness.lab import Lab
@@ -31,17 +32,17 @@ pytestmark = pytest.mark.etcd
 ROUNDS = 10  # the operator's rounds watched once the two Leases are stale, one per second
 
 
-def operator_round(lab: Lab, conditions: list[dict], now: datetime) -> recovery.QuorumDecision:
+def operator_round(lab: Lab, conditions: list[dict], now: datetime) -> quorum_loss.QuorumDecision:
     """One reconcile's quorum-loss decision over what the API holds now, Automatic with no grace: the
     status it would write is carried in `conditions` (the grace counts from there)."""
     serialize = k8s.ApiClient().sanitize_for_serialization
     beats = heartbeats.from_leases(serialize(lease) for lease in lab.leases().values())
-    view = recovery.QuorumView(
-        cluster=lab.cluster, kind_short="etcdc", replicas=3, kept=(0, 1, 2), raft=lab.membership(), beats=beats,
-        request=None, policy="Automatic", grace_seconds=0, lost_since=recovery.lost_since({"conditions": conditions}),
+    view = quorum_loss.QuorumView(
+        cluster=lab.cluster, kind_short="etcdc", replicas=3, kept=(0, 1, 2), raft=lab.membership(), heartbeats=beats,
+        request=None, policy="Automatic", grace_seconds=0, lost_since=quorum_loss.lost_since({"conditions": conditions}),
         record=None, force_supported=True, now=now, new_id="r1",
-        previous=recovery.previous_condition({"conditions": conditions}))
-    decision = recovery.decide(view)
+        previous=quorum_loss.previous_condition({"conditions": conditions}))
+    decision = quorum_loss.decide(view)
     conditions[:] = merge_conditions(conditions, [decision.condition], 1, now)
     return decision
 

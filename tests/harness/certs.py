@@ -1,6 +1,6 @@
 """Certificate files for a TLS member, issued by the operator's `auto` provider code.
 
-The CA and the three leaves come from `raftset.operator.certificates` exactly as the
+The CA and the three leaves come from `raftset.operator.pure.certificates` exactly as the
 operator issues them; the only addition is the members' loopback addresses as IP SANs,
 because here members are dialled by address rather than by their pods' DNS names.
 """
@@ -11,7 +11,7 @@ import dataclasses
 from datetime import datetime, timezone
 from pathlib import Path
 
-from raftset.operator import certificates
+from raftset.operator.pure import certificates
 
 CLUSTER, NAMESPACE = "demo", "default"
 # The mounted file stem of each leaf, as the operator's projected volume names them.

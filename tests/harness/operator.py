@@ -24,9 +24,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract, engines
 from raftset.membership import RaftMember, RaftMembership
-from raftset.operator.settings import Settings
 from raftset.sidecar.pure import membership
 from raftset.sidecar.pure.heartbeat import Heartbeat, lease_body, rfc3339
+from raftset.operator.pure.settings import OperatorSettings
 from tools.devcluster.net import free_port
 
 from tests.harness.sidecars import Sidecars, member_id  # noqa: F401 - the tests import them from here
@@ -127,7 +127,7 @@ class Operator:
 def product_intervals() -> dict[str, str]:
     """The operator's own reconcile, resync and retry intervals (`Operator` defaults to faster
     ones for the tiers): what the benchmarks measure."""
-    defaults = Settings()
+    defaults = OperatorSettings()
     return {"RAFTSET_RECONCILE_INTERVAL": str(defaults.reconcile_interval),
             "RAFTSET_RESYNC_SECONDS": str(defaults.resync_seconds),
             "RAFTSET_RETRY_SECONDS": str(defaults.retry_seconds)}

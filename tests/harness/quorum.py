@@ -21,7 +21,7 @@ from kubernetes.client.rest import ApiException
 
 from raftset import contract
 from raftset.sidecar.io.etcdclient import MemberClient
-from raftset.operator import heartbeats
+from raftset.operator.pure import heartbeats
 from raftset.quorum_loss import QuorumLossRecord, Survivor
 from tests.harness.checker import PREFIX, Ack, Verdict, Writer, check
 from tests.harness.lab import Lab
@@ -40,7 +40,7 @@ def lose(lab: Lab, *ordinals: int) -> None:
 
 def survivors(lab: Lab, *ordinals: int) -> list[Survivor]:
     """The survivors as their heartbeat Leases publish them once they know there is no leader,
-    read with the operator's own parser (raftset.operator.heartbeats)."""
+    read with the operator's own parser (raftset.operator.pure.heartbeats)."""
     serialize = k8s.ApiClient().sanitize_for_serialization
 
     def read() -> list[Survivor] | None:

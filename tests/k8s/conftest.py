@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from raftset import contract
-from raftset.operator import manifests, spec
+from raftset.operator.components.member_rbac import member_rbac
+from raftset.operator.pure.objects import member_service_account
+from raftset.operator.pure import spec
 from tests.harness.lab import Lab
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import kubectl
@@ -23,11 +25,11 @@ def member_kubeconfig(plane: Any, lab: Lab) -> str:
     body = {"apiVersion": contract.API_VERSION, "kind": contract.KIND_ETCD,
             "metadata": {"name": lab.cluster, "namespace": lab.namespace, "uid": "00000000-test"}, "spec": {}}
     cluster = spec.parse(body, default_workload_kind="StatefulSet")
-    objects = manifests.member_rbac(cluster)
+    objects = member_rbac(cluster)
     for obj in objects:
         obj["metadata"].pop("ownerReferences", None)
     plane.apply(objects)
-    return plane.token_kubeconfig(lab.namespace, manifests.member_service_account(cluster),
+    return plane.token_kubeconfig(lab.namespace, member_service_account(cluster),
                                   lab.workdir / "member.kubeconfig")
 
 

@@ -12,7 +12,8 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
-from raftset.operator import manifests, spec
+from raftset.operator.pure.pod_template import pod_template
+from raftset.operator.pure import spec
 from tests.harness.operator import api, kubectl
 from tools.devcluster.podrunner import PodRunner
 
@@ -28,7 +29,7 @@ def test_the_backup_claim_is_its_bound_volume_and_the_secrets_are_files(kube_api
             "metadata": {"name": "kv", "namespace": namespace},
             "spec": {"replicas": 1, "backup": {"pvc": {"claimName": "backups"}},
                      "bootstrap": {"fromBackup": {"backup": "latest", "s3": s3}}}}
-    template = manifests.pod_template(spec.parse(body, default_workload_kind="StatefulSet"))
+    template = pod_template(spec.parse(body, default_workload_kind="StatefulSet"))
     pod = {"metadata": {**template["metadata"], "name": "kv-0", "namespace": namespace}, "spec": template["spec"]}
     core = client.CoreV1Api(api(kube_apiserver.kubeconfig))
     core.create_namespaced_secret(namespace, {"metadata": {"name": "s3-credentials"}, "data": {

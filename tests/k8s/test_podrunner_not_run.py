@@ -12,7 +12,10 @@ import pytest
 from kubernetes import client
 
 from raftset import contract
-from raftset.operator import certificates, manifests, spec
+from raftset.operator.pure.objects import member_service_account
+from raftset.operator.pure.pod_template import pod_template
+from raftset.operator.pure import certificates
+from raftset.operator.pure import spec
 from tests.harness.operator import api, kubectl
 from tools.devcluster.podrunner import NOT_RUN_REASON, PodRunner
 
@@ -22,7 +25,7 @@ pytestmark = pytest.mark.k8s
 def member_pod(cluster: spec.Cluster, ordinal: int) -> dict[str, Any]:
     """A pod of the operator's own template with its claim and a node, as the StatefulSet
     controller and the scheduler would make it."""
-    template = manifests.pod_template(cluster)
+    template = pod_template(cluster)
     name = contract.pod_name(cluster.name, ordinal)
     claim = {"name": "data", "persistentVolumeClaim": {"claimName": f"data-{name}"}}
     return {"apiVersion": "v1", "kind": "Pod",
@@ -39,7 +42,7 @@ def test_a_cert_manager_pod_is_not_run_and_the_pod_and_cluster_say_why(kube_apis
             "spec": {"replicas": 1, "tls": {"provider": "cert-manager", "issuerRef": {"name": "corp-ca"}}}}
     cluster = spec.parse(body, default_workload_kind="StatefulSet")
     core = client.CoreV1Api(api(kube_apiserver.kubeconfig))
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": manifests.member_service_account(cluster)}})
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": member_service_account(cluster)}})
     # The Secrets cert-manager would fill; the runner holds no key of cert-manager's CA.
     now = datetime.now(timezone.utc)
     ca = certificates.build_ca("corp-ca", now)

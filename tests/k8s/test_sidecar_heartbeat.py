@@ -13,9 +13,9 @@ import pytest
 from kubernetes import watch as k8s_watch
 
 from raftset import contract
-from raftset.operator.heartbeats import from_lease
 from raftset.sidecar.pure import leave
 from raftset.sidecar.io.kube import SidecarKube
+from raftset.operator.pure.heartbeats import from_lease
 from raftset.workloads import STATEFULSET
 from tests.harness.lab import Lab, wait_for
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from raftset import contract
 from raftset.membership import RaftMember, RaftMembership
-from raftset.operator import spec
-from raftset.operator.heartbeats import HeartbeatRecord
+from raftset.operator.pure import spec
+from raftset.operator.pure.heartbeats import HeartbeatRecord
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 CLUSTER = "demo"
@@ -110,12 +110,13 @@ def cluster(kind: str = contract.KIND_ETCD, workload_kind: str = "StatefulSet",
 
 def owned_objects(c: Any, replicas: int, reserved: Any = (), **found: Any) -> list[dict[str, Any]]:
     """What a writing reconcile applies for `c` at this scale: the components' renders, in order."""
-    from raftset.operator import components
-    from raftset.operator.planner import Plan
+    from raftset.operator.components import registry
+    from raftset.operator.components.protocol import Round
+    from raftset.operator.pure.planner import Plan
 
     plan = Plan(replicas=replicas, reserved=tuple(reserved), action="steady", message="")
-    step = components.Step(cluster=c, plan=plan, workload=None, marked_pods=(), now=NOW, write=True, **found)
-    return components.rendered(step)
+    current = Round(cluster=c, plan=plan, workload=None, marked_pods=(), now=NOW, write=True, **found)
+    return registry.rendered(current)
 
 
 RAFT_INDEX = 100

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.operator.planner import Plan, stale_marks
-from raftset.operator.status import announcements
+from raftset.operator.pure.planner import Plan, stale_marks
+from raftset.operator.pure.status import announcements
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from raftset.operator import apiorder
+from raftset.operator.io import apiorder
 
 pytestmark = pytest.mark.unit
 

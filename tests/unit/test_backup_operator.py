@@ -10,8 +10,12 @@ import pytest
 
 from raftset import backups, contract
 from raftset.backups import Failure, Manifest, Record
-from raftset.operator import backup_status, manifests, spec, status
-from raftset.operator.planner import Plan
+from raftset.operator.components.member_rbac import member_rbac
+from raftset.operator.pure.pod_template import pod_template
+from raftset.operator.pure import backup_status
+from raftset.operator.pure import status
+from raftset.operator.pure import spec
+from raftset.operator.pure.planner import Plan
 from tests.unit.builders import NOW, cluster, members
 
 pytestmark = pytest.mark.unit
@@ -52,7 +56,7 @@ def test_etcd_keeps_backup_and_restore_as_written() -> None:
 
 
 def template(c: spec.Cluster) -> dict[str, Any]:
-    return manifests.pod_template(c)
+    return pod_template(c)
 
 
 def test_no_backup_no_volumes() -> None:
@@ -92,7 +96,7 @@ def test_pvc_destination_and_a_restore_source() -> None:
 
 def test_the_member_role_reads_the_cluster_object_and_writes_the_backup_lease() -> None:
     c = cluster()
-    role = next(o for o in manifests.member_rbac(c) if o["kind"] == "Role")
+    role = next(o for o in member_rbac(c) if o["kind"] == "Role")
     leases = next(r for r in role["rules"] if r.get("resourceNames") and r["resources"] == ["leases"])
     assert contract.backup_lease_name("demo") in leases["resourceNames"]
     own = next(r for r in role["rules"] if r["apiGroups"] == [contract.GROUP])
@@ -214,7 +218,7 @@ def sidecar_env(c: spec.Cluster) -> dict[str, str]:
 
 
 def test_the_template_changes_exactly_when_the_destinations_volumes_do() -> None:
-    """The members roll onto a new template (raftset.operator.rolls) for a new Secret or claim, as a
+    """The members roll onto a new template (raftset.operator.pure.rolls) for a new Secret or claim, as a
     pod's volumes are fixed at its creation; never for what the sidecar reads each round."""
     base = template(cluster(backup={"s3": S3}))
     assert base != template(cluster()), "enabling spec.backup rolls the members"

@@ -15,8 +15,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
 from raftset import contract
-from raftset.operator import certificates as certs
-from raftset.operator.certificates import CLIENT, PEER, SERVER, KeyPair, LeafSpec, StoredLeaf
+from raftset.operator.pure import certificates as certs
+from raftset.operator.pure.certificates import CLIENT, PEER, SERVER, KeyPair, LeafSpec, StoredLeaf
 
 pytestmark = pytest.mark.unit
 

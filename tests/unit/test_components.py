@@ -1,21 +1,25 @@
-"""The operator's component registry: order, pod marks, what a writing step renders."""
+"""The operator's component registry: order, pod marks, what a writing round renders."""
 
 from __future__ import annotations
 
 import pytest
 
-from raftset.operator import components
-from raftset.operator.planner import Plan
+from raftset.operator.components import registry
+from raftset.operator.components.disruption_budget import current_voters
+from raftset.operator.components.pod_marks import pod_marks
+from raftset.operator.components.protocol import Round
+from raftset.operator.pure.planner import Plan
 from tests.unit.builders import NOW, cluster, owned_objects, raft, raft_member
 
 pytestmark = pytest.mark.unit
 
 
 def test_components_run_upstream_first() -> None:
-    """Pods must find their Secrets and claim sizes; the workload goes last."""
-    names = [c.name for c in components.COMPONENTS]
-    assert names == ["tls", "claims", "pod-marks", "member-rbac", "services", "disruption-budget",
-                     "workload", "pod-restarts", "leases"]
+    """Pods must find their Secrets and claim sizes; the workload goes after its objects; the quorum-loss
+    writes go last, on the workload the round settled (backup requests wait for nothing)."""
+    names = [c.name for c in registry.COMPONENTS]
+    assert names == ["backup-requests", "tls", "claims", "pod-marks", "member-rbac", "services", "disruption-budget",
+                     "workload", "pod-restarts", "leases", "quorum-loss"]
     assert len(set(names)) == len(names)
 
 
@@ -30,12 +34,12 @@ def test_components_run_upstream_first() -> None:
 def test_pod_marks_follow_the_plan(scale_away: tuple[str, ...], marked: tuple[str, ...],
                                    expected: dict[str, str | None]) -> None:
     plan = Plan(replicas=3, reserved=(), action="scale-in", message="", scale_away=scale_away)
-    assert components.pod_marks("demo", plan, marked) == expected
+    assert pod_marks("demo", plan, marked) == expected
 
 
 def test_a_step_finds_the_first_problem() -> None:
     plan = Plan(replicas=3, reserved=(), action="steady", message="")
-    step = components.Step(cluster=cluster(), plan=plan, workload=None, marked_pods=(), now=None, write=False)  # type: ignore[arg-type]
+    step = Round(cluster=cluster(), plan=plan, workload=None, marked_pods=(), now=None, write=False)  # type: ignore[arg-type]
     step = step.found(None, tls_revision="1").found(("TLSBroken", "a"), claims=None).found(("ClaimsBroken", "b"))
     assert (step.tls_revision, step.problem) == ("1", ("TLSBroken", "a"))
 
@@ -59,8 +63,8 @@ def test_current_voters_is_the_larger_of_raft_and_the_workload(kept: int, raft_v
         membership = raft([*(raft_member(o) for o in range(raft_voters)),
                            *(raft_member(9 - o, learner=True) for o in range(learners))], 0)
     plan = Plan(kept, (), "steady", "")
-    step = components.Step(cluster=cluster(replicas=3), plan=plan, workload=None, marked_pods=(), now=NOW,
+    step = Round(cluster=cluster(replicas=3), plan=plan, workload=None, marked_pods=(), now=NOW,
                            write=True, raft=membership)
-    assert components.current_voters(step) == expected
-    pdb = next(o for o in components.rendered(step) if o["kind"] == "PodDisruptionBudget")
+    assert current_voters(step) == expected
+    pdb = next(o for o in registry.rendered(step) if o["kind"] == "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == expected // 2 + 1

@@ -630,7 +630,7 @@ def test_the_crd_publishes_the_field_tables_default_and_bounds(field: fields.Fie
 
 
 def test_the_parser_applies_the_field_tables_defaults_to_an_empty_spec() -> None:
-    from raftset.operator import spec
+    from raftset.operator.pure import spec
 
     for engine in engines.ENGINES.values():
         parsed = spec.parse({"kind": engine.kind, "metadata": {"name": "kv"}}, default_workload_kind="StatefulSet")

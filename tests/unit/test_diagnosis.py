@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from raftset.operator.diagnosis import (
+from raftset.operator.pure.diagnosis import (
     DEFAULT_CLASS_ANNOTATION, NEVER_STARTED_AFTER_SECONDS, Diagnosed, claim_problem, diagnose, look_again,
     never_started, pending_claims, storage_class_problem)
 from tests.unit.builders import CLUSTER, NOW, member
@@ -134,7 +134,7 @@ def test_a_silent_pod_without_warnings_quotes_nothing() -> None:
 
 
 def test_diagnose_passes_the_pod_events_through() -> None:
-    got = diagnose(CLUSTER, [0], storage_class=None, ephemeral=True, pvcs=[], classes=[], pods=[pod(0)], records=[],
+    got = diagnose(CLUSTER, [0], storage_class=None, ephemeral=True, pvcs=[], classes=[], pods=[pod(0)], heartbeats=[],
                    store="etcd", now=NOW, events=[pod_event("demo-0", "Back-off pulling image", reason="Failed")])
     assert got is not None and got[0] == "StoreNeverStarted" and "Failed: Back-off pulling image" in got[1]
 
@@ -151,7 +151,7 @@ def test_no_store_problem_where_there_is_none(case: str) -> None:
 
 
 def test_the_most_upstream_cause_wins() -> None:
-    kwargs: dict[str, Any] = dict(storage_class="fast", ephemeral=False, pods=[pod(0)], records=[], store="etcd",
+    kwargs: dict[str, Any] = dict(storage_class="fast", ephemeral=False, pods=[pod(0)], heartbeats=[], store="etcd",
                                   now=NOW, events=[event("data-demo-0", "storageclass \"fast\" not found")])
     got = diagnose(CLUSTER, [0], pvcs=[pvc(0)], classes=[], **kwargs)
     assert got is not None and got[0] == "StorageClassMissing"
@@ -164,7 +164,7 @@ def test_the_most_upstream_cause_wins() -> None:
 
 def test_an_ephemeral_cluster_has_no_claims_to_blame() -> None:
     got = diagnose(CLUSTER, [0], storage_class=None, ephemeral=True, pvcs=[pvc(0)], events=[], classes=[],
-                   pods=[pod(0)], records=[], store="etcd", now=NOW)
+                   pods=[pod(0)], heartbeats=[], store="etcd", now=NOW)
     assert got is not None and got[0] == "StoreNeverStarted"
 
 

@@ -13,60 +13,60 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from raftset.operator import election
-from raftset.operator.election import Action, Record, Sighting, Timing, decide, observe
+from raftset.operator.pure.election import LeaderAction, LeaderRecord, LeaderSighting, Timing, decide, observe
 
 pytestmark = pytest.mark.unit
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
 T0 = 500.0  # a monotonic reading: when this replica first read the Lease's current version
-SEEN = Sighting("42", T0)
+SEEN = LeaderSighting("42", T0)
 
 
-def held(by: str | None, duration: float = 15) -> Record:
-    return Record(holder=by, duration=duration, transitions=3)
+def held(by: str | None, duration: float = 15) -> LeaderRecord:
+    return LeaderRecord(holder=by, duration=duration, transitions=3)
 
 
 def test_no_lease_is_created() -> None:
-    assert decide(None, "a", SEEN, T0) is Action.CREATE
+    assert decide(None, "a", SEEN, T0) is LeaderAction.CREATE
 
 
 def test_our_own_lease_is_renewed_even_when_late() -> None:
-    assert decide(held("a"), "a", SEEN, T0 + 1) is Action.RENEW
-    assert decide(held("a"), "a", SEEN, T0 + 60) is Action.RENEW
+    assert decide(held("a"), "a", SEEN, T0 + 1) is LeaderAction.RENEW
+    assert decide(held("a"), "a", SEEN, T0 + 60) is LeaderAction.RENEW
 
 
-@pytest.mark.parametrize("unchanged_for,expected", [(0, Action.WAIT), (14.9, Action.WAIT), (15, Action.WAIT),
-                                                    (15.1, Action.TAKE), (120, Action.TAKE)])
+@pytest.mark.parametrize("unchanged_for,expected", [(0, LeaderAction.WAIT), (14.9, LeaderAction.WAIT), (15, LeaderAction.WAIT),
+                                                    (15.1, LeaderAction.TAKE), (120, LeaderAction.TAKE)])
 def test_another_holder_is_waited_for_until_its_lease_expires_on_our_clock(unchanged_for: float,
-                                                                          expected: Action) -> None:
+                                                                          expected: LeaderAction) -> None:
     assert decide(held("b"), "a", SEEN, T0 + unchanged_for) is expected
 
 
 def test_the_holders_own_duration_counts_not_ours() -> None:
-    assert decide(held("b", duration=30), "a", SEEN, T0 + 20) is Action.WAIT
+    assert decide(held("b", duration=30), "a", SEEN, T0 + 20) is LeaderAction.WAIT
 
 
 @pytest.mark.parametrize("holder", [None, ""])
 def test_a_released_lease_is_free_at_once(holder: str | None) -> None:
-    assert decide(held(holder), "a", SEEN, T0) is Action.TAKE
+    assert decide(held(holder), "a", SEEN, T0) is LeaderAction.TAKE
 
 
 def test_a_new_version_is_observed_now_and_the_same_version_keeps_its_first_sighting() -> None:
     first = observe(None, "42", T0)
     assert first == SEEN
     assert observe(first, "42", T0 + 10) is first  # a re-read is no renewal
-    assert observe(first, "43", T0 + 10) == Sighting("43", T0 + 10)
+    assert observe(first, "43", T0 + 10) == LeaderSighting("43", T0 + 10)
 
 
 def test_a_lease_renewed_every_round_never_expires_and_one_that_stops_does_after_its_duration() -> None:
     seen, t = None, T0
     for version in range(20):  # renewed every 2 s for 40 s
         seen = observe(seen, str(version), t)
-        assert decide(held("b"), "a", seen, t) is Action.WAIT
+        assert decide(held("b"), "a", seen, t) is LeaderAction.WAIT
         t += 2
     assert seen is not None
-    assert decide(held("b"), "a", observe(seen, "19", T0 + 38 + 15), T0 + 38 + 15) is Action.WAIT
-    assert decide(held("b"), "a", observe(seen, "19", T0 + 38 + 15.1), T0 + 38 + 15.1) is Action.TAKE
+    assert decide(held("b"), "a", observe(seen, "19", T0 + 38 + 15), T0 + 38 + 15) is LeaderAction.WAIT
+    assert decide(held("b"), "a", observe(seen, "19", T0 + 38 + 15.1), T0 + 38 + 15.1) is LeaderAction.TAKE
 
 
 @pytest.mark.parametrize("since,left", [(0, 10), (4, 6), (9.9, 0.1), (10, 0), (11, -1)])
@@ -79,9 +79,9 @@ def test_the_holder_stops_before_any_standby_can_take_its_lease() -> None:
     """A standby sees a renewal no earlier than its round began: the earliest sighting is that start."""
     timing = Timing()
     stop_at = T0 + election.acting_time_left(T0, T0, timing)
-    earliest = Sighting("7", T0)
+    earliest = LeaderSighting("7", T0)
     first_take = next(T0 + tenths / 10 for tenths in range(600)
-                      if decide(held("b"), "a", earliest, T0 + tenths / 10) is Action.TAKE)
+                      if decide(held("b"), "a", earliest, T0 + tenths / 10) is LeaderAction.TAKE)
     assert first_take - stop_at >= timing.lease_duration - timing.renew_deadline == 5
 
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 
 from raftset import contract
-from raftset.operator import planner
-from raftset.operator.freshness import Sighting, observe, token
-from raftset.operator.heartbeats import LEASE, SIGHTING, from_lease, from_observed
+from raftset.operator.pure import planner
+from raftset.operator.pure.freshness import Sighting, observe, token
+from raftset.operator.pure.heartbeats import LEASE, SIGHTING, from_lease, from_observed
 from raftset.workloads import STATEFULSET
 from tests.unit.builders import NOW, lease, raft, raft_member
 

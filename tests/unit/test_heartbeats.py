@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from raftset import contract
-from raftset.operator.heartbeats import NO_VERDICT, from_lease, from_leases
+from raftset.operator.pure.heartbeats import NO_VERDICT, from_lease, from_leases
 from tests.unit.builders import NOW, heartbeat, lease
 
 pytestmark = pytest.mark.unit

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from raftset import contract, engines, workloads
-from raftset.operator import settings, tls
+from raftset.operator.pure import settings
+from raftset.operator.components import tls
 from tools import crdgen
 from tools.devcluster import versions
 
@@ -299,7 +300,7 @@ RESOURCES = {
 
 
 def rendered_clusters(workload_kind: str) -> list[list[dict[str, Any]]]:
-    from raftset.operator import spec
+    from raftset.operator.pure import spec
     from tests.unit.builders import owned_objects
 
     out = []

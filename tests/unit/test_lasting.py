@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from raftset.operator import lasting
+from raftset.operator.pure import lasting
 from tests.unit.builders import NOW
 
 pytestmark = pytest.mark.unit

@@ -14,7 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from raftset import backups, contract, engines
 from raftset.contract import SidecarEnv
 from raftset.engines import StartupConfig
-from raftset.operator import manifests
+from raftset.operator.components.services import metrics_service
+from raftset.operator.pure.pod_template import sidecar_env, store_container
 from raftset.operator.metrics import REFUSALS, OperatorMetrics, cluster_families, last_backup
 from raftset.sidecar import metrics as sidecar_metrics
 from raftset.sidecar.pure.corruption import CorruptionRecord
@@ -205,11 +206,11 @@ def test_the_store_serves_its_own_metrics_behind_the_metrics_service() -> None:
     assert engines.XLINE.refused_options({"metrics-port": "1"}) == ["metrics-port"]
 
     c = cluster()
-    env = {e["name"]: e.get("value") for e in manifests.sidecar_env(c)}
+    env = {e["name"]: e.get("value") for e in sidecar_env(c)}
     assert env[SidecarEnv.LISTEN_METRICS_URL] == f"http://0.0.0.0:{contract.METRICS_PORT}"
-    store = manifests.store_container(c)
+    store = store_container(c)
     assert {"name": "metrics", "containerPort": contract.METRICS_PORT} in store["ports"]
-    service = manifests.metrics_service(c)
+    service = metrics_service(c)
     assert service["metadata"]["name"] == contract.metrics_service_name(c.name) == f"{c.name}-metrics"
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
     assert service["metadata"]["labels"][contract.LABEL_METRICS] == "true"

@@ -19,7 +19,7 @@ import yaml
 from prometheus_client import generate_latest
 
 from raftset import contract
-from raftset.operator import manifests
+from raftset.operator.components.services import metrics_service
 from raftset.operator.metrics import OperatorMetrics
 from raftset.sidecar.metrics import Metrics
 from tests.unit.builders import cluster
@@ -61,7 +61,7 @@ def test_the_component_renders_on_an_overlay_and_scrapes_what_the_operator_serve
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["raftset.json"])["uid"] == "raftset"
     # The members' ServiceMonitor selects the metrics Service the operator renders, by its port names.
-    service = manifests.metrics_service(cluster())
+    service = metrics_service(cluster())
     selector = members["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
     ports = {p["name"]: p["port"] for p in service["spec"]["ports"]}

@@ -10,7 +10,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from raftset.contract import ReplacePhase as P
-from raftset.operator import narration
+from raftset.operator.components import narration
 from raftset.replace import Progress
 
 pytestmark = pytest.mark.unit
@@ -36,21 +36,21 @@ class Kube:
 
 async def test_every_untold_step_is_applied_as_its_own_named_event_and_counted() -> None:
     kube = Kube()
-    memory = await narration.tell_replacements(kube, BODY, [DONE], [], NOW)  # type: ignore[arg-type]
+    memory = await narration.tell_replace_steps(kube, BODY, [DONE], [], NOW)  # type: ignore[arg-type]
     assert [m["metadata"]["name"] for m in kube.applied] == [f"demo.replace-demo-2-r1-{i}" for i in range(4)]
     assert [m["reason"] for m in kube.applied] == ["ReplaceRemoving", "ReplaceRejoining", "ReplaceLearner", "Replaced"]
     assert kube.applied[-1]["involvedObject"] == {"apiVersion": "raftset.dev/v1alpha1", "kind": "EtcdCluster",
                                                   "name": "demo", "namespace": "ns", "uid": "u1"}
     assert memory == [{"pod": "demo-2", "replacement": "r1", "steps": 4}]
     again = Kube()
-    assert await narration.tell_replacements(again, BODY, [DONE], memory, NOW) == memory  # type: ignore[arg-type]
+    assert await narration.tell_replace_steps(again, BODY, [DONE], memory, NOW) == memory  # type: ignore[arg-type]
     assert again.applied == []
 
 
 async def test_a_refused_event_stops_the_telling_there_and_the_next_reconcile_goes_on_from_it() -> None:
     kube = Kube(refuse_after=2)
-    memory = await narration.tell_replacements(kube, BODY, [DONE], [], NOW)  # type: ignore[arg-type]
+    memory = await narration.tell_replace_steps(kube, BODY, [DONE], [], NOW)  # type: ignore[arg-type]
     assert memory == [{"pod": "demo-2", "replacement": "r1", "steps": 2}]
     later = Kube()
-    await narration.tell_replacements(later, BODY, [DONE], memory, NOW)  # type: ignore[arg-type]
+    await narration.tell_replace_steps(later, BODY, [DONE], memory, NOW)  # type: ignore[arg-type]
     assert [m["reason"] for m in later.applied] == ["ReplaceLearner", "Replaced"]

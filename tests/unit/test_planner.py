@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from raftset import contract
-from raftset.operator import planner
-from raftset.operator.heartbeats import HeartbeatRecord
+from raftset.operator.pure import planner
+from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.contract import quorum
-from raftset.operator.planner import Plan, plan
+from raftset.operator.pure.planner import Plan, plan
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend, kept_ordinals
 from tests.unit.builders import CLUSTER, NOW, member, members, raft_of
 

@@ -12,7 +12,7 @@ import pytest
 
 from raftset import contract
 from raftset.operator.pure.scale_step import SCALE_IN, SCALE_OUT, ScaleStep
-from raftset.operator.planner import STUCK_AFTER_SECONDS, confirmed, plan
+from raftset.operator.pure.planner import STUCK_AFTER_SECONDS, confirmed, plan
 from raftset.times import rfc3339
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 from tests.unit.builders import CLUSTER, NOW, RAFT_INDEX, members, raft, raft_member, raft_of

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.operator.planner import plan
+from raftset.operator.pure.planner import plan
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, kept_ordinals
 from tests.unit.builders import CLUSTER, NOW, member, members, raft, raft_member
 

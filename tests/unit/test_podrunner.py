@@ -12,7 +12,8 @@ import pytest
 from datetime import datetime, timezone
 
 from raftset import contract
-from raftset.operator import certificates, manifests
+from raftset.operator.pure.pod_template import pod_template, tls_volume
+from raftset.operator.pure import certificates
 from tests.unit import builders
 from tools.devcluster import kubeconfig, podrunner
 from tools.devcluster.podrunner import AddressBook
@@ -164,7 +165,7 @@ def test_tls_env_points_at_the_local_copy_and_speaks_https() -> None:
 
 
 def tls_pod() -> dict[str, Any]:
-    return pod(volumes=[{"name": "run", "emptyDir": {}}, manifests.tls_volume(builders.cluster())])
+    return pod(volumes=[{"name": "run", "emptyDir": {}}, tls_volume(builders.cluster())])
 
 
 def test_tls_sources_are_the_projected_secret_items() -> None:
@@ -267,7 +268,7 @@ def test_a_volume_starts_empty_when_lost_or_a_new_emptydir() -> None:
 
 
 def rendered_pod(c: Any) -> dict[str, Any]:
-    template = manifests.pod_template(c)
+    template = pod_template(c)
     return {"metadata": {**template["metadata"], "name": "demo-0", "namespace": "ns", "uid": "u-1"},
             "spec": template["spec"]}
 
@@ -329,7 +330,7 @@ def test_a_container_inherits_only_the_basics_with_its_binaries_first(monkeypatc
 def test_the_probes_run_are_the_rendered_ones_scaled_down() -> None:
     """The store's readinessProbe (/readyz) and livenessProbe (its client port), the sidecar's
     livenessProbe (/livez), as the operator renders them, ten times faster."""
-    rendered = {"metadata": {"name": "kv-0"}, "spec": manifests.pod_template(builders.cluster())["spec"]}
+    rendered = {"metadata": {"name": "kv-0"}, "spec": pod_template(builders.cluster())["spec"]}
     probes = podrunner.pod_probes(rendered, "etcd")
     assert probes.store_readiness is not None and probes.store_readiness.path == "/readyz"
     assert probes.store_readiness.port == contract.SIDECAR_PORT

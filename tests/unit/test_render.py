@@ -10,8 +10,14 @@ import pytest
 
 from raftset import contract
 from raftset.operator.pure.scale_step import SCALE_IN, ScaleStep, parse_step
-from raftset.operator import manifests, space
-from raftset.operator.spec import Cluster
+from raftset.operator.components.disruption_budget import pod_disruption_budget
+from raftset.operator.components.member_rbac import member_rbac
+from raftset.operator.components.services import client_service, peer_service
+from raftset.operator.components.workload import workload_manifest
+from raftset.operator.pure.objects import cached, edited_behind_our_back
+from raftset.operator.pure.pod_template import pod_template
+from raftset.operator.pure import space
+from raftset.operator.pure.spec import Cluster
 from tests.unit.builders import cluster, owned_objects
 
 
@@ -53,30 +59,30 @@ def store(template: dict[str, Any]) -> dict[str, Any]:
     (contract.KIND_XLINE, "AdvancedStatefulSet", "apps.kruise.io/v1beta1"),
 ])
 def test_workload_api(kind: str, backend: str, api_version: str) -> None:
-    obj = manifests.workload(cluster(kind, backend), 3)
+    obj = workload_manifest(cluster(kind, backend), 3)
     assert (obj["apiVersion"], obj["kind"]) == (api_version, "StatefulSet")
     assert (obj["metadata"]["name"], obj["metadata"]["namespace"]) == ("demo", "db")
 
 
 @pytest.mark.parametrize("kind", ENGINES)
 def test_reserve_ordinals_only_on_advanced(kind: str) -> None:
-    builtin = manifests.workload(cluster(kind, "StatefulSet"), 3, [1])
-    advanced = manifests.workload(cluster(kind, "AdvancedStatefulSet"), 3, [4, 1, 1])
+    builtin = workload_manifest(cluster(kind, "StatefulSet"), 3, [1])
+    advanced = workload_manifest(cluster(kind, "AdvancedStatefulSet"), 3, [4, 1, 1])
     assert builtin["spec"]["replicas"] == 3 and "reserveOrdinals" not in builtin["spec"]
     assert advanced["spec"]["replicas"] == 3 and advanced["spec"]["reserveOrdinals"] == [1, 4]
-    assert manifests.workload(cluster(kind, "AdvancedStatefulSet"), 5)["spec"]["reserveOrdinals"] == []
+    assert workload_manifest(cluster(kind, "AdvancedStatefulSet"), 5)["spec"]["reserveOrdinals"] == []
 
 
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_workload_spec(kind: str, backend: str) -> None:
     c = cluster(kind, backend)
-    spec = manifests.workload(c, 3)["spec"]
+    spec = workload_manifest(c, 3)["spec"]
     assert spec["serviceName"] == "demo-peer"
     assert spec["selector"] == {"matchLabels": contract.selector_labels("demo")}
     # the selector must select the pods the template makes
     assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
     assert spec["podManagementPolicy"] == "Parallel"
-    assert spec["template"] == manifests.pod_template(c)
+    assert spec["template"] == pod_template(c)
 
 
 SPEC_VARIANTS = [
@@ -94,8 +100,8 @@ SPEC_VARIANTS = [
 @pytest.mark.parametrize("variant", SPEC_VARIANTS, ids=range(len(SPEC_VARIANTS)))
 def test_one_pod_template_serves_both_backends(kind: str, variant: dict[str, Any]) -> None:
     """Only the sidecar's note of which API to read differs; every other byte is shared."""
-    builtin = manifests.workload(cluster(kind, "StatefulSet", **variant), 3)
-    advanced = manifests.workload(cluster(kind, "AdvancedStatefulSet", **variant), 3, [1])
+    builtin = workload_manifest(cluster(kind, "StatefulSet", **variant), 3)
+    advanced = workload_manifest(cluster(kind, "AdvancedStatefulSet", **variant), 3, [1])
     assert env(sidecar(builtin["spec"]["template"]))["RAFTSET_WORKLOAD_KIND"] == "StatefulSet"
     assert env(sidecar(advanced["spec"]["template"]))["RAFTSET_WORKLOAD_KIND"] == "AdvancedStatefulSet"
 
@@ -117,7 +123,7 @@ def test_one_pod_template_serves_both_backends(kind: str, variant: dict[str, Any
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_native_sidecar(kind: str, backend: str) -> None:
     c = cluster(kind, backend)
-    container = sidecar(manifests.pod_template(c))
+    container = sidecar(pod_template(c))
     assert container["name"] == "sidecar"
     assert container["restartPolicy"] == "Always"
     assert container["image"] == c.sidecar.image
@@ -134,7 +140,7 @@ def test_native_sidecar(kind: str, backend: str) -> None:
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_store_container(kind: str, backend: str) -> None:
     c = cluster(kind, backend)
-    container = store(manifests.pod_template(c))
+    container = store(pod_template(c))
     assert container["name"] == c.engine.name
     assert container["image"] == c.image == c.engine.image()
     assert container["command"] == c.engine.command()
@@ -152,7 +158,7 @@ def test_store_container(kind: str, backend: str) -> None:
 @pytest.mark.parametrize("kind", ENGINES)
 def test_engine_specific_parts(kind: str) -> None:
     c = cluster(kind, "StatefulSet", options={"snapshot-count": "5", "log-level": ""})
-    template = manifests.pod_template(c)
+    template = pod_template(c)
     if kind == contract.KIND_ETCD:
         assert store(template)["command"] == ["etcd", "--config-file", f"{contract.RUN_MOUNT}/etcd.conf.yaml"]
         assert store(template)["image"].startswith("gcr.io/etcd-development/etcd:v")
@@ -162,7 +168,7 @@ def test_engine_specific_parts(kind: str) -> None:
         assert store(template)["image"].startswith("ghcr.io/xline-kv/xline:v")
     variables = env(sidecar(template))
     assert variables["RAFTSET_ENGINE"] == c.engine.name
-    # The user's options, over the quota and auto-compaction the volume allows (raftset.operator.space).
+    # The user's options, over the quota and auto-compaction the volume allows (raftset.operator.pure.space).
     assert json.loads(variables["RAFTSET_OPTIONS"]) == {**space.defaults(c.engine, c.storage.size),
                                                         "snapshot-count": "5", "log-level": ""}
 
@@ -171,7 +177,7 @@ def test_engine_specific_parts(kind: str) -> None:
 def test_sidecar_environment(tls: str, scheme: str) -> None:
     c = cluster(tls={"provider": tls}, sidecar={"heartbeatIntervalSeconds": 4, "cleanIntervalSeconds": 9,
                                                  "cleanGracePeriodSeconds": 120})
-    variables = env(sidecar(manifests.pod_template(c)))
+    variables = env(sidecar(pod_template(c)))
     assert variables["RAFTSET_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert variables["RAFTSET_NAMESPACE"] == "db" and variables["RAFTSET_CLUSTER"] == "demo"
     assert variables["RAFTSET_WORKLOAD_NAME"] == "demo"
@@ -190,7 +196,7 @@ def test_sidecar_environment(tls: str, scheme: str) -> None:
 
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_pod_spec_basics(kind: str, backend: str) -> None:
-    spec = manifests.pod_template(cluster(kind, backend))["spec"]
+    spec = pod_template(cluster(kind, backend))["spec"]
     assert spec["enableServiceLinks"] is False
     assert spec["serviceAccountName"] == "demo-member"
     assert spec["terminationGracePeriodSeconds"] >= 30
@@ -202,7 +208,7 @@ def test_pod_spec_basics(kind: str, backend: str) -> None:
 def test_by_default_the_store_requests_resources_and_members_spread_over_nodes_and_zones(
         kind: str, backend: str) -> None:
     """Fault j: the CRD promised a spread that was never rendered, and the store had no requests."""
-    template = manifests.pod_template(cluster(kind, backend))
+    template = pod_template(cluster(kind, backend))
     spec = template["spec"]
     assert store(template)["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}}
     selector = {"matchLabels": contract.selector_labels("demo")}
@@ -216,7 +222,7 @@ def test_by_default_the_store_requests_resources_and_members_spread_over_nodes_a
 
 
 def test_the_defaults_can_be_switched_off() -> None:
-    template = manifests.pod_template(cluster(podTemplate={
+    template = pod_template(cluster(podTemplate={
         "resources": {"requests": {}}, "affinity": {}, "topologySpreadConstraints": []}))
     assert "affinity" not in template["spec"] and "topologySpreadConstraints" not in template["spec"]
     assert store(template)["resources"] == {"requests": {}}
@@ -233,7 +239,7 @@ def test_pod_overrides() -> None:
         "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone"}],
         "priorityClassName": "high",
     }
-    template = manifests.pod_template(cluster(podTemplate=overrides))
+    template = pod_template(cluster(podTemplate=overrides))
     spec = template["spec"]
     assert template["metadata"]["labels"]["team"] == "db"
     # a user label can never steal the selector
@@ -247,22 +253,22 @@ def test_pod_overrides() -> None:
 
 
 def test_sidecar_resources() -> None:
-    default = sidecar(manifests.pod_template(cluster()))["resources"]
+    default = sidecar(pod_template(cluster()))["resources"]
     assert default["requests"] and default["limits"]["memory"]
-    custom = sidecar(manifests.pod_template(cluster(sidecar={"resources": {"limits": {"memory": "1Gi"}}})))
+    custom = sidecar(pod_template(cluster(sidecar={"resources": {"limits": {"memory": "1Gi"}}})))
     assert custom["resources"] == {"limits": {"memory": "1Gi"}}
 
 
 # --- volumes ----------------------------------------------------------------------------------------
 
 def volumes(c: Cluster) -> dict[str, dict[str, Any]]:
-    return {v["name"]: v for v in manifests.pod_template(c)["spec"]["volumes"]}
+    return {v["name"]: v for v in pod_template(c)["spec"]["volumes"]}
 
 
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_persistent_data(kind: str, backend: str) -> None:
     c = cluster(kind, backend, storage={"size": "8Gi"})
-    obj = manifests.workload(c, 3)
+    obj = workload_manifest(c, 3)
     assert "data" not in volumes(c)  # it comes from the claim template
     (claim,) = obj["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
@@ -273,7 +279,7 @@ def test_persistent_data(kind: str, backend: str) -> None:
 
 
 def test_storage_class() -> None:
-    (claim,) = manifests.workload(cluster(storage={"storageClassName": "fast"}), 3)["spec"]["volumeClaimTemplates"]
+    (claim,) = workload_manifest(cluster(storage={"storageClassName": "fast"}), 3)["spec"]["volumeClaimTemplates"]
     assert claim["spec"]["storageClassName"] == "fast"
 
 
@@ -281,13 +287,13 @@ def test_storage_class() -> None:
 def test_ephemeral_data(kind: str, backend: str) -> None:
     c = cluster(kind, backend, storage={"ephemeral": True})
     assert volumes(c)["data"] == {"name": "data", "emptyDir": {}}
-    assert manifests.workload(c, 3)["spec"]["volumeClaimTemplates"] == []
+    assert workload_manifest(c, 3)["spec"]["volumeClaimTemplates"] == []
 
 
 @pytest.mark.parametrize(("scaled", "deleted"), [("Retain", "Retain"), ("Delete", "Retain"), ("Retain", "Delete")])
 def test_retention_policy(scaled: str, deleted: str) -> None:
     c = cluster(storage={"retentionPolicy": {"whenScaled": scaled, "whenDeleted": deleted}})
-    assert manifests.workload(c, 3)["spec"]["persistentVolumeClaimRetentionPolicy"] == {
+    assert workload_manifest(c, 3)["spec"]["persistentVolumeClaimRetentionPolicy"] == {
         "whenScaled": scaled, "whenDeleted": deleted}
 
 
@@ -295,7 +301,7 @@ def test_retention_policy(scaled: str, deleted: str) -> None:
 @pytest.mark.parametrize("provider", ["auto", "cert-manager", "disabled"])
 def test_tls_volume_only_when_tls_is_on(kind: str, backend: str, provider: str) -> None:
     c = cluster(kind, backend, tls={"provider": provider})
-    template = manifests.pod_template(c)
+    template = pod_template(c)
     on = provider != "disabled"
     assert ("tls" in volumes(c)) is on
     if on:
@@ -317,8 +323,8 @@ def test_tls_volume_only_when_tls_is_on(kind: str, backend: str, provider: str) 
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_services(kind: str, backend: str) -> None:
     c = cluster(kind, backend)
-    peer, client = manifests.peer_service(c), manifests.client_service(c)
-    template_labels = manifests.pod_template(c)["metadata"]["labels"]
+    peer, client = peer_service(c), client_service(c)
+    template_labels = pod_template(c)["metadata"]["labels"]
     assert peer["metadata"]["name"] == "demo-peer" and client["metadata"]["name"] == "demo-client"
     assert peer["spec"]["clusterIP"] == "None"
     assert peer["spec"]["publishNotReadyAddresses"] is True
@@ -335,7 +341,7 @@ def test_services(kind: str, backend: str) -> None:
 @pytest.mark.parametrize(("replicas", "quorum"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (6, 4), (7, 4)])
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_pdb_min_available_is_the_quorum(kind: str, backend: str, replicas: int, quorum: int) -> None:
-    pdb = manifests.pod_disruption_budget(cluster(kind, backend, replicas=replicas), replicas)
+    pdb = pod_disruption_budget(cluster(kind, backend, replicas=replicas), replicas)
     assert pdb is not None
     assert (pdb["apiVersion"], pdb["kind"]) == ("policy/v1", "PodDisruptionBudget")
     assert pdb["spec"] == {"minAvailable": quorum, "selector": {"matchLabels": contract.selector_labels("demo")}}
@@ -343,7 +349,7 @@ def test_pdb_min_available_is_the_quorum(kind: str, backend: str, replicas: int,
 
 @pytest.mark.parametrize("value", [0, 1, 5, "60%"])
 def test_pdb_override(value: int | str) -> None:
-    pdb = manifests.pod_disruption_budget(cluster(podDisruptionBudget={"minAvailable": value}), 7)
+    pdb = pod_disruption_budget(cluster(podDisruptionBudget={"minAvailable": value}), 7)
     assert pdb is not None and pdb["spec"]["minAvailable"] == value
 
 
@@ -351,14 +357,14 @@ def test_pdb_override(value: int | str) -> None:
 @pytest.mark.parametrize("voters", range(0, 10))
 def test_pdb_keeps_the_quorum_of_the_larger_of_desired_and_current_membership(desired: int, voters: int) -> None:
     """Fault a: during 5 -> 3 Raft still has 5 voters; the PDB must keep 3 of them, not 2."""
-    pdb = manifests.pod_disruption_budget(cluster(replicas=desired), voters)
+    pdb = pod_disruption_budget(cluster(replicas=desired), voters)
     assert pdb is not None and pdb["spec"]["minAvailable"] == max(desired, voters) // 2 + 1
-    assert manifests.pod_disruption_budget(cluster(replicas=3), 5)["spec"]["minAvailable"] == 3  # type: ignore[index]
+    assert pod_disruption_budget(cluster(replicas=3), 5)["spec"]["minAvailable"] == 3  # type: ignore[index]
 
 
 def test_pdb_disabled() -> None:
     c = cluster(podDisruptionBudget={"enabled": False, "minAvailable": 2})
-    assert manifests.pod_disruption_budget(c, 3) is None
+    assert pod_disruption_budget(c, 3) is None
     assert "PodDisruptionBudget" not in [o["kind"] for o in owned_objects(c, 3)]
 
 
@@ -366,7 +372,7 @@ def test_pdb_disabled() -> None:
 
 @pytest.mark.parametrize(("backend", "group"), [("StatefulSet", "apps"), ("AdvancedStatefulSet", "apps.kruise.io")])
 def test_member_rbac(backend: str, group: str) -> None:
-    account, role, binding = manifests.member_rbac(cluster(workload_kind=backend))
+    account, role, binding = member_rbac(cluster(workload_kind=backend))
     assert (account["kind"], account["metadata"]["name"]) == ("ServiceAccount", "demo-member")
     assert role["kind"] == "Role" and binding["kind"] == "RoleBinding"
     rules = {tuple(r["resources"]): r for r in role["rules"]}
@@ -404,7 +410,7 @@ def test_every_object_is_owned_and_labelled(kind: str, backend: str) -> None:
         assert labels.items() >= RECOMMENDED.items(), obj["kind"]
         assert labels[contract.LABEL_COMPONENT] in {"member", "peer", "client", "metrics"}
         assert labels[contract.LABEL_CLUSTER] == "demo" and labels[contract.LABEL_ENGINE] == engine
-    pod_labels = manifests.pod_template(c)["metadata"]["labels"]
+    pod_labels = pod_template(c)["metadata"]["labels"]
     assert pod_labels.items() >= {**RECOMMENDED, contract.LABEL_COMPONENT: "member"}.items()
 
 
@@ -428,21 +434,21 @@ def test_renderers_are_pure() -> None:
     (None, {"metadata": {"generation": 1}}, False),  # the initial listing
 ])
 def test_which_watch_events_are_someone_elses_edit(event: str | None, obj: dict[str, Any], edited: bool) -> None:
-    assert manifests.edited_behind_our_back(event, obj) is edited
+    assert edited_behind_our_back(event, obj) is edited
 
 
 def test_the_workload_carries_the_scale_step_it_is_written_with() -> None:
     step = ScaleStep(SCALE_IN, "demo-2", "3", 100, "2026-01-01T12:00:00Z")
-    annotations = manifests.workload(cluster("EtcdCluster", "StatefulSet"), 2, scale_step=step)["metadata"]
+    annotations = workload_manifest(cluster("EtcdCluster", "StatefulSet"), 2, scale_step=step)["metadata"]
     assert parse_step(annotations["annotations"][contract.ANNOTATION_SCALE_STEP]) == step
-    without = manifests.workload(cluster("EtcdCluster", "StatefulSet"), 2)["metadata"].get("annotations") or {}
+    without = workload_manifest(cluster("EtcdCluster", "StatefulSet"), 2)["metadata"].get("annotations") or {}
     assert contract.ANNOTATION_SCALE_STEP not in without  # server-side apply drops a confirmed record
 
 
 def test_an_indexed_object_is_a_copy_without_managed_fields() -> None:
     obj = {"metadata": {"name": "demo", "annotations": {"a": "b"}, "managedFields": [{"manager": "x"}]},
            "spec": {"replicas": 3}}
-    kept = manifests.cached(obj)
+    kept = cached(obj)
     assert kept == {"metadata": {"name": "demo", "annotations": {"a": "b"}}, "spec": {"replicas": 3}}
     kept["spec"]["replicas"] = 5
     kept["metadata"]["annotations"]["a"] = "c"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from raftset import contract
-from raftset.operator import rolls
-from raftset.operator.planner import STEP_REASONS, Plan
+from raftset.operator.pure import rolls
+from raftset.operator.pure.planner import STEP_REASONS, Plan
 from tests.unit.builders import NOW, member, members, raft, raft_member, raft_of
 
 pytestmark = pytest.mark.unit
@@ -26,10 +26,10 @@ def pod(ordinal: int, revision: str = OLD, *, terminating: bool = False, running
 
 def step_of(plan: Plan, pods: list[rolls.PodRevision], records: list[Any], *,
             listed: dict[int, float] | None = None, **kwargs: Any) -> Plan:
-    """next_step with each pod first listed by the operator `listed[ordinal]` seconds ago (default 600)."""
+    """next_restart with each pod first listed by the operator `listed[ordinal]` seconds ago (default 600)."""
     seen = {p.name: rolls.PodSighting(p.uid, NOW - timedelta(seconds=(listed or {}).get(p.ordinal, 600)))
             for p in pods}
-    return rolls.next_step(plan, NEW, pods, records, NOW, seen=seen, **kwargs)
+    return rolls.next_restart(plan, NEW, pods, records, NOW, seen=seen, **kwargs)
 
 
 def test_nothing_to_roll_keeps_the_plan() -> None:
@@ -110,7 +110,7 @@ def test_waits_for_the_restarted_pod_to_report_from_its_new_pod() -> None:
 
 def test_the_sidecars_clock_proves_nothing() -> None:
     """A renewTime from a sidecar whose clock runs an hour ahead says nothing about when the operator
-    saw the renewal: what counts is the operator's own observation (raftset.operator.freshness)."""
+    saw the renewal: what counts is the operator's own observation (raftset.operator.pure.freshness)."""
     records = members(range(3), leader=0, overrides={2: {"age": 10}})
     records[2] = dataclasses.replace(records[2], renewed=NOW + timedelta(hours=1))
     step = step_of(STEADY, [pod(0), pod(1), pod(2, NEW)], records, listed={2: 5})
@@ -127,7 +127,7 @@ def test_a_sighting_of_another_incarnation_proves_nothing() -> None:
     pods = [pod(0), pod(1), pod(2, NEW)]
     seen = {p.name: rolls.PodSighting(p.uid, NOW - timedelta(seconds=600)) for p in pods}
     seen["demo-2"] = rolls.PodSighting("uid-of-the-pod-it-replaced", NOW - timedelta(seconds=600))
-    step = rolls.next_step(STEADY, NEW, pods, members(range(3), leader=0), NOW, seen=seen)
+    step = rolls.next_restart(STEADY, NEW, pods, members(range(3), leader=0), NOW, seen=seen)
     assert step.action == "wait" and "demo-2" in step.message, step
 
 

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from raftset.operator import certificates as certs
-from raftset.operator import manifests, rotation, tls
-from raftset.operator.certificates import KeyPair, StoredLeaf
+from raftset.operator.pure import certificates as certs
+from raftset.operator.components import tls
+from raftset.operator.components.workload import workload_manifest
+from raftset.operator.pure import rotation
+from raftset.operator.pure.certificates import KeyPair, StoredLeaf
 from tests.unit.builders import NOW, cluster
 from tests.unit.test_tls_manifests import MemoryAPI
 
@@ -34,46 +36,46 @@ def test_bundles_keep_order_and_drop_duplicates() -> None:
 
 
 def test_steady_state_is_no_rotation() -> None:
-    assert rotation.step(OLD.cert_pem, leaves_of(OLD, OLD.cert_pem), rolled=True) is None
+    assert rotation.next_phase(OLD.cert_pem, leaves_of(OLD, OLD.cert_pem), rolled=True) is None
 
 
 def test_a_missing_leaf_is_left_to_issuance() -> None:
     leaves = leaves_of(OLD, OLD.cert_pem)
     leaves[certs.CLIENT] = None
-    assert rotation.step(NEW.cert_pem, leaves, rolled=True) is None
+    assert rotation.next_phase(NEW.cert_pem, leaves, rolled=True) is None
 
 
 @pytest.mark.parametrize("rolled", [True, False])
 def test_phase_1_trusts_both_cas_and_keeps_every_key_pair(rolled: bool) -> None:
     """Needs no finished roll: it starts the rotation."""
-    step = rotation.step(NEW.cert_pem, leaves_of(OLD, OLD.cert_pem, revision=4), rolled)
+    step = rotation.next_phase(NEW.cert_pem, leaves_of(OLD, OLD.cert_pem, revision=4), rolled)
     assert step is not None and step.phase == rotation.TRUST and step.revision == 5
     assert step.writes == {p: (False, BOTH) for p in certs.PURPOSES}
 
 
 def test_phase_2_waits_for_the_roll_then_reissues_from_the_new_ca() -> None:
     leaves = leaves_of(OLD, BOTH, revision=5)
-    waiting = rotation.step(NEW.cert_pem, leaves, rolled=False)
+    waiting = rotation.next_phase(NEW.cert_pem, leaves, rolled=False)
     assert waiting is not None and (waiting.phase, waiting.revision, waiting.writes) == (rotation.WAIT, 5, {})
-    step = rotation.step(NEW.cert_pem, leaves, rolled=True)
+    step = rotation.next_phase(NEW.cert_pem, leaves, rolled=True)
     assert step is not None and step.phase == rotation.LEAVES and step.revision == 6
     assert step.writes == {p: (True, BOTH) for p in certs.PURPOSES}
 
 
 def test_phase_3_waits_for_the_roll_then_drops_the_old_ca() -> None:
     leaves = leaves_of(NEW, BOTH, revision=6)
-    assert rotation.step(NEW.cert_pem, leaves, rolled=False).phase == rotation.WAIT
-    step = rotation.step(NEW.cert_pem, leaves, rolled=True)
+    assert rotation.next_phase(NEW.cert_pem, leaves, rolled=False).phase == rotation.WAIT
+    step = rotation.next_phase(NEW.cert_pem, leaves, rolled=True)
     assert step is not None and step.phase == rotation.DROP and step.revision == 7
     assert step.writes == {p: (False, NEW.cert_pem) for p in certs.PURPOSES}
     done = {p: StoredLeaf(leaf.pair, NEW.cert_pem, 7) for p, leaf in leaves.items() if leaf}
-    assert rotation.step(NEW.cert_pem, done, rolled=True) is None
+    assert rotation.next_phase(NEW.cert_pem, done, rolled=True) is None
 
 
 def test_a_partly_reissued_set_finishes_phase_2_only_for_the_rest() -> None:
     leaves = leaves_of(OLD, BOTH, revision=5)
     leaves[certs.PEER] = StoredLeaf(certs.issue(NEW, SPECS[certs.PEER], NOW), BOTH, 6)
-    step = rotation.step(NEW.cert_pem, leaves, rolled=True)
+    step = rotation.next_phase(NEW.cert_pem, leaves, rolled=True)
     assert step is not None and set(step.writes) == {certs.SERVER, certs.CLIENT} and step.revision == 7
 
 
@@ -81,7 +83,7 @@ def test_a_partly_reissued_set_finishes_phase_2_only_for_the_rest() -> None:
 
 def workload_running(c: Any, revision: str, *, updated: int = 3) -> dict[str, Any]:
     """The live workload: template on `revision`, `updated` of 3 pods on it, all ready."""
-    w = manifests.workload(c, 3, tls_revision=revision)
+    w = workload_manifest(c, 3, tls_revision=revision)
     w["metadata"]["generation"] = 7
     w["status"] = {"observedGeneration": 7, "replicas": 3, "updatedReplicas": updated, "readyReplicas": 3}
     return w

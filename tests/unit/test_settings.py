@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from raftset.operator.settings import Settings, backoffs
+from raftset.operator.pure.settings import backoffs
+from raftset.operator.settings import from_env
 
 pytestmark = pytest.mark.unit
 
@@ -31,6 +32,6 @@ def test_the_default_is_kopfs_own(monkeypatch: pytest.MonkeyPatch) -> None:
     import kopf
 
     monkeypatch.delenv("RAFTSET_API_ERROR_BACKOFFS", raising=False)
-    assert Settings.from_env().api_error_backoffs == tuple(kopf.OperatorSettings().networking.error_backoffs)
+    assert from_env().api_error_backoffs == tuple(kopf.OperatorSettings().networking.error_backoffs)
     monkeypatch.setenv("RAFTSET_API_ERROR_BACKOFFS", "1,2")
-    assert Settings.from_env().api_error_backoffs == (1.0, 2.0)
+    assert from_env().api_error_backoffs == (1.0, 2.0)

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from raftset import contract
-from raftset.operator.heartbeats import from_lease
+from raftset.operator.pure.heartbeats import from_lease
 from raftset.sidecar.pure.heartbeat import (beat, cluster_owner, event_subject, lease_body, owner_reference, role_of,
                                         should_write)
 from raftset.sidecar.pure.readiness import Readiness, readiness

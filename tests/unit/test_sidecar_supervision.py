@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from raftset.operator import manifests
 from raftset.sidecar.io.etcdclient import Unreachable
 from raftset.sidecar.io.kube import KubeError
 from raftset.sidecar.pure.supervision import after_round, bound_for, ended, liveness, progressed, started
 from raftset.sidecar.supervision import TEST_FAULT_DIR_ENV, Loops, classify
+from raftset.operator.pure.pod_template import pod_template
 from tests.unit.builders import cluster
 
 pytestmark = pytest.mark.unit
@@ -204,7 +204,7 @@ async def test_a_hung_round_says_it_holds_and_goes_on_once_its_file_is_removed(t
 
 @pytest.mark.parametrize("tls", ["auto", "disabled"])
 def test_the_test_fault_hook_is_never_rendered_into_a_pod(tls: str) -> None:
-    template = manifests.pod_template(cluster(tls={"provider": tls}))
+    template = pod_template(cluster(tls={"provider": tls}))
     names = {e["name"] for c in [*template["spec"].get("initContainers", []), *template["spec"]["containers"]]
              for e in c.get("env", [])}
     assert "RAFTSET_POD_NAME" in names and TEST_FAULT_DIR_ENV not in names

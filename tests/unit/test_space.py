@@ -9,7 +9,9 @@ from kubernetes.utils.quantity import parse_quantity
 
 from raftset import engines
 from raftset.contract import SidecarEnv
-from raftset.operator import manifests, space, spec
+from raftset.operator.pure.pod_template import sidecar_env
+from raftset.operator.pure import space
+from raftset.operator.pure import spec
 from tests.unit.builders import body, cluster
 
 pytestmark = pytest.mark.unit
@@ -37,7 +39,7 @@ def test_every_volume_holds_its_own_quota_twice_plus_headroom(size: str) -> None
 
 def test_the_operator_sets_quota_and_auto_compaction_unless_the_spec_does() -> None:
     def options(c: spec.Cluster) -> dict[str, str]:
-        env = {e["name"]: e.get("value") for e in manifests.sidecar_env(c)}
+        env = {e["name"]: e.get("value") for e in sidecar_env(c)}
         return json.loads(env[SidecarEnv.OPTIONS])
 
     assert options(cluster()) == {"quota-backend-bytes": str(2304 * MIB), "auto-compaction-mode": "periodic",

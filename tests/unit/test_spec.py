@@ -8,7 +8,7 @@ import pytest
 
 from raftset import contract
 from raftset.engines import ETCD, XLINE
-from raftset.operator.spec import DEFAULT_SIDECAR_IMAGE, InvalidSpec, Storage, parse
+from raftset.operator.pure.spec import DEFAULT_SIDECAR_IMAGE, InvalidSpec, Storage, parse
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 from tests.unit.builders import body
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from raftset import contract
-from raftset.operator import planner
-from raftset.operator.planner import Plan
-from raftset.operator.settings import Settings
-from raftset.operator.status import (
+from raftset.operator.pure import planner
+from raftset.operator.pure.planner import Plan
+from raftset.operator.pure.settings import OperatorSettings
+from raftset.operator.pure.status import (
     PLAINTEXT_WARNING,
     UNAVAILABLE_GRACE_SECONDS,
     Condition,
@@ -320,7 +320,7 @@ def test_degraded_reads_the_condition(value: str | None, expected: bool) -> None
 
 
 def test_a_degraded_cluster_is_resynced_at_the_retry_period() -> None:
-    settings = Settings(resync_seconds=600, retry_seconds=60)
+    settings = OperatorSettings(resync_seconds=600, retry_seconds=60)
     assert (settings.resync_period(True), settings.resync_period(False)) == (60, 600)
 
 
@@ -334,7 +334,7 @@ def test_a_degraded_cluster_is_resynced_at_the_retry_period() -> None:
 ])
 def test_a_quiet_tick_writes_only_when_the_resync_is_due(stepping: bool, forced: bool, degraded: bool,
                                                           since: float, due: bool) -> None:
-    settings = Settings(resync_seconds=600, retry_seconds=60)
+    settings = OperatorSettings(resync_seconds=600, retry_seconds=60)
     assert settings.write_due(stepping=stepping, forced=forced, degraded=degraded, since_applied=since) is due
 
 

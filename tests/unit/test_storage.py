@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from raftset.operator import manifests, storage
-from raftset.operator.storage import ANNOTATION_FAILED, ANNOTATION_SIZE, Claims
+from raftset.operator.pure import storage
+from raftset.operator.components.workload import workload_manifest
+from raftset.operator.components.claims import ensure_claims
+from raftset.operator.pure.storage import ANNOTATION_FAILED, ANNOTATION_SIZE, Claims
 from tests.unit.builders import cluster, owned_objects
 
 pytestmark = pytest.mark.unit
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.unit
 
 def live(size: str = "1Gi", **annotations: str) -> dict[str, Any]:
     """The workload as the apiserver returns it after an earlier apply."""
-    obj = manifests.workload(cluster(storage={"size": size}), 3)
+    obj = workload_manifest(cluster(storage={"size": size}), 3)
     obj["metadata"]["annotations"] = dict(annotations)
     return obj
 
@@ -36,7 +38,7 @@ def test_quantities_compare_by_value(a: str, b: str) -> None:
 def test_template_size() -> None:
     assert storage.template_size(live("3Gi")) == "3Gi"
     assert storage.template_size(None) is None
-    assert storage.template_size(manifests.workload(cluster(storage={"ephemeral": True}), 3)) is None
+    assert storage.template_size(workload_manifest(cluster(storage={"ephemeral": True}), 3)) is None
 
 
 @pytest.mark.parametrize(("desired", "workload", "claims", "reason"), [
@@ -99,7 +101,7 @@ def test_expanded() -> None:
 def test_the_renderer_keeps_the_claim_template_and_records_the_size() -> None:
     c = cluster(storage={"size": "5Gi"})
     claims, _ = storage.decide("5Gi", live("1Gi"))
-    obj = manifests.workload(c, 3, claims=claims)
+    obj = workload_manifest(c, 3, claims=claims)
     (template,) = obj["spec"]["volumeClaimTemplates"]
     assert template["spec"]["resources"]["requests"]["storage"] == "1Gi"
     assert obj["metadata"]["annotations"] == {ANNOTATION_SIZE: "5Gi"}
@@ -108,7 +110,7 @@ def test_the_renderer_keeps_the_claim_template_and_records_the_size() -> None:
 
 
 def test_without_claims_the_spec_size_is_rendered() -> None:
-    obj = manifests.workload(cluster(storage={"size": "5Gi"}), 3)
+    obj = workload_manifest(cluster(storage={"size": "5Gi"}), 3)
     assert obj["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == "5Gi"
     assert "annotations" not in obj["metadata"]
 
@@ -142,7 +144,7 @@ def demo_pvcs(*sizes: str) -> list[dict[str, Any]]:
 
 async def test_growth_patches_each_smaller_claim() -> None:
     api = MemoryPVCs(demo_pvcs("1Gi", "1Gi", "5Gi"))
-    claims, problem = await storage.ensure_claims(api, cluster(storage={"size": "5Gi"}), live("1Gi"))
+    claims, problem = await ensure_claims(api, cluster(storage={"size": "5Gi"}), live("1Gi"))
     assert (claims, problem) == (Claims("1Gi", "5Gi"), None)
     assert api.patched == [("data-demo-0", "5Gi"), ("data-demo-1", "5Gi")]
     assert api.selectors == ["app.kubernetes.io/instance=demo,app.kubernetes.io/name=raftset"]
@@ -150,7 +152,7 @@ async def test_growth_patches_each_smaller_claim() -> None:
 
 async def test_a_refused_patch_is_recorded_and_reported() -> None:
     api = MemoryPVCs(demo_pvcs("1Gi"), refuse=True)
-    claims, problem = await storage.ensure_claims(api, cluster(storage={"size": "5Gi"}), live("1Gi"))
+    claims, problem = await ensure_claims(api, cluster(storage={"size": "5Gi"}), live("1Gi"))
     assert claims == Claims("1Gi", "1Gi", "5Gi")
     assert problem is not None and problem[0] == "StorageExpansionFailed"
 
@@ -158,20 +160,20 @@ async def test_a_refused_patch_is_recorded_and_reported() -> None:
 async def test_a_shrink_patches_nothing_below_what_was_reached() -> None:
     api = MemoryPVCs(demo_pvcs("5Gi", "1Gi"))  # a new member's claim came from the 1Gi template
     workload = live("1Gi", **{ANNOTATION_SIZE: "5Gi"})
-    claims, problem = await storage.ensure_claims(api, cluster(storage={"size": "2Gi"}), workload)
+    claims, problem = await ensure_claims(api, cluster(storage={"size": "2Gi"}), workload)
     assert claims == Claims("1Gi", "5Gi") and problem is not None and problem[0] == "StorageShrinkRefused"
     assert api.patched == [("data-demo-1", "5Gi")]
 
 
 async def test_ticks_without_write_and_new_clusters_touch_nothing() -> None:
     api = MemoryPVCs(demo_pvcs("1Gi"))
-    assert await storage.ensure_claims(api, cluster(storage={"size": "5Gi"}), live("1Gi"), write=False) \
+    assert await ensure_claims(api, cluster(storage={"size": "5Gi"}), live("1Gi"), write=False) \
         == (Claims("1Gi", "5Gi"), None)
-    assert await storage.ensure_claims(api, cluster(storage={"size": "5Gi"}), None) == (Claims("5Gi", "5Gi"), None)
+    assert await ensure_claims(api, cluster(storage={"size": "5Gi"}), None) == (Claims("5Gi", "5Gi"), None)
     assert api.selectors == [] and api.patched == []
 
 
 async def test_ephemeral_storage_has_no_claims() -> None:
     api = MemoryPVCs([])
-    assert await storage.ensure_claims(api, cluster(storage={"ephemeral": True}), live()) == (None, None)
+    assert await ensure_claims(api, cluster(storage={"ephemeral": True}), live()) == (None, None)
     assert api.selectors == []

@@ -12,7 +12,14 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from raftset.engines import ENGINES, TLSFiles
-from raftset.operator import certificates, certmanager, manifests, spec, tls
+from raftset.operator.components import tls
+from raftset.operator.components.backup_requests import backup_request_lease
+from raftset.operator.components.member_rbac import member_rbac
+from raftset.operator.components.workload import workload_manifest
+from raftset.operator.pure.pod_template import pod_template
+from raftset.operator.pure import certmanager
+from raftset.operator.pure import certificates
+from raftset.operator.pure import spec
 from tests.unit.builders import NOW, body, cluster, owned_objects
 
 pytestmark = pytest.mark.unit
@@ -22,7 +29,7 @@ KINDS = [contract.KIND_ETCD, contract.KIND_XLINE]
 
 
 def tls_volume(c: spec.Cluster) -> dict[str, Any] | None:
-    found = [v for v in manifests.pod_template(c)["spec"]["volumes"] if v["name"] == "tls"]
+    found = [v for v in pod_template(c)["spec"]["volumes"] if v["name"] == "tls"]
     return found[0] if found else None
 
 
@@ -54,15 +61,15 @@ def test_one_projected_volume_maps_the_three_secrets_onto_the_tls_files(kind: st
 
 
 def test_both_providers_render_the_same_pod() -> None:
-    auto = manifests.pod_template(cluster(tls={"provider": "auto"}))
-    managed = manifests.pod_template(cluster(tls={"provider": "cert-manager"}))
+    auto = pod_template(cluster(tls={"provider": "auto"}))
+    managed = pod_template(cluster(tls={"provider": "cert-manager"}))
     assert auto == managed
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_disabled_mounts_nothing_and_speaks_http(kind: str) -> None:
     c = cluster(kind, tls={"provider": "disabled"})
-    template = manifests.pod_template(c, tls_revision="3")
+    template = pod_template(c, tls_revision="3")
     assert tls_volume(c) is None
     for container in (*template["spec"]["initContainers"], *template["spec"]["containers"]):
         assert all(m["name"] != "tls" for m in container["volumeMounts"])
@@ -75,7 +82,7 @@ def test_disabled_mounts_nothing_and_speaks_http(kind: str) -> None:
 
 @pytest.mark.parametrize("provider", PROVIDERS_ON)
 def test_tls_speaks_https_from_the_mounted_directory(provider: str) -> None:
-    template = manifests.pod_template(cluster(tls={"provider": provider}))
+    template = pod_template(cluster(tls={"provider": provider}))
     env = {e["name"]: e.get("value") for e in template["spec"]["initContainers"][0]["env"]}
     assert env["RAFTSET_TLS_DIR"] == contract.TLS_MOUNT
     assert env["RAFTSET_PEER_URL_TEMPLATE"] == "https://{pod}.demo-peer.db.svc:2380"
@@ -83,11 +90,11 @@ def test_tls_speaks_https_from_the_mounted_directory(provider: str) -> None:
 
 def test_the_tls_revision_is_a_pod_annotation_so_renewal_rolls_the_pods() -> None:
     c = cluster(podTemplate={"annotations": {"team": "kv"}})
-    one = manifests.workload(c, 3, tls_revision="1")["spec"]["template"]["metadata"]["annotations"]
-    two = manifests.workload(c, 3, tls_revision="2")["spec"]["template"]["metadata"]["annotations"]
+    one = workload_manifest(c, 3, tls_revision="1")["spec"]["template"]["metadata"]["annotations"]
+    two = workload_manifest(c, 3, tls_revision="2")["spec"]["template"]["metadata"]["annotations"]
     assert one == {"team": "kv", contract.ANNOTATION_TLS_REVISION: "1"}
     assert two[contract.ANNOTATION_TLS_REVISION] == "2"
-    assert contract.ANNOTATION_TLS_REVISION not in manifests.workload(c, 3)["spec"]["template"]["metadata"]["annotations"]
+    assert contract.ANNOTATION_TLS_REVISION not in workload_manifest(c, 3)["spec"]["template"]["metadata"]["annotations"]
     (objects_workload,) = [o for o in owned_objects(c, 3, tls_revision="5") if o["kind"] == "StatefulSet"]
     assert objects_workload["spec"]["template"]["metadata"]["annotations"][contract.ANNOTATION_TLS_REVISION] == "5"
 
@@ -189,7 +196,7 @@ def test_cert_manager_revision(found: dict[str, Any], revision: str) -> None:
 # --- the member Role ------------------------------------------------------------------------------
 
 def rules(c: spec.Cluster, ordinals: int = 0) -> list[dict[str, Any]]:
-    _, role, _ = manifests.member_rbac(c, ordinals)
+    _, role, _ = member_rbac(c, ordinals)
     return role["rules"]
 
 
@@ -228,7 +235,7 @@ def test_no_member_rule_lets_a_pod_write_its_cluster_object() -> None:
 def test_the_operator_writes_only_the_request_on_the_backup_lease() -> None:
     """Server-side apply of this body leaves the sidecar's record on the same Lease alone."""
     c = cluster()
-    lease = manifests.backup_request_lease(c, "2026-11-23T07:00:00.000000Z")
+    lease = backup_request_lease(c, "2026-11-23T07:00:00.000000Z")
     assert lease["metadata"]["name"] == contract.backup_lease_name("demo")
     assert lease["metadata"]["annotations"] == {contract.ANNOTATION_BACKUP_REQUEST: "2026-11-23T07:00:00.000000Z"}
     assert lease["metadata"]["labels"][contract.LABEL_BACKUP] == "true", "the operator's index watches it"
@@ -297,7 +304,7 @@ class NoSecretsAPI(MemoryAPI):
 
 async def test_auto_without_secrets_access_is_degraded_with_the_binding_to_create() -> None:
     api, c = NoSecretsAPI(), cluster()
-    live = manifests.workload(c, 3, tls_revision="4")
+    live = workload_manifest(c, 3, tls_revision="4")
     state = await tls.ensure_tls(api, c, NOW, workload=live)
     assert state.revision == "4", "the pods keep the certificates they run"
     assert state.problem is not None and state.problem[0] == "SecretsForbidden"
@@ -335,7 +342,7 @@ async def test_auto_ticks_without_write_touch_nothing() -> None:
 
 async def test_cert_manager_missing_is_a_problem_on_every_tick_and_keeps_the_running_revision() -> None:
     api, c = MemoryAPI(served=False), cluster(tls={"provider": "cert-manager"})
-    live = manifests.workload(c, 3, tls_revision="2.1.1")
+    live = workload_manifest(c, 3, tls_revision="2.1.1")
     for write in (True, False):
         state = await tls.ensure_tls(api, c, NOW, workload=live, write=write)
         assert state.problem is not None and state.problem[0] == "CertManagerMissing"

@@ -6,9 +6,9 @@ import pytest
 
 from raftset import engines
 from raftset.operator.pure import versions
-from raftset.operator import spec
-from raftset.operator.planner import Plan
-from raftset.operator.status import running_version, status
+from raftset.operator.pure import spec
+from raftset.operator.pure.planner import Plan
+from raftset.operator.pure.status import running_version, status
 from tests.unit.builders import NOW, body, cluster
 
 pytestmark = pytest.mark.unit

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from raftset.operator import watches
-from raftset.operator.settings import Settings, enabled_backends
+from raftset.operator.pure.settings import enabled_backends
+from raftset.operator.settings import from_env
 from raftset.operator.watches import ALL, LEASES, PDBS, PODS, SERVICES, WORKLOADS, Watches, problem
 
 pytestmark = pytest.mark.unit
@@ -40,11 +41,11 @@ def test_a_wrong_backend_list_stops_the_operator_at_start_with_the_reason(listed
 def test_settings_read_the_backends_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAFTSET_DEFAULT_WORKLOAD_KIND", ASTS)
     monkeypatch.delenv("RAFTSET_BACKENDS", raising=False)
-    assert Settings.from_env().backends == (STS, ASTS)
+    assert from_env().backends == (STS, ASTS)
     monkeypatch.setenv("RAFTSET_DEFAULT_WORKLOAD_KIND", STS)
-    assert Settings.from_env().backends == (STS,)
+    assert from_env().backends == (STS,)
     monkeypatch.setenv("RAFTSET_BACKENDS", "StatefulSet,AdvancedStatefulSet")
-    assert Settings.from_env().backends == (STS, ASTS)
+    assert from_env().backends == (STS, ASTS)
 
 
 def test_a_disabled_backends_workload_is_neither_reviewed_nor_watched() -> None:

@@ -53,7 +53,7 @@ from kubernetes.client.rest import ApiException
 from raftset import contract, engines
 from raftset.operator.pure import versions
 from raftset.contract import SidecarEnv
-from raftset.operator import certificates
+from raftset.operator.pure import certificates
 from raftset.sidecar.supervision import TEST_FAULT_DIR_ENV
 from tools.devcluster import kubeconfig as kubeconfigs
 from tools.devcluster import build, kubelet, procs, xline
@@ -62,7 +62,7 @@ log = logging.getLogger("raftset.podrunner")
 
 FINALIZER = f"{contract.GROUP}/podrunner"
 SELECTOR = f"{contract.LABEL_MANAGED_BY}={contract.MANAGER}"
-SIDECAR_CONTAINER = "sidecar"  # raftset.operator.manifests.SIDECAR_CONTAINER
+SIDECAR_CONTAINER = "sidecar"  # raftset.operator.pure.pod_template.SIDECAR_CONTAINER
 NOT_RUN_REASON = "NotRunLocally"  # the Warning Event on a pod (and its cluster) the runner cannot run
 POLL_S = 0.5
 # Where a plane is shared with tests whose members do not run (the e2e tier, the benchmarks): the

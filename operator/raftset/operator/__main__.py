@@ -33,18 +33,20 @@ def main(argv: list[str] | None = None) -> None:
         from raftset.operator import logs
 
         logging.getLogger("kopf.objects").addFilter(logs.DropRoutine())
-    from raftset.operator import kube, watches
-    from raftset.operator.settings import Settings
+    from raftset.operator import watches
+    from raftset.operator.io import kube
+    from raftset.operator import settings
 
     # Decided before the handlers register: only what the install enables and allows is watched.
-    watches.decide(kube.load_config(), Settings.from_env().backends, args.namespace)
+    watches.decide(kube.load_config(), settings.from_env().backends, args.namespace)
     from raftset.operator import handlers  # noqa: F401  (registers the handlers)
 
     watches.outlive_deleted_crds()
 
     elector = None
     if args.leader_elect:
-        from raftset.operator import election, kube
+        from raftset.operator import election
+        from raftset.operator.io import kube
 
         elector = election.Elector(kube.load_config(), args.lease_namespace, _identity(),
                                    election.Timing.from_env())

@@ -25,116 +25,30 @@ only warns), so exactly-one-acts would hang on a priority per replica.
 from __future__ import annotations
 
 import copy
-import enum
 import http.server
 import logging
-import os
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from raftset.operator.pure.election import (LEASE_NAME, LeaderAction, LeaderRecord, LeaderSighting, Timing,
+                                            acting_time_left, decide, observe)
+
 log = logging.getLogger("raftset.operator.election")
 
-LEASE_NAME = "raftset-operator"
 
-
-@dataclass(frozen=True)
-class Timing:
-    """client-go's defaults: a dead holder is replaced within lease_duration + 2 x retry_period of its
-    last renewal (a standby sees it on its next read and takes over on its first read a lease
-    duration later)."""
-
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
-            raise ValueError("need 0 < retry_period < renew_deadline < lease_duration "
-                             f"(got {self.retry_period}, {self.renew_deadline}, {self.lease_duration})")
-
-    @property
-    def request_timeout(self) -> float:
-        """Per API request: a round's read and write together end within the renew deadline."""
-        return self.renew_deadline / 2
-
-    @classmethod
-    def from_env(cls) -> Timing:
-        env = os.environ
-        return cls(lease_duration=float(env.get("RAFTSET_LEASE_DURATION_SECONDS", cls.lease_duration)),
-                   renew_deadline=float(env.get("RAFTSET_LEASE_RENEW_DEADLINE_SECONDS", cls.renew_deadline)),
-                   retry_period=float(env.get("RAFTSET_LEASE_RETRY_SECONDS", cls.retry_period)))
-
-
-@dataclass(frozen=True)
-class Record:
-    """What the Lease says about its holder."""
-
-    holder: str | None
-    duration: float
-    transitions: int = 0
-
-
-@dataclass(frozen=True)
-class Sighting:
-    """When this replica first read the Lease's current version, on its own monotonic clock."""
-
-    version: str  # the Lease's resourceVersion: every write changes it
-    at: float
-
-
-class Action(enum.Enum):
-    CREATE = "create"  # no Lease yet
-    RENEW = "renew"  # we hold it
-    TAKE = "take"  # free or expired: take it over
-    WAIT = "wait"  # someone else holds it
-
-
-def observe(previous: Sighting | None, version: str, now: float) -> Sighting:
-    """The sighting after reading version `version` at `now`: the same version keeps its first sighting."""
-    if previous is not None and previous.version == version:
-        return previous
-    return Sighting(version, now)
-
-
-def expired(record: Record, seen: Sighting, now: float) -> bool:
-    """No holder, or no change seen for the holder's own lease duration (on our clock, not the holder's)."""
-    if not record.holder:
-        return True
-    return now - seen.at > record.duration
-
-
-def decide(record: Record | None, me: str, seen: Sighting, now: float) -> Action:
-    """What to do with `record` (None: no Lease), which we first saw in its current version as `seen`."""
-    if record is None:
-        return Action.CREATE
-    if record.holder == me:
-        return Action.RENEW
-    return Action.TAKE if expired(record, seen, now) else Action.WAIT
-
-
-def acting_time_left(renewal_started: float, now: float, timing: Timing) -> float:
-    """How long a holder may still act after its last successful renewal began (<= 0: stop now).
-
-    Counted from the round's start, which precedes the write a standby can see, so the
-    holder stops `lease_duration - renew_deadline` before any standby's expiry.
-    """
-    return renewal_started + timing.renew_deadline - now
-
-
-def read_record(lease: client.V1Lease) -> Record:
+def read_record(lease: client.V1Lease) -> LeaderRecord:
     spec = lease.spec or client.V1LeaseSpec()
-    return Record(holder=spec.holder_identity, duration=float(spec.lease_duration_seconds or 0),
-                  transitions=spec.lease_transitions or 0)
+    return LeaderRecord(holder=spec.holder_identity, duration=float(spec.lease_duration_seconds or 0),
+                        transitions=spec.lease_transitions or 0)
 
 
-def lease_spec(me: str, now: datetime, timing: Timing, previous: Record | None) -> client.V1LeaseSpec:
+def lease_spec(me: str, now: datetime, timing: Timing, previous: LeaderRecord | None) -> client.V1LeaseSpec:
     """The spec a holder writes: a take-over counts a transition and restamps acquireTime.
 
     `renewTime` is for people reading the Lease; no replica's decision reads it."""
@@ -165,7 +79,7 @@ class Elector:
         self.timing = timing
         self.clock = clock  # only for the renewTime people read
         self.monotonic = monotonic  # every duration this replica measures
-        self.seen: Sighting | None = None
+        self.seen: LeaderSighting | None = None
         self.renewal_started: float | None = None  # the start of our last successful write
 
     def try_once(self) -> bool:
@@ -181,11 +95,11 @@ class Elector:
         record = read_record(lease) if lease is not None else None
         self.seen = observe(self.seen, (lease.metadata.resource_version or "") if lease is not None else "", started)
         action = decide(record, self.identity, self.seen, started)
-        if action is Action.WAIT:
+        if action is LeaderAction.WAIT:
             return False
         now = self.clock()
         spec = lease_spec(self.identity, now, self.timing, record)
-        if action is Action.RENEW:
+        if action is LeaderAction.RENEW:
             spec.acquire_time = (lease.spec.acquire_time if lease is not None else None) or now
         try:
             if lease is None:
@@ -200,9 +114,9 @@ class Elector:
                 return False  # another replica wrote first
             raise
         self.renewal_started = started
-        if action is not Action.RENEW:
+        if action is not LeaderAction.RENEW:
             log.info("operator Lease %s/%s acquired by %s (%s)", self.namespace, LEASE_NAME, self.identity,
-                     "created" if action is Action.CREATE else f"taken from {record.holder if record else None}")
+                     "created" if action is LeaderAction.CREATE else f"taken from {record.holder if record else None}")
         return True
 
     def acquire(self) -> None:

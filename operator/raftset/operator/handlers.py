@@ -1,7 +1,7 @@
 """kopf wiring: which events reach `reconcile`, and the indices it reads. Nothing else.
 
 The reconcile itself is `raftset.operator.reconcile`; the objects it writes are the
-components of `raftset.operator.components`.
+components of `raftset.operator.components.registry`.
 """
 
 from __future__ import annotations
@@ -14,15 +14,18 @@ import kopf
 
 from raftset import contract, engines
 from raftset import replace
-from raftset.operator import apiorder, freshness, manifests, watches
-from raftset.operator.heartbeats import LEASE, SIGHTING
-from raftset.operator.kube import Kube, load_config
+from raftset.operator import watches
+from raftset.operator.io import apiorder
+from raftset.operator.pure.objects import cached, edited_behind_our_back
+from raftset.operator.pure import freshness
+from raftset.operator.pure.heartbeats import LEASE, SIGHTING
+from raftset.operator.io.kube import KubeClient, load_config
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
-from raftset.operator.settings import Settings
+from raftset.operator.settings import from_env
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 
 log = logging.getLogger(__name__)
-SETTINGS = Settings.from_env()
+SETTINGS = from_env()
 # Only what the install enables and allows is watched: kopf ends the operator on a forbidden watch.
 WATCHES = watches.decided()
 RECONCILE_INTERVAL = SETTINGS.reconcile_interval
@@ -41,7 +44,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = SETTINGS.api_error_backoffs
     log.info("API errors retried after %s s, then given up", ", ".join(f"{d:g}" for d in SETTINGS.api_error_backoffs))
-    memo.runtime = Runtime(settings=SETTINGS, kube=Kube(load_config()), watches=WATCHES)
+    memo.runtime = Runtime(settings=SETTINGS, kube=KubeClient(load_config()), watches=WATCHES)
     for forbidden in WATCHES.forbidden:
         memo.runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)
     memo.runtime.metrics.serve(SETTINGS.metrics_address)
@@ -120,7 +123,7 @@ def _owner_key(body: kopf.Body) -> Key | None:
 
 def _by_owner(body: kopf.Body) -> dict[Key, dict[str, Any]]:
     key = _owner_key(body)
-    return {key: manifests.cached(body)} if key else {}
+    return {key: cached(body)} if key else {}
 
 
 # The workloads, so that a tick with nothing to do reads nothing from the apiserver.
@@ -158,11 +161,13 @@ def _register(engine: engines.Engine) -> None:
         await reconcile(body, patch, memo.runtime, indices, forced=True,
                         urgency=URGENCY.get(reason, apiorder.BACKGROUND))
 
+    # The id stays `-step`: kopf logs it ("Timer 'etcd-step' succeeded.", raftset.operator.logs).
     @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
-    async def step(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
+    async def tick(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
                    heartbeats: Idx = None, memberships: Idx = None, scale_away_marks: Idx = None,
                    replace_requests: Idx = None, statefulsets: Idx = None, advanced_statefulsets: Idx = None,
                    backup_records: Idx = None, **_: Any) -> None:
+        """The timer's round: nothing changed that kopf saw, the pacing decides whether it writes."""
         indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
                              advanced_statefulsets, backup_records)
         await reconcile(body, patch, memo.runtime, indices, forced=False)
@@ -183,11 +188,11 @@ for _engine in engines.ENGINES.values():
 def _mark_drift(body: kopf.Body, memo: kopf.Memo) -> None:
     key = _owner_key(body)
     if key is not None and hasattr(memo, "runtime"):
-        memo.runtime.applied_at.pop(key, None)  # the next step re-applies everything
+        memo.runtime.applied_at.pop(key, None)  # the next round re-applies everything
 
 
 for _owned in (*watches.WORKLOADS.values(), watches.SERVICES, watches.PDBS):
     @_if_watched(_owned, kopf.on.event(*_owned.resource, labels=_MANAGED, id=f"drift-{'-'.join(_owned.resource)}"))
     async def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
-        if manifests.edited_behind_our_back(type, body):
+        if edited_behind_our_back(type, body):
             _mark_drift(body, memo)

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from raftset.operator.pure.events import Event
 from raftset.times import parse_rfc3339
 
 Key = tuple[str, str]  # (namespace, cluster name)
@@ -126,7 +127,7 @@ class OperatorMetrics:
         self.clusters = Clusters()
         self.registry.register(self.clusters)
 
-    def announced(self, key: Key, kind: str, announcements: Iterable[tuple[str, str, str]]) -> None:
+    def announced(self, key: Key, kind: str, announcements: Iterable[Event]) -> None:
         """Count what status.announcements says once: leader changes and refusals."""
         for _type, reason, _message in announcements:
             if reason == "LeaderChanged":

@@ -1,34 +1,47 @@
-"""One reconcile of one cluster: read the API, call the pure core, walk the components, publish status.
+"""One round of one cluster's reconcile, as a named, ordered list of stages over one `Observed` value.
 
-Every reconcile recomputes the next step from the cluster object, the workload object
-(with the step it records), the membership Lease and the heartbeat Leases, so an
-operator restarted in the middle of a scale picks up exactly where the API says it is. What is kept in memory (indices, locks, the time of
-the last full apply) is a cache that a restart simply rebuilds.
+observe -> plan -> components -> narrate -> publish:
+
+* observe: everything the round reads from kopf's indices and the cluster object, in one value;
+* plan: the spec parsed, the workload read, the pure planner's next scale step or roll restart;
+* components: the registry walked (raftset.operator.components.registry), every write of the round;
+* narrate: what is told before the status (replace steps, the step's Events, a missing member's cause);
+* publish: the status computed, its changes announced, the patch.
+
+Every round recomputes the next scale step from the cluster object, the workload object (with the
+scale step it records), the membership Lease and the heartbeat Leases, so an operator restarted in
+the middle of a scale picks up exactly where the API says it is. What is kept in memory (indices,
+locks, the time of the last full apply) is a cache that a restart simply rebuilds.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import kopf
-from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
-from raftset.membership import parse_membership
+from raftset.membership import RaftMembership, parse_membership
+from raftset.operator import watches
+from raftset.operator.components import narration
+from raftset.operator.components.diagnosis import find_cause
+from raftset.operator.components.protocol import Problem, Round
+from raftset.operator.components.registry import COMPONENTS, walk
+from raftset.operator.io import apiorder
+from raftset.operator.io.kube import KubeClient
+from raftset.operator.metrics import RESULT_ERROR, RESULT_FAILED, RESULT_INVALID, RESULT_OK, OperatorMetrics
+from raftset.operator.pure import lasting, planner, replace, rolls, spec, status
+from raftset.operator.pure.diagnosis import Diagnosed, look_again
+from raftset.operator.pure.events import Condition, Event
+from raftset.operator.pure.freshness import Sighting
+from raftset.operator.pure.heartbeats import HeartbeatRecord, from_observed
 from raftset.operator.pure.scale_step import ScaleStep, parse_step
-from raftset.operator import (apiorder, backup_requests, diagnosis, lasting, narration, planner, recovery_shell,
-                              replacements, rolls, spec, status, watches)
-from raftset.operator.components import COMPONENTS, Step
-from raftset.operator.kube import Kube, api_error_message
-from raftset.operator.freshness import Sighting
-from raftset.operator.heartbeats import HeartbeatRecord, from_observed
-from raftset.operator.metrics import (RESULT_ERROR, RESULT_FAILED, RESULT_INVALID, RESULT_OK,
-                                      OperatorMetrics)
-from raftset.operator.settings import Settings
+from raftset.operator.pure.settings import OperatorSettings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
 Key = tuple[str, str]  # (namespace, cluster name)
@@ -38,24 +51,24 @@ Key = tuple[str, str]  # (namespace, cluster name)
 class Runtime:
     """Per-process caches; none of it is needed to resume after a restart."""
 
-    settings: Settings
-    kube: Kube
+    settings: OperatorSettings
+    kube: KubeClient
     watches: watches.Watches  # what this operator watches (decided at start)
     turns: dict[Key, apiorder.Turns] = field(default_factory=dict)
     applied_at: dict[Key, float] = field(default_factory=dict)
     # The last status computed per cluster: a reconcile may run on a body that does not
     # show our previous status patch yet, and must not announce the same change twice.
     published: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    # When each heartbeat Lease was last seen to change (raftset.operator.freshness); a
+    # When each heartbeat Lease was last seen to change (raftset.operator.pure.freshness); a
     # restart starts afresh, every Lease unconfirmed until its next renewal.
     sightings: dict[Key, dict[str, Sighting]] = field(default_factory=dict)
-    # When each member pod (by UID) was first listed during a roll (raftset.operator.rolls); a
+    # When each member pod (by UID) was first listed during a roll (raftset.operator.pure.rolls); a
     # restart starts afresh, and each pod must then report once more before the next deletion.
     pod_sightings: dict[Key, dict[str, rolls.PodSighting]] = field(default_factory=dict)
-    # When each of a cluster's status.disagreements was first seen (raftset.operator.lasting).
+    # When each of a cluster's status.disagreements was first seen (raftset.operator.pure.lasting).
     disagreements: dict[Key, dict[str, lasting.Seen]] = field(default_factory=dict)
-    # The last look for why a cluster's members are missing (raftset.operator.diagnosis).
-    diagnosed: dict[Key, diagnosis.Diagnosed] = field(default_factory=dict)
+    # The last look for why a cluster's members are missing (raftset.operator.pure.diagnosis).
+    diagnosed: dict[Key, Diagnosed] = field(default_factory=dict)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
     def forget(self, key: Key) -> None:
@@ -78,7 +91,7 @@ class Indices:
     scale_away_marks: Mapping[Key, Any]
     replace_requests: Mapping[Key, Any]  # pods with a replace request or record: {pod, requested, progress}
     workloads: dict[str, Mapping[Key, Any]]  # by Backend.name
-    backup_records: Mapping[Key, Any]  # the backup Lease's annotations (raftset.operator.backup_status)
+    backup_records: Mapping[Key, Any]  # the backup Lease's annotations (raftset.operator.pure.backup_status)
 
     def workload(self, backend: Backend, key: Key) -> dict[str, Any] | None:
         return next(iter(self.workloads[backend.name].get(key, [])), None)
@@ -104,15 +117,72 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
+@dataclass(frozen=True)
+class Observed:
+    """Everything one round reads before it decides: the cluster object and what kopf's indices hold for it."""
+
+    key: Key
+    body: kopf.Body
+    indices: Indices  # for the workload, whose kind the spec names
+    generation: int
+    old_status: dict[str, Any]  # as the body shows it
+    previous: Mapping[str, Any]  # the status last computed: the body may not show our last patch yet
+    heartbeats: list[HeartbeatRecord]
+    raft: RaftMembership | None
+    backup: Mapping[str, Any] | None  # the backup Lease's annotations
+    replace_requests: list[Mapping[str, Any]]
+    marked_pods: tuple[str, ...]
+    now: datetime
+    forced: bool  # a change event, not a timer: write whatever the pacing says
+
+    @property
+    def kind(self) -> str:
+        return str(self.body.get("kind", ""))
+
+
+def observe(runtime: Runtime, body: kopf.Body, indices: Indices, *, forced: bool) -> Observed:
+    key = (body.metadata.namespace, body.metadata.name)
+    old_status = dict(body.get("status") or {})
+    return Observed(
+        key=key, body=body, indices=indices, generation=int(body.metadata.get("generation") or 0),
+        old_status=old_status, previous=runtime.published.get(key, old_status),
+        heartbeats=from_observed(indices.heartbeats.get(key, []), body.metadata.name),
+        raft=parse_membership(next(iter(indices.memberships.get(key, [])), None)),
+        backup=next(iter(indices.backup_records.get(key, [])), None),
+        replace_requests=list(indices.replace_requests.get(key, [])),
+        marked_pods=tuple(indices.scale_away_marks.get(key, [])), now=_now(), forced=forced)
+
+
+@dataclass
+class Outcome:
+    """What the stages have decided so far; `publish` turns it into the status."""
+
+    cluster: spec.Cluster | None = None
+    plan: planner.Plan | None = None
+    workload: dict[str, Any] | None = None
+    problem: Problem | None = None
+    result: str = RESULT_OK
+    ended: bool = False  # an early stage refused the round: only narrate and publish still run
+    stepping: bool = False  # the plan takes a scale step or a roll restart
+    round: Round | None = None  # what the components found and wrote
+    narrated: list[dict[str, Any]] = field(default_factory=list)
+    conditions: tuple[Condition, ...] = ()
+    status: dict[str, Any] = field(default_factory=dict)
+    patch_status: bool = False
+
+    def end(self, problem: Problem, result: str, cluster: spec.Cluster | None = None) -> Outcome:
+        return dataclasses.replace(self, cluster=cluster, problem=problem, result=result, ended=True)
+
+
 async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indices: Indices, *,
                     forced: bool, urgency: int = apiorder.BACKGROUND) -> None:
-    """One cluster's reconcile, its API calls in the order of `urgency` (`raftset.operator.apiorder`)."""
+    """One cluster's round, its API calls in the order of `urgency` (`raftset.operator.io.apiorder`)."""
     key = (body.metadata.namespace, body.metadata.name)
     kind = str(body.get("kind", ""))
-    observed = (body.get("status") or {}).get("observedGeneration")
+    seen_generation = (body.get("status") or {}).get("observedGeneration")
     turns = runtime.turns.get(key) or runtime.turns.setdefault(key, apiorder.Turns(runtime.kube.gate))
     async with turns.take(apiorder.urgency_of(urgency, int(body.metadata.get("generation") or 0),
-                                              observed if isinstance(observed, int) else None)):
+                                              seen_generation if isinstance(seen_generation, int) else None)):
         started = time.perf_counter()
         result = RESULT_ERROR
         try:
@@ -123,136 +193,166 @@ async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indice
             runtime.metrics.duration.labels(kind).observe(time.perf_counter() - started)
 
 
+Stage = Callable[[Runtime, Observed, Outcome], Awaitable[Outcome]]
+
+
 async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indices: Indices, *,
                      forced: bool) -> str:
-    """One reconcile; returns its result for the metrics (RESULT_*)."""
-    now = _now()
-    key = (body.metadata.namespace, body.metadata.name)
-    old_status = dict(body.get("status") or {})
-    generation = int(body.metadata.get("generation") or 0)
-    members = from_observed(indices.heartbeats.get(key, []), body.metadata.name)
-    raft = parse_membership(next(iter(indices.memberships.get(key, [])), None))
-    backup = next(iter(indices.backup_records.get(key, [])), None)
-    replace_entries = list(indices.replace_requests.get(key, []))
-    replacing = replacements.rows(replace_entries)
-    # Told before the status that counts them is published (raftset.operator.narration).
-    narrated = await narration.tell_replacements(
-        runtime.kube, body, replace_entries, runtime.published.get(key, old_status).get("narrated") or [], now)
+    """The stages in order; returns the round's result for the metrics (RESULT_*)."""
+    observed = observe(runtime, body, indices, forced=forced)
+    outcome = Outcome()
+    for name, stage in STAGES:
+        if outcome.ended and name not in ALWAYS:
+            continue
+        outcome = await stage(runtime, observed, outcome)
+    if outcome.round is not None:
+        for annotation in outcome.round.dropped_annotations:
+            patch.metadata.annotations[annotation] = None
+    if outcome.patch_status:
+        patch.status.update(outcome.status)
+    return outcome.result
 
-    def publish(cluster: spec.Cluster | None, plan: planner.Plan | None,
-                workload: dict[str, Any] | None, problem: tuple[str, str] | None,
-                extra: tuple[status.Condition, ...] = ()) -> None:
-        new = status.status(cluster, plan, workload, members, old_status, generation, now, problem, raft=raft,
-                            extra=extra, backup=backup, replacements=replacing)
-        if narrated:
-            new["narrated"] = narrated
-        announced = status.announcements(runtime.published.get(key, old_status), new)
-        seen, lasted = lasting.track(runtime.disagreements.get(key, {}), new.get("disagreements") or [], now,
-                                     timedelta(seconds=runtime.settings.stuck_seconds))
-        runtime.disagreements[key] = seen
-        announced += [lasting.event(text, now - seen[text].since) for text in lasted]
-        for kind, reason, message in announced:
-            kopf.event(body, type=kind, reason=reason, message=message)
-        runtime.metrics.announced(key, str(body.get("kind", "")), announced)
-        runtime.metrics.clusters.observe(key, str(body.get("kind", "")), new)
-        runtime.published[key] = new
-        if status.patch_due(old_status, new, now, runtime.settings.status_refresh_seconds):
-            patch.status.update(new)
 
+async def plan(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcome:
+    """The spec parsed and served, the workload read, the next scale step or roll restart planned."""
     try:
-        cluster = spec.parse(body, default_workload_kind=runtime.settings.default_workload_kind,
+        cluster = spec.parse(observed.body, default_workload_kind=runtime.settings.default_workload_kind,
                              sidecar_image=runtime.settings.sidecar_image)
     except spec.InvalidSpec as error:
-        publish(None, None, None, (error.reason, str(error)))
-        return RESULT_INVALID
+        return outcome.end((error.reason, str(error)), RESULT_INVALID)
     unserved = watches.problem(cluster.backend.name, runtime.watches)
     if unserved is not None:
-        publish(cluster, None, None, unserved)
-        return RESULT_FAILED
-    await backup_requests.take(runtime.kube, body, cluster, patch, now)
-
+        return outcome.end(unserved, RESULT_FAILED, cluster)
     backend = cluster.backend
-    cached = indices.workload(backend, key)
+    cached = observed.indices.workload(backend, observed.key)
     if cached is None and not await runtime.kube.has_api(backend.api_version, backend.kind):
-        publish(cluster, None, None, (
+        return outcome.end((
             "WorkloadAPIMissing",
             f"workloadKind {backend.name} needs {backend.kind}.{backend.group}/{backend.version}, "
-            f"which this cluster does not serve: install OpenKruise or use workloadKind StatefulSet"))
-        return RESULT_FAILED
+            f"which this cluster does not serve: install OpenKruise or use workloadKind StatefulSet"),
+            RESULT_FAILED, cluster)
 
     async def read_workload() -> dict[str, Any] | None:
         return await runtime.kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
 
-    def recorded(workload: dict[str, Any] | None) -> ScaleStep | None:
-        annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
-        return parse_step(annotations.get(contract.ANNOTATION_SCALE_STEP))
-
-    async def next_step(workload: dict[str, Any] | None) -> planner.Plan:
-        current = backend.scale(workload) if workload is not None else None
-        hand_off = cluster.engine.capabilities.hand_off
-        plan = planner.plan(cluster.name, backend, cluster.replicas, current, members, raft, now,
-                            pending=recorded(workload), stuck_after=runtime.settings.stuck_seconds,
-                            hand_off=hand_off)
-        if plan.action != "steady" or workload is None or not rolls.pending(workload):
-            return plan
-        # Some pods run an older template: only now is the pod list worth a request.
-        listed = await runtime.kube.list("v1", "Pod", cluster.namespace, contract.label_selector(cluster.name))
-        pods = rolls.pod_revisions(listed, cluster.name)
-        seen = runtime.pod_sightings[key] = rolls.sight(runtime.pod_sightings.get(key, {}), pods, now)
-        revision = rolls.update_revision(workload)
-        assert revision is not None  # rolls.pending checked it
-        return rolls.next_step(plan, revision, pods, members, now, seen=seen,
-                               settle=timedelta(seconds=cluster.sidecar.heartbeat_interval), hand_off=hand_off,
-                               raft=raft)
-
     workload = cached if cached is not None else await read_workload()
-    plan = await next_step(workload)
-    if cached is not None and plan.action in planner.STEP_REASONS:
-        # The index may trail our own last write by a watch event; a step is planned on
-        # what the apiserver says now, so that no step is taken twice.
+    planned = await _next_move(runtime, observed, cluster, workload)
+    if cached is not None and planned.action in planner.STEP_REASONS:
+        # The index may trail our own last write by a watch event; a scale step is planned on
+        # what the apiserver says now, so that no scale step is taken twice.
         workload = await read_workload()
-        plan = await next_step(workload)
+        planned = await _next_move(runtime, observed, cluster, workload)
+    return dataclasses.replace(outcome, cluster=cluster, plan=planned, workload=workload,
+                               stepping=planned.action in planner.STEP_REASONS)
 
-    stepping = plan.action in planner.STEP_REASONS
-    # Raft confirmed the recorded step: dropping the record also relaxes the PDB to the new size.
-    confirmed = plan.record is None and recorded(workload) is not None
-    write = runtime.settings.write_due(stepping=stepping, forced=forced or confirmed,
-                                       degraded=status.degraded(old_status),
+
+def _recorded(workload: Mapping[str, Any] | None) -> ScaleStep | None:
+    annotations = ((workload or {}).get("metadata") or {}).get("annotations") or {}
+    return parse_step(annotations.get(contract.ANNOTATION_SCALE_STEP))
+
+
+async def _next_move(runtime: Runtime, observed: Observed, cluster: spec.Cluster,
+                     workload: dict[str, Any] | None) -> planner.Plan:
+    """The planner's plan; on a steady cluster whose pods run an older template, the roll's next restart."""
+    backend, now, heartbeats = cluster.backend, observed.now, observed.heartbeats
+    current = backend.scale(workload) if workload is not None else None
+    hand_off = cluster.engine.capabilities.hand_off
+    plan = planner.plan(cluster.name, backend, cluster.replicas, current, heartbeats, observed.raft, now,
+                        pending=_recorded(workload), stuck_after=runtime.settings.stuck_seconds,
+                        hand_off=hand_off)
+    if plan.action != "steady" or workload is None or not rolls.pending(workload):
+        return plan
+    # Some pods run an older template: only now is the pod list worth a request.
+    listed = await runtime.kube.list("v1", "Pod", cluster.namespace, contract.label_selector(cluster.name))
+    pods = rolls.pod_revisions(listed, cluster.name)
+    key = observed.key
+    seen = runtime.pod_sightings[key] = rolls.sight(runtime.pod_sightings.get(key, {}), pods, now)
+    revision = rolls.update_revision(workload)
+    assert revision is not None  # rolls.pending checked it
+    return rolls.next_restart(plan, revision, pods, heartbeats, now, seen=seen,
+                              settle=timedelta(seconds=cluster.sidecar.heartbeat_interval), hand_off=hand_off,
+                              raft=observed.raft)
+
+
+async def components(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcome:
+    """Whether the round writes (the pacing), then the registry walked in order (registry.walk)."""
+    assert outcome.cluster is not None and outcome.plan is not None
+    key, now = observed.key, observed.now
+    # Raft confirmed the recorded scale step: dropping the record also relaxes the PDB to the new size.
+    confirmed = outcome.plan.record is None and _recorded(outcome.workload) is not None
+    write = runtime.settings.write_due(stepping=outcome.stepping, forced=observed.forced or confirmed,
+                                       degraded=status.degraded(observed.old_status),
                                        since_applied=now.timestamp() - runtime.applied_at.get(key, 0.0))
-    step = Step(cluster=cluster, plan=plan, workload=workload, now=now, write=write, raft=raft,
-                marked_pods=tuple(indices.scale_away_marks.get(key, [])))
-    try:
-        for component in COMPONENTS:
-            step = await component.sync(runtime.kube, step)
-        if write:
-            runtime.applied_at[key] = now.timestamp()
-        problem = step.problem
-    except ApiException as error:
-        # Announced once through the Degraded condition, not on every reconcile.
-        problem = ("ApplyFailed", api_error_message(error))
+    current = Round(cluster=outcome.cluster, plan=outcome.plan, workload=outcome.workload, now=now, write=write,
+                    raft=observed.raft, marked_pods=observed.marked_pods, body=observed.body,
+                    heartbeats=observed.heartbeats, previous=observed.previous)
+    current, failed = await walk(runtime.kube, current)
+    if write and not failed:
+        runtime.applied_at[key] = now.timestamp()
+    return dataclasses.replace(outcome, round=current, workload=current.workload, problem=current.problem,
+                               conditions=current.conditions)
 
-    if stepping and problem is None:
-        runtime.metrics.scale_steps.labels(cluster.engine.kind, plan.action).inc()
-        for kind, reason, message in plan.step_events():
-            kopf.event(body, type=kind, reason=reason, message=message)
-    if problem is None and not stepping:
+
+async def narrate(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcome:
+    """What is told before the status: the replace steps (named Events, awaited), the scale step's
+    Events, the components' Events, and the cause of a missing member."""
+    body, now = observed.body, observed.now
+    # Told before the status that counts them is published (raftset.operator.pure.narration).
+    narrated = await narration.tell_replace_steps(runtime.kube, body, observed.replace_requests,
+                                                 observed.previous.get("narrated") or [], now)
+    outcome = dataclasses.replace(outcome, narrated=narrated)
+    if outcome.ended:
+        return outcome
+    assert outcome.cluster is not None and outcome.plan is not None and outcome.round is not None
+    problem = outcome.problem
+    told: list[Event] = []
+    if outcome.stepping and problem is None:
+        runtime.metrics.scale_steps.labels(outcome.cluster.engine.kind, outcome.plan.action).inc()
+        told += outcome.plan.step_events()
+    told += outcome.round.events
+    for event in told:
+        kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+    if problem is None and not outcome.stepping:
         # A member that has not joined: name the real cause where one can be named.
-        missing = planner.membership(plan.kept, members, now).missing
-        problem = await _cause(runtime, cluster, missing, members, now, forced=forced)
-    extra: tuple[status.Condition, ...] = ()
-    if step.workload is not None:
-        try:
-            extra = (await recovery_shell.reconcile(
-                runtime.kube, body, patch, cluster, plan.kept, members, raft, step.workload,
-                runtime.published.get(key, old_status), now),)
-        except ApiException as error:
-            problem = problem or ("QuorumRecoveryFailed", api_error_message(error))
-    publish(cluster, plan, step.workload, problem, extra)
-    return RESULT_OK if problem is None else RESULT_FAILED
+        missing = planner.membership(outcome.plan.kept, observed.heartbeats, now).missing
+        problem = await _cause(runtime, outcome.cluster, missing, observed.heartbeats, now, forced=observed.forced)
+    problem = problem or outcome.round.late_problem
+    return dataclasses.replace(outcome, problem=problem, result=RESULT_OK if problem is None else RESULT_FAILED)
+
+
+async def publish(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcome:
+    """The status computed from the outcome, its changes announced once, the patch decided."""
+    key, kind, now = observed.key, observed.kind, observed.now
+    new = status.status(outcome.cluster, outcome.plan, outcome.workload, observed.heartbeats, observed.old_status,
+                        observed.generation, now, outcome.problem, raft=observed.raft, extra=outcome.conditions,
+                        backup=observed.backup, replacements=replace.rows(observed.replace_requests))
+    if outcome.narrated:
+        new["narrated"] = outcome.narrated
+    announced = status.announcements(observed.previous, new)
+    seen, lasted = lasting.track(runtime.disagreements.get(key, {}), new.get("disagreements") or [], now,
+                                 timedelta(seconds=runtime.settings.stuck_seconds))
+    runtime.disagreements[key] = seen
+    announced += [lasting.event(text, now - seen[text].since) for text in lasted]
+    for event in announced:
+        kopf.event(observed.body, type=event.type, reason=event.reason, message=event.message)
+    runtime.metrics.announced(key, kind, announced)
+    runtime.metrics.clusters.observe(key, kind, new)
+    runtime.published[key] = new
+    due = status.patch_due(observed.old_status, new, now, runtime.settings.status_refresh_seconds)
+    return dataclasses.replace(outcome, status=new, patch_status=due)
+
+
+STAGES: tuple[tuple[str, Stage], ...] = (
+    ("plan", plan),
+    ("components", components),
+    ("narrate", narrate),
+    ("publish", publish),
+)
+ALWAYS = frozenset({"narrate", "publish"})  # they run after a stage ended the round too
 
 
 async def _cause(runtime: Runtime, cluster: spec.Cluster, missing: tuple[int, ...],
-                 members: list[HeartbeatRecord], now: datetime, *, forced: bool) -> tuple[str, str] | None:
+                 heartbeats: list[HeartbeatRecord], now: datetime, *, forced: bool) -> Problem | None:
     """Why members are missing, looked for again only when diagnosis.look_again says so."""
     key = (cluster.namespace, cluster.name)
     if not missing:
@@ -260,10 +360,10 @@ async def _cause(runtime: Runtime, cluster: spec.Cluster, missing: tuple[int, ..
         return None
     last = runtime.diagnosed.get(key)
     every = timedelta(seconds=runtime.settings.diagnosis_seconds)
-    if last is not None and not diagnosis.look_again(last, missing, now, every, forced=forced):
+    if last is not None and not look_again(last, missing, now, every, forced=forced):
         return last.cause
-    cause = await diagnosis.find_cause(runtime.kube, cluster, missing, members, now)
-    runtime.diagnosed[key] = diagnosis.Diagnosed(tuple(missing), now, cause)
+    cause = await find_cause(runtime.kube, cluster, missing, heartbeats, now)
+    runtime.diagnosed[key] = Diagnosed(tuple(missing), now, cause)
     return cause
 
 

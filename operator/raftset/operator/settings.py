@@ -3,90 +3,25 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
-from raftset.operator import spec
-from raftset.operator.planner import STUCK_AFTER_SECONDS
-from raftset.workloads import BACKENDS, STATEFULSET
+from raftset.operator.pure.settings import OperatorSettings, backoffs, enabled_backends
 
 
-def enabled_backends(listed: str | None, default_workload_kind: str) -> tuple[str, ...]:
-    """The workload backends this install serves: RAFTSET_BACKENDS (comma-separated backend
-    names), or where unset the builtin StatefulSet plus the default workload kind.
-
-    The operator watches only these backends' workloads, so an install whose RBAC grants
-    nothing on apps.kruise.io never watches Advanced StatefulSets (docs/install.md).
-    """
-    names = ([n.strip() for n in listed.split(",") if n.strip()] if listed is not None
-             else [STATEFULSET.name, default_workload_kind])
-    unknown = [n for n in names if n not in BACKENDS]
-    if unknown:
-        raise ValueError(f"RAFTSET_BACKENDS names unknown backends {unknown}; known: {sorted(BACKENDS)}")
-    if default_workload_kind not in names:
-        raise ValueError(f"RAFTSET_DEFAULT_WORKLOAD_KIND {default_workload_kind} is not among "
-                         f"RAFTSET_BACKENDS {names}")
-    return tuple(dict.fromkeys(names))
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Per-operator defaults; everything per cluster is in its spec."""
-
-    default_workload_kind: str = "StatefulSet"
-    backends: tuple[str, ...] = (STATEFULSET.name,)  # the enabled ones (enabled_backends)
-    sidecar_image: str = spec.DEFAULT_SIDECAR_IMAGE
-    reconcile_interval: float = 5.0
-    resync_seconds: float = 600.0  # drift is seen by watches; this is the safety net
-    retry_seconds: float = 60.0  # the resync of a Degraded cluster: a fixed cause is noticed soon
-    # How old the heartbeat times shown in the status may grow while nothing else in it changes.
-    status_refresh_seconds: float = 60.0
-    # How long the cause named for a missing member stands before the pods are listed again.
-    diagnosis_seconds: float = 15.0
-    stuck_seconds: float = STUCK_AFTER_SECONDS  # a step Raft has not confirmed by then is Degraded
-    metrics_address: str = ""  # host:port of /metrics; "" serves none (the manager Deployment sets it)
-    # The delays of kopf's retries of a failed API call or watch, after which it gives up (a watch
-    # given up on ends the operator: its Deployment restarts it). kopf's own default.
-    api_error_backoffs: tuple[float, ...] = (1, 1, 2, 3, 5, 8, 13, 21)
-
-    def resync_period(self, degraded: bool) -> float:
-        """How long a full re-apply may wait: shorter while the cluster is Degraded."""
-        return self.retry_seconds if degraded else self.resync_seconds
-
-    def write_due(self, *, stepping: bool, forced: bool, degraded: bool, since_applied: float) -> bool:
-        """Does this reconcile apply the owned objects, or only check them?
-
-        A step, a spec change (forced) or an overdue resync writes; a quiet tick reads
-        only kopf's indices, so hundreds of idle clusters cost the apiserver nothing.
-        """
-        return stepping or forced or since_applied >= self.resync_period(degraded)
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        env = os.environ
-        default_workload_kind = env.get("RAFTSET_DEFAULT_WORKLOAD_KIND", cls.default_workload_kind)
-        return cls(
-            default_workload_kind=default_workload_kind,
-            backends=enabled_backends(env.get("RAFTSET_BACKENDS"), default_workload_kind),
-            sidecar_image=env.get("RAFTSET_SIDECAR_IMAGE", cls.sidecar_image),
-            reconcile_interval=float(env.get("RAFTSET_RECONCILE_INTERVAL", cls.reconcile_interval)),
-            resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", cls.resync_seconds)),
-            retry_seconds=float(env.get("RAFTSET_RETRY_SECONDS", cls.retry_seconds)),
-            status_refresh_seconds=float(env.get("RAFTSET_STATUS_REFRESH_SECONDS", cls.status_refresh_seconds)),
-            diagnosis_seconds=float(env.get("RAFTSET_DIAGNOSIS_SECONDS", cls.diagnosis_seconds)),
-            stuck_seconds=float(env.get("RAFTSET_STEP_STUCK_SECONDS", cls.stuck_seconds)),
-            metrics_address=env.get("RAFTSET_METRICS_ADDRESS", cls.metrics_address),
-            api_error_backoffs=backoffs(env.get("RAFTSET_API_ERROR_BACKOFFS"), cls.api_error_backoffs),
-        )
-
-
-def backoffs(listed: str | None, default: tuple[float, ...]) -> tuple[float, ...]:
-    """RAFTSET_API_ERROR_BACKOFFS: comma-separated seconds, at least one, none negative."""
-    if listed is None:
-        return default
-    try:
-        delays = tuple(float(d) for d in listed.split(",") if d.strip())
-    except ValueError:
-        delays = ()
-    if not delays or any(d < 0 for d in delays):
-        raise ValueError(f"RAFTSET_API_ERROR_BACKOFFS must list seconds, e.g. '1,1,2,3', not {listed!r}")
-    return delays
+def from_env() -> OperatorSettings:
+    """The settings the environment gives; a variable not set keeps its default."""
+    env = os.environ
+    default = OperatorSettings()
+    default_workload_kind = env.get("RAFTSET_DEFAULT_WORKLOAD_KIND", default.default_workload_kind)
+    return OperatorSettings(
+        default_workload_kind=default_workload_kind,
+        backends=enabled_backends(env.get("RAFTSET_BACKENDS"), default_workload_kind),
+        sidecar_image=env.get("RAFTSET_SIDECAR_IMAGE", default.sidecar_image),
+        reconcile_interval=float(env.get("RAFTSET_RECONCILE_INTERVAL", default.reconcile_interval)),
+        resync_seconds=float(env.get("RAFTSET_RESYNC_SECONDS", default.resync_seconds)),
+        retry_seconds=float(env.get("RAFTSET_RETRY_SECONDS", default.retry_seconds)),
+        status_refresh_seconds=float(env.get("RAFTSET_STATUS_REFRESH_SECONDS", default.status_refresh_seconds)),
+        diagnosis_seconds=float(env.get("RAFTSET_DIAGNOSIS_SECONDS", default.diagnosis_seconds)),
+        stuck_seconds=float(env.get("RAFTSET_STEP_STUCK_SECONDS", default.stuck_seconds)),
+        metrics_address=env.get("RAFTSET_METRICS_ADDRESS", default.metrics_address),
+        api_error_backoffs=backoffs(env.get("RAFTSET_API_ERROR_BACKOFFS"), default.api_error_backoffs),
+    )

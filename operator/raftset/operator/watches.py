@@ -5,7 +5,7 @@ for `settings.networking.error_backoffs` (about a minute) and then the watcher t
 with it the whole operator (kopf 1.45's orchestrator re-raises it). kopf starts a watch for every
 registered handler's resource that the apiserver serves, so a handler on a resource the install
 may not read is a crash loop wherever that resource exists. Hence: the watches are decided once,
-before the handlers are registered, from the enabled backends (`Settings.backends`) and a
+before the handlers are registered, from the enabled backends (`OperatorSettings.backends`) and a
 SelfSubjectAccessReview per resource; a forbidden one is logged, counted
 (`raftset_operator_watch_forbidden`) and left out, and only the clusters that need it are
 Degraded (`problem`). A resource whose CRD is absent at start needs nothing here: kopf watches

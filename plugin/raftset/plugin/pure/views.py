@@ -12,7 +12,9 @@ from typing import Any
 
 from raftset import backups, contract, membership
 from raftset import quorum_loss
-from raftset.operator import heartbeats, recovery, replacements
+from raftset.operator.pure import quorum_loss as quorum_loss_decision
+from raftset.operator.pure import replace
+from raftset.operator.pure.heartbeats import from_leases
 from raftset.times import parse_rfc3339
 
 # The value of each condition when nothing needs a person (Progressing=True is work, not a problem).
@@ -67,7 +69,7 @@ def activity(obj: Mapping[str, Any]) -> list[str]:
     lost = condition(obj, "QuorumLost")
     if lost and lost.get("status") != "False":
         out.append(f"QuorumLost={lost['status']} ({lost['reason']}): {lost['message']}")
-    under_way = replacements.under_way(st.get("replacements") or [])
+    under_way = replace.under_way(st.get("replacements") or [])
     if under_way and under_way not in progressing.get("message", ""):  # Progressing may already say it
         out.append(under_way)
     out += [str(d) for d in st.get("disagreements") or []]
@@ -142,16 +144,16 @@ def survivors_view(obj: Mapping[str, Any], leases: Sequence[Mapping[str, Any]], 
                                              .get(contract.ANNOTATION_MEMBERSHIP))
                  for lease in leases if (lease.get("metadata") or {}).get("name") == contract.membership_lease_name(name)),
                 None)
-    beats = [b for b in heartbeats.from_leases(lease for lease in leases if contract.LABEL_HEARTBEAT in
-                                               ((lease.get("metadata") or {}).get("labels") or {}))
-             if contract.member_ordinal(name, b.pod) is not None]
-    view = recovery.QuorumView(cluster=name, kind_short="", replicas=0, kept=(), raft=raft, beats=beats,
-                               request=None, policy="Manual", grace_seconds=0, lost_since=None, record=None,
-                               force_supported=True, now=now)
-    found = recovery.survivors(view)
+    heartbeats = [b for b in from_leases(lease for lease in leases if contract.LABEL_HEARTBEAT in
+                                         ((lease.get("metadata") or {}).get("labels") or {}))
+                  if contract.member_ordinal(name, b.pod) is not None]
+    view = quorum_loss_decision.QuorumView(cluster=name, kind_short="", replicas=0, kept=(), raft=raft,
+                                           heartbeats=heartbeats, request=None, policy="Manual", grace_seconds=0,
+                                           lost_since=None, record=None, force_supported=True, now=now)
+    found = quorum_loss_decision.survivors(view)
     ranked = sorted(found, key=quorum_loss.rank, reverse=True)
     chosen = quorum_loss.choose(found)
-    renewed = {b.pod: b.renewed for b in beats}
+    renewed = {b.pod: b.renewed for b in heartbeats}
     return {**ident, "quorumLost": condition(obj, "QuorumLost"),
             "auto": chosen.pod if chosen else "",
             "survivors": [{"pod": s.pod, "member": s.member_id, "committed": s.committed, "term": s.term,

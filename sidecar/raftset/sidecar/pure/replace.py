@@ -4,7 +4,7 @@ Pure: the shell (raftset.sidecar.shells.replace) gathers the pod's annotations, 
 MemberList and the members' Statuses; these functions say what to do. Replacing a member is
 leaving Raft and joining again as a new member on fresh data: the old data dir is moved
 aside by the join (raftset.sidecar.io.datadir), the sidecar records which member it replaces
-on its own pod (raftset.replace.Progress), and the operator narrates that record (raftset.operator.replacements).
+on its own pod (raftset.replace.Progress), and the operator narrates that record (raftset.operator.pure.replace).
 """
 
 from __future__ import annotations

@@ -1,0 +1,26 @@
+"""The Kubernetes API calls the operator's components make: one protocol, served by io.kube.KubeClient.
+
+The components depend on this protocol, not on the client, so that unit tests drive them with
+an in-memory fake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+
+class KubeAPI(Protocol):
+    async def has_api(self, api_version: str, kind: str) -> bool: ...
+
+    async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def list(self, api_version: str, kind: str, namespace: str | None, selector: str, *,
+                   fields: str = "") -> list[dict[str, Any]]: ...
+
+    async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str,
+                          patch: Mapping[str, Any]) -> None: ...
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None: ...
