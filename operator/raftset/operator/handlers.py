@@ -106,7 +106,7 @@ def _replace_annotated(annotations: kopf.Annotations, **_: Any) -> bool:
                                        when=_replace_annotated))
 async def replace_requests(namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str],
                            **_: Any) -> dict[Key, dict[str, Any]]:
-    """Pods asked to replace their member, and the sidecar's record of each step (raftset.sidecar.repair)."""
+    """Pods asked to replace their member, and the sidecar's record of each step (raftset.sidecar.pure.replace)."""
     cluster = labels.get(contract.LABEL_INSTANCE)
     if not cluster:
         return {}

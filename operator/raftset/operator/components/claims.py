@@ -16,7 +16,7 @@ from raftset.operator.components.protocol import Owned, Round
 from raftset.operator.io.api import KubeAPI
 from raftset.operator.pure.storage import Claims, Problem, decide, expanded, recorded_size, to_expand
 
-log = logging.getLogger("raftset.operator.storage")
+log = logging.getLogger("raftset.operator.pure.storage")
 
 
 

@@ -17,7 +17,7 @@ from raftset.operator.io.api import KubeAPI
 from raftset.operator.pure.diagnosis import Problem, diagnose, pending_claims, silent_pods
 from raftset.operator.pure.heartbeats import HeartbeatRecord
 
-log = logging.getLogger("raftset.operator.diagnosis")
+log = logging.getLogger("raftset.operator.pure.diagnosis")
 
 
 async def find_cause(kube: KubeAPI, cluster: Any, missing: Sequence[int], heartbeats: Sequence[HeartbeatRecord],

@@ -5,7 +5,7 @@ A record expires `leaseDurationSeconds` after the operator *observed* its last r
 clock is off neither kills nor immortalises its member. `renewed` is kept for display.
 
 `healthy` is the member's Status (it names a leader, no error); `ready` is whether a
-linearizable read went through it (raftset.sidecar.readiness). Only Available follows `ready`:
+linearizable read went through it (raftset.sidecar.pure.readiness). Only Available follows `ready`:
 the planner, rolls and recovery act on `healthy`.
 """
 

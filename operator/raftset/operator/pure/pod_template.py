@@ -201,7 +201,7 @@ def store_container(cluster: Cluster) -> dict[str, Any]:
         "resources": dict(cluster.pod.resources) or DEFAULT_STORE_RESOURCES,
         "securityContext": _container_security(),
         # A store that exits in error leaves its last log lines in the pod's status: the
-        # sidecar reads them to tell corrupt data from other failures (raftset.sidecar.repair).
+        # sidecar reads them to tell corrupt data from other failures (raftset.sidecar.pure.replace).
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 

@@ -5,7 +5,7 @@ the heartbeat Leases (who still answers, with its committed and applied index: a
 Maintenance.Status without quorum), the user's request annotation, spec.recovery, the
 recovery record on the workload and the QuorumLost condition the status shows. Nothing is kept
 in memory, so an operator restarted midway decides the same step again. The record names the
-survivor; the sidecars do the rest (raftset.sidecar.recovery), and this module only reports,
+survivor; the sidecars do the rest (raftset.sidecar.pure.quorum_loss), and this module only reports,
 starts, restarts the pods that started before the record, and ends the recovery once every
 member votes again.
 
