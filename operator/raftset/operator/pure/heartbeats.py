@@ -6,7 +6,7 @@ clock is off neither kills nor immortalises its member. `renewed` is kept for di
 
 `healthy` is the member's Status (it names a leader, no error); `ready` is whether a
 linearizable read went through it (raftset.sidecar.pure.readiness). Only Available follows `ready`:
-the planner, rolls and recovery act on `healthy`.
+the planner, rolls and quorum loss act on `healthy`.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 Inputs are what the API says now: the Raft membership the last leader published (who votes),
 the heartbeat Leases (who still answers, with its committed and applied index: a member serves
 Maintenance.Status without quorum), the user's request annotation, spec.recovery, the
-recovery record on the workload and the QuorumLost condition the status shows. Nothing is kept
+quorum-loss record on the workload and the QuorumLost condition the status shows. Nothing is kept
 in memory, so an operator restarted midway decides the same step again. The record names the
 survivor; the sidecars do the rest (raftset.sidecar.pure.quorum_loss), and this module only reports,
-starts, restarts the pods that started before the record, and ends the recovery once every
+starts, restarts the pods that started before the record, and ends the quorum loss once every
 member votes again.
 
 What a restarted operator must not trust: a heartbeat it has only seen once (it cannot tell a
@@ -241,7 +241,7 @@ def taken_by(request: str, record: QuorumLossRecord) -> bool:
 
 
 def _restoring_quorum(view: QuorumView, record: QuorumLossRecord) -> QuorumDecision:
-    """A recovery is under way: report its step, end it once every member votes again."""
+    """Quorum is being restored: report how far, end the quorum loss once every member votes again."""
     drop = bool(view.request)
     events: tuple[Event, ...] = ()
     if view.request and not taken_by(view.request, record):

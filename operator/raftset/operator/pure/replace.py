@@ -1,4 +1,4 @@
-"""Narrating member replacements: the pods' replace records as status rows, conditions and Events.
+"""Narrating replaces: the pods' replace records as status rows, conditions and Events.
 
 The pod's sidecar does the work and records each step on its own pod
 (contract.ANNOTATION_REPLACE_PROGRESS, raftset.replace.Progress): every step so far, in order,
