@@ -12,7 +12,7 @@ import pytest
 
 from raftset import contract
 from raftset.operator.pure.scale_step import SCALE_IN, SCALE_OUT, ScaleStep
-from raftset.operator.pure.planner import STUCK_AFTER_SECONDS, confirmed, plan
+from raftset.operator.pure.planner import STUCK_AFTER_SECONDS, confirmed, plan, serving_ordinals
 from raftset.times import rfc3339
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 from tests.unit.builders import CLUSTER, NOW, RAFT_INDEX, members, raft, raft_member, raft_of
@@ -225,3 +225,45 @@ def test_every_combination_of_pending_step_and_membership_is_one_step_at_most() 
             assert (result.action, result.replicas, result.record) == ("wait", 4, pending)
         else:
             assert result.record is None or result.record.after_index == membership.index
+
+
+# --- the quorum guard believes the pods the API lists at the step, over a heartbeat still fresh ------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("gone", [0, 1])  # neither backend's victim (builtin: 3, advanced: 2)
+def test_a_kept_voter_whose_pod_is_not_serving_counts_as_down_for_the_quorum_guard(
+        backend: Backend, gone: int) -> None:
+    """A node drain evicts a kept member's pod in the second the planner removes another: the evicted
+    pod's heartbeat is still fresh, but the pod list read for the step shows it terminating (or its
+    replacement Pending). 4 voters, leader 3 kept: removing one more would leave 2 serving of 4."""
+    heartbeats = members(range(4), 3)
+    serving = frozenset(range(4)) - {gone}
+    result = plan(CLUSTER, backend, 3, (4, []), heartbeats, raft_of(heartbeats), NOW, serving=serving)
+    assert (result.action, result.replicas, result.refused) == ("wait", 4, True), result.message
+    assert f"{pod(gone)} not serving" in result.message
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_kept_pod_serving_lets_the_scale_in_step_go(backend: Backend) -> None:
+    heartbeats = members(range(4), 3)
+    result = plan(CLUSTER, backend, 3, (4, []), heartbeats, raft_of(heartbeats), NOW, serving=frozenset(range(4)))
+    assert result.action == SCALE_IN and result.replicas == 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_victims_own_pod_not_serving_does_not_hold_its_removal(backend: Backend) -> None:
+    """5 voters, the victim's pod already terminating: the other four are a quorum of five."""
+    heartbeats = members(range(5), 0)
+    result = plan(CLUSTER, backend, 4, (5, []), heartbeats, raft_of(heartbeats), NOW, serving=frozenset(range(4)))
+    assert result.action == SCALE_IN and result.scale_away == (pod(4),)
+
+
+def test_serving_reads_running_pods_that_are_not_terminating_and_ignores_strays() -> None:
+    def listed(name: str, phase: str = "Running", deleting: bool = False) -> dict[str, object]:
+        meta: dict[str, object] = {"name": name, "uid": f"uid-{name}"}
+        if deleting:
+            meta["deletionTimestamp"] = STARTED
+        return {"metadata": meta, "status": {"phase": phase}}
+    pods = [listed(pod(0)), listed(pod(1), deleting=True), listed(pod(2), "Pending"), listed(f"{CLUSTER}-canary"),
+            listed(pod(4))]
+    assert serving_ordinals(pods, CLUSTER) == frozenset({0, 4})

@@ -40,7 +40,7 @@ from raftset.operator.pure.diagnosis import Diagnosed, look_again
 from raftset.operator.pure.events import Condition, Event
 from raftset.operator.pure.freshness import Sighting
 from raftset.operator.pure.heartbeats import HeartbeatRecord, from_observed
-from raftset.operator.pure.scale_step import ScaleStep, parse_step
+from raftset.operator.pure.scale_step import SCALE_IN, ScaleStep, parse_step
 from raftset.operator.pure.settings import OperatorSettings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
@@ -242,6 +242,12 @@ async def plan(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcom
         # what the apiserver says now, so that no scale step is taken twice.
         workload = await read_workload()
         planned = await _next_move(runtime, observed, cluster, workload)
+    if planned.action == SCALE_IN:
+        # The quorum guard's evidence, read at this moment: a heartbeat stays fresh for a while
+        # after a drain evicted its pod.
+        listed = await runtime.kube.list("v1", "Pod", cluster.namespace, contract.label_selector(cluster.name))
+        planned = await _next_move(runtime, observed, cluster, workload,
+                                   serving=planner.serving_ordinals(listed, cluster.name))
     return dataclasses.replace(outcome, cluster=cluster, plan=planned, workload=workload,
                                stepping=planned.action in planner.STEP_REASONS)
 
@@ -252,14 +258,14 @@ def _recorded(workload: Mapping[str, Any] | None) -> ScaleStep | None:
 
 
 async def _next_move(runtime: Runtime, observed: Observed, cluster: spec.Cluster,
-                     workload: dict[str, Any] | None) -> planner.Plan:
+                     workload: dict[str, Any] | None, *, serving: frozenset[int] | None = None) -> planner.Plan:
     """The planner's plan; on a steady cluster whose pods run an older template, the roll's next restart."""
     backend, now, heartbeats = cluster.backend, observed.now, observed.heartbeats
     current = backend.scale(workload) if workload is not None else None
     hand_off = cluster.engine.capabilities.hand_off
     plan = planner.plan(cluster.name, backend, cluster.replicas, current, heartbeats, observed.raft, now,
                         pending=_recorded(workload), stuck_after=runtime.settings.stuck_seconds,
-                        hand_off=hand_off)
+                        hand_off=hand_off, serving=serving)
     if plan.action != "steady" or workload is None or not rolls.pending(workload):
         return plan
     # Some pods run an older template: only now is the pod list worth a request.

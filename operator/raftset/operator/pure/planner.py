@@ -12,9 +12,10 @@ membership read after the step began, a scale-out when the new member votes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from raftset import contract
 from raftset.contract import quorum
@@ -282,12 +283,15 @@ def plan(
     pending: ScaleStep | None = None,
     stuck_after: float = STUCK_AFTER_SECONDS,
     hand_off: bool = True,
+    serving: frozenset[int] | None = None,
 ) -> Plan:
     """The next scale step.
 
     `current` is the workload's (replicas, reserveOrdinals), or None before it exists;
     `raft` the membership the leader published (None while there is none); `pending` the
-    step recorded on the workload; `hand_off` the engine's Capabilities.hand_off.
+    step recorded on the workload; `hand_off` the engine's Capabilities.hand_off; `serving`
+    the ordinals whose pod the API listed Running and not terminating for this step
+    (`serving_ordinals`), None where the pods were not read.
     """
     if current is None:
         return first_scale(backend, desired, raft, heartbeats)
@@ -362,15 +366,22 @@ def plan(
     # The quorum guard counts a member healthy only where its heartbeat and Raft both call it a
     # voter, and against the voters Raft has now: the victim's store may stop before its
     # MemberRemove commits (a leave that times out), and it is one of them until then.
+    # A fresh heartbeat outlives its pod by up to a Lease duration: where the pods were read for
+    # this step (`serving`), a voter whose pod is terminating, Pending or gone is down (a drain's
+    # eviction in the same second).
     voting = membership(kept, heartbeats, now, raft)
     voters = sum(1 for m in raft.members if m.voter)
-    left = voting.healthy_voters - int(victim in voting.voters)
+    healthy = [o for o in voting.voters if o != victim]
+    down = [] if serving is None else [o for o in healthy if o not in serving]
+    left = len(healthy) - len(down)
     if left < quorum(voters):
         then = ("waiting for the cluster to recover" if voters - 1 >= quorum(voters)
                 else f"no member can leave a cluster of {voters} voters this way, healthy or not")
+        pods = "".join(f"; {contract.pod_name(cluster, o)} not serving: its pod is terminating, Pending or gone"
+                       for o in down)
         return Plan(replicas, reserved, "wait",
                     f"removing ordinal {victim} now could leave {left} healthy of {voters} voters (its store "
-                    f"may stop before its removal commits), fewer than the {quorum(voters)} a quorum needs; "
+                    f"may stop before its removal commits), fewer than the {quorum(voters)} a quorum needs{pods}; "
                     f"{then}", refused=True)
     leaving = victim_pod if victim == current_leader.ordinal else None
     message = f"removing {victim_pod} ({replicas} -> {step} members)"
@@ -382,6 +393,17 @@ def plan(
     record = ScaleStep(SCALE_IN, victim_pod, victim_entry.id if victim_entry else "", raft.index, rfc3339(now))
     return Plan(step, new_reserved, SCALE_IN, message, scale_away=(victim_pod,),
                 hand_off_from=leaving, hand_off=hand_off, record=record)
+
+
+def serving_ordinals(pods: Iterable[Mapping[str, Any]], cluster: str) -> frozenset[int]:
+    """The ordinals whose member pod the API lists Running and not terminating (strays ignored)."""
+    found = set()
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        ordinal = contract.member_ordinal(cluster, str(meta.get("name", "")))
+        if ordinal is not None and not meta.get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Running":
+            found.add(ordinal)
+    return frozenset(found)
 
 
 def stale_marks(cluster: str, plan: Plan, marked_pods: Iterable[str]) -> list[str]:
