@@ -188,18 +188,48 @@ PROMTOOL = Component(
     tags=("remove_all_sd",),
 )
 
+# The real-node lab's node binaries (docs/devcluster.md, "Real nodes"): the control plane's
+# Kubernetes release in a wrapper module of its own, whose graph adds what only they import
+# (kube's stamp stays valid; the shared packages come from Go's build cache).
+KUBENODE = Component(
+    name="kubenode",
+    version=versions.KUBERNETES,
+    module="kubenode",
+    packages=("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"),
+    binaries=("kubelet", "kube-proxy"),
+    ldflags=_kube_version_ldflags(versions.KUBERNETES),
+)
+
+COREDNS = Component(
+    name="coredns",
+    version=versions.COREDNS,
+    module="coredns",
+    packages=("github.com/coredns/coredns",),
+    binaries=("coredns",),
+)
+
 # What the local control plane runs; `make controlplane` (and CI) builds every component.
 PLANE = (*ETCDS, KUBE, KRUISE, KWOK)
 # Besides: the S3 server (backups), the fault-injection proxy and promtool (tests, bench).
 COMPONENTS = (*PLANE, VERSITYGW, TOXIPROXY, PROMTOOL)
+# Built only when named (`build kubenode coredns`): no tier of `make test` runs real nodes yet.
+REAL_NODE = (KUBENODE, COREDNS)
 
 
 def go_env() -> dict[str, str]:
     """Never fetch a toolchain; go.sum (committed) is the integrity check, not the sumdb,
     which does not serve every module version the proxy serves."""
     env = dict(os.environ)
-    env.update(GOTOOLCHAIN="local", GOSUMDB="off", GOFLAGS="-mod=readonly -buildvcs=false")
+    caller = os.environ.get("GOFLAGS", "")
+    env.update(GOTOOLCHAIN="local", GOSUMDB="off", GOFLAGS=" ".join(("-mod=readonly -buildvcs=false", caller)).strip())
     return env
+
+
+def parallelism_args(goflags: str) -> list[str]:
+    """Two packages at once, unless the caller's GOFLAGS sets `-p` (`GOFLAGS=-p=1` beside other work)."""
+    if any(flag == "-p" or flag.startswith("-p=") for flag in goflags.split()):
+        return []
+    return ["-p", "2"]
 
 
 def _go(args: list[str], cwd: Path | None, capture: bool = False, env: dict[str, str] | None = None) -> str:
@@ -324,7 +354,7 @@ def _build(component: Component, digest: str, log: Callable[[str], None]) -> Non
     with installing(component.name, component.out_dir, digest) as out:
         scratch = out.parent  # removed with `out`'s temporary directory
         ldflags = " ".join(("-s", "-w", *component.ldflags))
-        args = ["build", "-p", "2", "-trimpath", "-ldflags", ldflags]
+        args = ["build", *parallelism_args(os.environ.get("GOFLAGS", "")), "-trimpath", "-ldflags", ldflags]
         env: dict[str, str] = {}
         if component.tags:
             args += ["-tags", ",".join(component.tags)]
