@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from raftset import contract
-from tools.devcluster import build, certmanager, operatorpod, plane, s3, shutdown, xline
+from tools.devcluster import build, certmanager, nodes, operatorpod, plane, s3, shutdown, xline
 from tools.devcluster.podrunner import PodRunner, pod_ip
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,6 +73,31 @@ def cmd_up(args: argparse.Namespace) -> int:
         shutdown.shield()
         if p is not None:
             p.stop()
+        shutdown.stopped()
+    return 0
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    """The real-node lab (docs/devcluster.md, "Real nodes: status") until a stop signal."""
+    shutdown.on_stop_signals()
+    run: nodes.Lab | None = None
+    try:
+        run = nodes.start(args.count, log=print)
+        print(f"\nexport KUBECONFIG={run.kubeconfig}")
+        print(f"kubectl get nodes -o wide   # run {run.plan.run_id}, logs in {run.workdir / 'logs'}")
+        print("Ctrl-C, SIGTERM or SIGHUP stops it.", flush=True)
+        while not run.supervisor.dead():
+            time.sleep(1)
+        raise SystemExit(f"lab process(es) exited: {[p.name for p in run.supervisor.dead()]}; "
+                         f"logs in {run.workdir / 'logs'} (removed with the lab)")
+    except KeyboardInterrupt as stop:
+        print(f"\nstopping ({stop})", flush=True)
+    finally:
+        shutdown.shield()
+        if run is not None:
+            problems = run.stop()
+            print("stopped: every process, namespace, cgroup and file of the lab removed" if not problems
+                  else f"stopped, but: {problems}", flush=True)
         shutdown.stopped()
     return 0
 
@@ -270,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--apiserver-only", action="store_true", help="etcd + kube-apiserver only")
     up.add_argument("--workdir", help="keep certificates, kubeconfig and logs here instead of a temp dir")
     up.set_defaults(func=cmd_up)
+    nd = sub.add_parser("nodes", help="the real-node lab (kubelet, containerd) until Ctrl-C/SIGTERM")
+    nd.add_argument("--count", type=int, default=1, help="nodes (only 1 is tested so far)")
+    nd.set_defaults(func=cmd_nodes)
     run = sub.add_parser("run", help="control plane and pod runner (unless $KUBECONFIG is set) + overlay + operator + demo")
     run.add_argument("--overlay", default="kruise", choices=("kruise", "statefulset"))
     run.set_defaults(func=cmd_run)

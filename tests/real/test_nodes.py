@@ -1,0 +1,105 @@
+"""The real-node lab: one node in its own namespaces becomes Ready, runs a plain pod, and its
+teardown leaves nothing on the host (tools.devcluster.nodes). Not in `make test` yet."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tools.devcluster import lab, nodes, pause
+
+pytestmark = pytest.mark.real
+
+REPO = Path(__file__).resolve().parents[2]
+HOST_IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+
+
+def _plain_pod(name: str) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+        "spec": {"automountServiceAccountToken": False, "terminationGracePeriodSeconds": 2,
+                 "containers": [{"name": "main", "image": pause.IMAGE, "imagePullPolicy": "Never",
+                                 "command": ["/pause"]}]},
+    }
+
+
+def _pod_running(run: nodes.Lab, name: str) -> dict | None:
+    pod = json.loads(run.kubectl("get", "pod", name, "-o", "json").stdout)
+    return pod if pod["status"].get("phase") == "Running" else None
+
+
+def _processes_mentioning(*needles: str) -> list[str]:
+    listing = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in listing.splitlines() if any(n in line for n in needles)]
+
+
+def _assert_nothing_left(plan: lab.Lab, workdir: Path) -> None:
+    assert nodes.leftovers(plan) == []
+    assert not workdir.exists()
+    assert _processes_mentioning(str(workdir), plan.prefix) == []
+
+
+def test_one_node_becomes_ready_runs_a_plain_pod_and_leaves_nothing() -> None:
+    host_forwarding = HOST_IP_FORWARD.read_text()
+    run = nodes.start(1)
+    plan, workdir = run.plan, run.workdir
+    try:
+        node = plan.nodes[0]
+        [registered] = json.loads(run.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        assert registered["metadata"]["name"] == node.name
+        assert registered["metadata"]["labels"]["topology.kubernetes.io/zone"] == node.zone
+        assert {"type": "InternalIP", "address": node.ip} in registered["status"]["addresses"]
+        assert registered["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+        assert nodes.ready_nodes(run) == {node.name}
+        # Pod cgroups live under the node's own root (never in another kubelet's way).
+        for root in lab.cgroup_paths([Path("/sys/fs/cgroup") / h for h in ("cpu", "memory", "pids")], node.cgroup_root):
+            assert (root / "kubepods").is_dir(), root
+
+        run.kubectl("apply", "-f", "-", input=json.dumps(_plain_pod("plain")))
+        deadline = time.monotonic() + 120
+        while (pod := _pod_running(run, "plain")) is None and time.monotonic() < deadline:
+            time.sleep(1)
+        assert pod is not None, run.kubectl("describe", "pod", "plain").stdout
+        assert pod["spec"]["nodeName"] == node.name
+        assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(node.pod_cidr)
+        assert "localhost/pause:3.10" in run.ctr(node, "images", "list", "-q")
+        assert HOST_IP_FORWARD.read_text() == host_forwarding
+    finally:
+        problems = run.stop()
+    assert problems == []
+    _assert_nothing_left(plan, workdir)
+    assert HOST_IP_FORWARD.read_text() == host_forwarding
+
+
+def test_a_stop_signal_tears_the_lab_down() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "tools.devcluster", "nodes"], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("Ctrl-C"):
+                break
+        output = "".join(lines)
+        assert "Ctrl-C" in output, output
+        run_id = next(line.split()[1] for line in lines if line.startswith("lab "))
+        workdir = Path(next(line for line in lines if line.startswith("lab ")).rsplit("workdir ", 1)[1].strip())
+        assert workdir.is_dir() and (lab.NETNS_DIR / f"rs{run_id}-n1").exists()
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, output + rest
+    assert "stopped: every process, namespace, cgroup and file of the lab removed" in rest
+    _assert_nothing_left(lab.plan(run_id, 0), workdir)  # names depend on the run id only
