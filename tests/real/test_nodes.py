@@ -103,3 +103,49 @@ def test_a_stop_signal_tears_the_lab_down() -> None:
     assert proc.returncode == 0, output + rest
     assert "stopped: every process, namespace, cgroup and file of the lab removed" in rest
     _assert_nothing_left(lab.plan(run_id, 0), workdir)  # names depend on the run id only
+
+
+CONNECT = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], 9), timeout=5)
+except ConnectionRefusedError:
+    print("refused")  # the pod's own kernel answered: the packet got there and back
+except OSError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def _host_ruleset() -> str:
+    return subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
+
+
+def test_two_nodes_route_pod_traffic_and_keep_service_rules_in_their_namespaces() -> None:
+    host_rules = _host_ruleset()
+    run = nodes.start(2)
+    plan, workdir = run.plan, run.workdir
+    try:
+        assert nodes.ready_nodes(run) == {"node1", "node2"}
+        pods = []
+        for node in plan.nodes:
+            pod = _plain_pod(f"on-{node.name}")
+            pod["spec"]["nodeName"] = node.name
+            run.kubectl("apply", "-f", "-", input=json.dumps(pod))
+            pods.append(pod["metadata"]["name"])
+        deadline = time.monotonic() + 120
+        running: dict[str, dict | None] = {name: None for name in pods}
+        while not all(running.values()) and time.monotonic() < deadline:
+            running = {name: _pod_running(run, name) for name in pods}
+            time.sleep(1)
+        assert all(running.values()), run.kubectl("get", "pods", "-o", "wide").stdout
+        ips = [running[name]["status"]["podIP"] for name in pods]  # type: ignore[index]
+        for node, remote_ip in ((plan.nodes[0], ips[1]), (plan.nodes[1], ips[0])):
+            answer = subprocess.run(lab.in_netns(node, [sys.executable, "-c", CONNECT, remote_ip]),
+                                    capture_output=True, text=True, timeout=30)
+            assert answer.stdout.strip() == "refused", (node.name, remote_ip, answer.stdout, answer.stderr)
+        assert all(nodes.service_rules(node) for node in plan.nodes)
+        assert _host_ruleset() == host_rules
+    finally:
+        problems = run.stop()
+    assert problems == []
+    _assert_nothing_left(plan, workdir)

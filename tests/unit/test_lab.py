@@ -191,3 +191,15 @@ def test_the_image_archive_is_a_named_oci_layout_whose_digests_match() -> None:
     with tarfile.open(fileobj=io.BytesIO(layer_tar)) as tar:
         [member] = tar.getmembers()
         assert (member.name, member.mode, tar.extractfile(member).read()) == ("pause", 0o755, b"\x7fELF binary")  # type: ignore[union-attr]
+
+
+def test_kube_proxy_keeps_to_the_nodes_namespace_and_the_global_conntrack_values() -> None:
+    plan = lab.plan("ab12cd", 5, nodes=2)
+    node = plan.nodes[1]
+    config = lab.kube_proxy_config(plan, node, Path("/k.kubeconfig"))
+    assert config["mode"] == "iptables" and config["clusterCIDR"] == plan.cluster_cidr
+    assert config["bindAddress"] == node.ip and config["nodePortAddresses"] == [f"{node.ip}/32"]
+    assert config["hostnameOverride"] == "node2"
+    assert config["healthzBindAddress"].startswith("127.0.0.1:") and config["metricsBindAddress"].startswith("127.0.0.1:")
+    assert config["iptables"]["localhostNodePorts"] is False  # else it sets route_localnet
+    assert config["conntrack"] == {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"}

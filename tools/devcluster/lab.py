@@ -341,6 +341,25 @@ def kubelet_args(node: Node, dirs: NodeDirs, config: Path, kubeconfig: Path) -> 
     ]
 
 
+def kube_proxy_config(lab: Lab, node: Node, kubeconfig: Path) -> dict[str, Any]:
+    """kube-proxy in iptables mode inside the node's namespace: its rules never reach the
+    host's tables, and with the conntrack values at 0 it leaves the global ones alone."""
+    return {
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "kind": "KubeProxyConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig)},
+        "mode": "iptables",
+        "clusterCIDR": lab.cluster_cidr,
+        "hostnameOverride": node.name,
+        "bindAddress": node.ip,
+        "healthzBindAddress": "127.0.0.1:10256",
+        "metricsBindAddress": "127.0.0.1:10249",
+        "nodePortAddresses": [f"{node.ip}/32"],
+        "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
+        "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"},
+    }
+
+
 def sysctl_mounts(dirs: NodeDirs) -> list[tuple[Path, Path]]:
     """(file holding kubelet's expected value, the /proc/sys entry it covers), per tunable."""
     return [(dirs.sysctl / key.replace("/", "."), Path("/proc/sys") / key) for key in KERNEL_DEFAULTS]

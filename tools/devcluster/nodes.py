@@ -35,7 +35,7 @@ NODE_READY_TIMEOUT_S = 180.0
 CGROUP_DRAIN_S = 15.0
 SANDBOX_IMAGE = "localhost/pause:3.10"
 # What a node needs from the machine (`make realnode-deps` installs the Debian packages).
-MACHINE_TOOLS = ("containerd", "ctr", "runc", "socat", "nsenter", "unshare", "ip", "setpriv", "kubectl")
+MACHINE_TOOLS = ("containerd", "ctr", "runc", "socat", "nsenter", "unshare", "ip", "setpriv", "kubectl", "iptables")
 
 Log = Callable[[str], None]
 
@@ -152,6 +152,9 @@ def _start(run: Lab, log: Log) -> None:
     names = [n.name for n in run.plan.nodes]
     _timed(run, "nodes Ready", log, lambda: procs.wait_for(
         lambda: set(names) <= ready_nodes(run), f"nodes {names} Ready", NODE_READY_TIMEOUT_S, run.supervisor.procs))
+    _timed(run, "kube-proxy rules", log, lambda: procs.wait_for(
+        lambda: all(service_rules(n) for n in run.plan.nodes), "kube-proxy's KUBE-SERVICES chain in every node",
+        START_TIMEOUT_S, run.supervisor.procs))
     run.timings["total"] = time.monotonic() - t0
     log(f"lab {run.plan.run_id} up in {run.timings['total']:.1f}s: {len(names)} node(s), workdir {run.workdir}")
 
@@ -283,6 +286,12 @@ def _write_node_files(run: Lab, node: lab.Node, certs_dir: Path) -> tuple[Path, 
     pair = pki.issue_client(ca, f"system:node:{node.name}", "system:nodes", dirs.root, "kubelet-client")
     node_kubeconfig = kubeconfig.write(dirs.root / "kubelet.kubeconfig", kubeconfig.render(
         run.plan.apiserver_url, certs_dir / "ca.crt", kubeconfig.cert_user(pair.cert, pair.key)))
+    # The user the default ClusterRoleBinding system:node-proxier names.
+    proxy_pair = pki.issue_client(ca, "system:kube-proxy", "", dirs.root, "kube-proxy-client")
+    proxy_kubeconfig = kubeconfig.write(dirs.root / "kube-proxy.kubeconfig", kubeconfig.render(
+        run.plan.apiserver_url, certs_dir / "ca.crt", kubeconfig.cert_user(proxy_pair.cert, proxy_pair.key)))
+    (dirs.root / "kube-proxy.yaml").write_text(
+        yaml.safe_dump(lab.kube_proxy_config(run.plan, node, proxy_kubeconfig)))
     return containerd_toml, kubelet_yaml, node_kubeconfig
 
 
@@ -302,6 +311,17 @@ def _start_node(run: Lab, node: lab.Node) -> None:
         str(build.KUBENODE.binary("kubelet")),
         *lab.kubelet_args(node, dirs, kubelet_yaml, node_kubeconfig)], env=_base_env())
     _join(runtime_cgroups, kubelet.pid)
+    proxy = sup.start(f"kube-proxy-{node.name}", lab.in_netns(node, [
+        str(build.KUBENODE.binary("kube-proxy")), f"--config={dirs.root / 'kube-proxy.yaml'}", "--v=1"]),
+        env=_base_env())
+    _join(runtime_cgroups, proxy.pid)
+
+
+def service_rules(node: lab.Node) -> bool:
+    """kube-proxy has written its Service chain into the node's own nat table."""
+    result = subprocess.run(lab.in_netns(node, ["iptables", "-t", "nat", "-S", "KUBE-SERVICES"]),
+                            capture_output=True, text=True)
+    return result.returncode == 0
 
 
 def import_pause_image(run: Lab, node: lab.Node) -> None:
