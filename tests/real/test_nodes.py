@@ -120,7 +120,7 @@ def _host_ruleset() -> str:
     return subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
 
 
-def test_two_nodes_route_pod_traffic_and_keep_service_rules_in_their_namespaces() -> None:
+def test_two_nodes_route_pod_traffic_and_serve_cluster_dns_through_their_own_service_rules() -> None:
     host_rules = _host_ruleset()
     run = nodes.start(2)
     plan, workdir = run.plan, run.workdir
@@ -144,6 +144,12 @@ def test_two_nodes_route_pod_traffic_and_keep_service_rules_in_their_namespaces(
                                     capture_output=True, text=True, timeout=30)
             assert answer.stdout.strip() == "refused", (node.name, remote_ip, answer.stdout, answer.stderr)
         assert all(nodes.service_rules(node) for node in plan.nodes)
+        # CoreDNS answers from its Deployment behind kube-dns, reached through each node's
+        # kube-proxy rules; its answer comes from the API, which it reached through the
+        # `kubernetes` Service's IP (in-cluster config).
+        for node in plan.nodes:
+            assert nodes.resolve(run, node, "kubernetes.default.svc.cluster.local") == (0, [plan.first_service_ip])
+            assert nodes.resolve(run, node, "nothing.default.svc.cluster.local") == (3, [])  # NXDOMAIN
         assert _host_ruleset() == host_rules
     finally:
         problems = run.stop()

@@ -224,3 +224,9 @@ def test_the_callers_goflags_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     assert build.go_env()["GOFLAGS"] == "-mod=readonly -buildvcs=false -p=1"
     monkeypatch.delenv("GOFLAGS")
     assert build.go_env()["GOFLAGS"] == "-mod=readonly -buildvcs=false"
+
+
+def test_a_static_build_is_an_input_of_the_digest_only_where_asked() -> None:
+    assert build.COREDNS.static and not build.KUBE.static
+    dynamic = dataclasses.replace(build.COREDNS, static=False)
+    assert build.inputs_digest(dynamic, "go1.26") != build.inputs_digest(build.COREDNS, "go1.26")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.devcluster import lab, pause
+from tools.devcluster import images, lab, labdns
 
 pytestmark = pytest.mark.unit
 
@@ -173,8 +173,8 @@ def _members(archive: bytes) -> dict[str, bytes]:
 
 
 def test_the_image_archive_is_a_named_oci_layout_whose_digests_match() -> None:
-    archive = pause.image_archive("localhost/pause:3.10", {"pause": b"\x7fELF binary"}, ["/pause"])
-    assert archive == pause.image_archive("localhost/pause:3.10", {"pause": b"\x7fELF binary"}, ["/pause"])
+    archive = images.image_archive("localhost/pause:3.10", {"pause": b"\x7fELF binary"}, ["/pause"])
+    assert archive == images.image_archive("localhost/pause:3.10", {"pause": b"\x7fELF binary"}, ["/pause"])
     files = _members(archive)
     blobs = {"sha256:" + name.rsplit("/", 1)[1]: data for name, data in files.items() if name.startswith("blobs/")}
     assert all(hashlib.sha256(data).hexdigest() == digest.split(":")[1] for digest, data in blobs.items())
@@ -203,3 +203,34 @@ def test_kube_proxy_keeps_to_the_nodes_namespace_and_the_global_conntrack_values
     assert config["healthzBindAddress"].startswith("127.0.0.1:") and config["metricsBindAddress"].startswith("127.0.0.1:")
     assert config["iptables"]["localhostNodePorts"] is False  # else it sets route_localnet
     assert config["conntrack"] == {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s", "tcpCloseWaitTimeout": "0s"}
+
+
+def test_the_kube_dns_service_sits_at_the_kubelets_cluster_dns_address() -> None:
+    plan = lab.plan("ab12cd", 5, nodes=2)
+    docs = {d["kind"]: d for d in labdns.manifests(plan)}
+    assert docs["Service"]["metadata"] == {"name": "kube-dns", "namespace": "kube-system", "labels": labdns.LABELS}
+    assert docs["Service"]["spec"]["clusterIP"] == plan.cluster_dns == lab.kubelet_config(
+        plan, plan.nodes[0], DIRS, Path("/ca"))["clusterDNS"][0]
+    template = docs["Deployment"]["spec"]["template"]
+    assert template["metadata"]["labels"] == docs["Service"]["spec"]["selector"]
+    [container] = template["spec"]["containers"]
+    assert container["image"] == labdns.IMAGE and container["imagePullPolicy"] == "Never"
+    assert "forward" not in docs["ConfigMap"]["data"]["Corefile"], "nothing is dialled outside the lab"
+    assert docs["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": template["spec"]["serviceAccountName"], "namespace": "kube-system"}]
+
+
+def test_a_query_and_its_answer_round_trip() -> None:
+    query = labdns.a_query("kubernetes.default.svc.cluster.local", 0x1234)
+    assert query[:4] == b"\x12\x34\x01\x00"
+    assert b"\x0akubernetes\x07default\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01" in query
+    # The server's answer: the question echoed, then one A record whose name is a pointer to it.
+    answer = (b"\x12\x34\x85\x00" + b"\x00\x01\x00\x01\x00\x00\x00\x00" + query[12:]
+              + b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x1e\x00\x04" + bytes([10, 22, 0, 1]))
+    assert labdns.a_records(answer, 0x1234) == (0, ["10.22.0.1"])
+    nxdomain = b"\x12\x34\x85\x03" + b"\x00\x01\x00\x00\x00\x00\x00\x00" + query[12:]
+    assert labdns.a_records(nxdomain, 0x1234) == (3, [])
+    with pytest.raises(ValueError):
+        labdns.a_records(answer, 0x4321)
+    with pytest.raises(ValueError):
+        labdns.a_records(query, 0x1234)  # a query is no response

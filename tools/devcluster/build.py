@@ -67,6 +67,8 @@ class Component:
     source_module: str | None = None
     source_edits: tuple[SourceEdit, ...] = ()
     tags: tuple[str, ...] = ()
+    # No cgo: a static binary that runs on an image with no libc (the lab's CoreDNS).
+    static: bool = False
 
     @property
     def module_dir(self) -> Path:
@@ -206,6 +208,7 @@ COREDNS = Component(
     module="coredns",
     packages=("github.com/coredns/coredns",),
     binaries=("coredns",),
+    static=True,  # its image holds the binary alone
 )
 
 # What the local control plane runs; `make controlplane` (and CI) builds every component.
@@ -260,6 +263,8 @@ def inputs_digest(component: Component, go_version: str) -> str:
         inputs += (component.renames,)
     if component.source_module:
         inputs += (component.source_module, component.source_edits, component.tags)
+    if component.static:
+        inputs += ("static",)
     h.update(repr(inputs).encode())
     return h.hexdigest()
 
@@ -355,7 +360,7 @@ def _build(component: Component, digest: str, log: Callable[[str], None]) -> Non
         scratch = out.parent  # removed with `out`'s temporary directory
         ldflags = " ".join(("-s", "-w", *component.ldflags))
         args = ["build", *parallelism_args(os.environ.get("GOFLAGS", "")), "-trimpath", "-ldflags", ldflags]
-        env: dict[str, str] = {}
+        env: dict[str, str] = {"CGO_ENABLED": "0"} if component.static else {}
         if component.tags:
             args += ["-tags", ",".join(component.tags)]
         if component.source_module:

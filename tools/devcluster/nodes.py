@@ -17,9 +17,11 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from tools.devcluster import build, kubeconfig, lab, net, pki, procs
+from tools.devcluster import build, images, kubeconfig, lab, labdns, net, pki, procs, versions
 
 START_TIMEOUT_S = 180.0
 NODE_READY_TIMEOUT_S = 180.0
@@ -113,12 +115,13 @@ class Lab:
         self.stop()
 
 
-def start(nodes: int = 1, log: Log = _quiet) -> Lab:
-    """Start the lab (building missing binaries first); on any failure nothing is left behind."""
+def start(nodes: int = 1, dns: bool = True, log: Log = _quiet) -> Lab:
+    """Start the lab (building missing binaries first), with CoreDNS unless `dns` is False;
+    on any failure nothing is left behind."""
     missing = missing_tools()
     if missing:
         raise RuntimeError(f"the real-node lab needs {', '.join(missing)}: run `make realnode-deps`")
-    build.ensure_all((build.ETCD, build.KUBE, build.KUBENODE), log=log)
+    build.ensure_all((build.ETCD, build.KUBE, build.KUBENODE, *((build.COREDNS,) if dns else ())), log=log)
     taken = frozenset(os.listdir(lab.NETNS_DIR)) if lab.NETNS_DIR.is_dir() else frozenset()
     plan = lab.pick(nodes, taken=taken)
     workdir = Path(tempfile.mkdtemp(prefix=f"raftset-lab-{plan.run_id}-"))
@@ -126,7 +129,7 @@ def start(nodes: int = 1, log: Log = _quiet) -> Lab:
     run = Lab(plan=plan, workdir=workdir, supervisor=procs.Supervisor(workdir / "logs"))
     atexit.register(run.stop)
     try:
-        _start(run, log)
+        _start(run, dns, log)
     except BaseException:
         log(f"lab start failed; logs in {workdir / 'logs'} are removed with the lab:")
         for proc in run.supervisor.procs:
@@ -143,7 +146,7 @@ def _timed(run: Lab, name: str, log: Log, step: Callable[[], object]) -> None:
     log(f"  {name}: {run.timings[name]:.1f}s")
 
 
-def _start(run: Lab, log: Log) -> None:
+def _start(run: Lab, dns: bool, log: Log) -> None:
     t0 = time.monotonic()
     _timed(run, "network", log, lambda: _make_network(run))
     _timed(run, "control plane", log, lambda: _start_plane(run))
@@ -155,6 +158,8 @@ def _start(run: Lab, log: Log) -> None:
     _timed(run, "kube-proxy rules", log, lambda: procs.wait_for(
         lambda: all(service_rules(n) for n in run.plan.nodes), "kube-proxy's KUBE-SERVICES chain in every node",
         START_TIMEOUT_S, run.supervisor.procs))
+    if dns:
+        _timed(run, "CoreDNS available", log, lambda: start_dns(run))
     run.timings["total"] = time.monotonic() - t0
     log(f"lab {run.plan.run_id} up in {run.timings['total']:.1f}s: {len(names)} node(s), workdir {run.workdir}")
 
@@ -330,6 +335,35 @@ def import_pause_image(run: Lab, node: lab.Node) -> None:
 
     archive = pause.ensure_archive()
     run.ctr(node, "images", "import", str(archive))
+
+
+def start_dns(run: Lab) -> None:
+    """CoreDNS (the cached static build, as an image) into every node, then its Deployment and
+    the `kube-dns` Service; returns once it is available."""
+    archive = images.cached_archive(versions.bin_root() / "images", labdns.IMAGE,
+                                    {"coredns": build.COREDNS.binary("coredns")}, ["/coredns"])
+    for node in run.plan.nodes:
+        run.ctr(node, "images", "import", str(archive))
+    run.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(labdns.manifests(run.plan)))
+    run.kubectl("rollout", "status", "-n", labdns.NAMESPACE, "deployment/coredns", f"--timeout={START_TIMEOUT_S:.0f}s",
+                timeout=START_TIMEOUT_S + 10)
+
+
+ASK = """
+import socket, sys
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+    sock.settimeout(5)
+    sock.sendto(bytes.fromhex(sys.argv[2]), (sys.argv[1], 53))
+    print(sock.recv(4096).hex())
+"""
+
+
+def resolve(run: Lab, node: lab.Node, name: str) -> tuple[int, list[str]]:
+    """(response code, A records) for `name` from the cluster DNS, asked from the node's namespace."""
+    query_id = random.randrange(1 << 16)
+    answer = _run(*lab.in_netns(node, [sys.executable, "-c", ASK, run.plan.cluster_dns,
+                                       labdns.a_query(name, query_id).hex()]))
+    return labdns.a_records(bytes.fromhex(answer.strip()), query_id)
 
 
 def ready_nodes(run: Lab) -> set[str]:
