@@ -190,6 +190,9 @@ def _make_network(run: Lab) -> None:
         _run("ip", "-n", node.netns, "link", "set", "eth0", "up")
         # The namespace's own forwarding switch (pods reach other nodes); the host's stays as it is.
         _run(*lab.in_netns(node, ["sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"]))
+        # The node's own connections to Service IPs need a route before kube-proxy's OUTPUT
+        # rules rewrite them (pods have their default route through cni0).
+        _run("ip", "-n", node.netns, "route", "add", plan.service_cidr, "dev", "eth0")
         for other in plan.nodes:
             if other != node:
                 _run("ip", "-n", node.netns, "route", "add", other.pod_cidr, "via", other.ip)
