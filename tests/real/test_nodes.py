@@ -71,6 +71,9 @@ def test_one_node_becomes_ready_runs_a_plain_pod_and_leaves_nothing() -> None:
         assert pod["spec"]["nodeName"] == node.name
         assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(node.pod_cidr)
         assert "localhost/pause:3.10" in run.ctr(node, "images", "list", "-q")
+        # The apiserver reaches the kubelet (at the node IP) for a container's log.
+        logs = run.kubectl("logs", "-n", "kube-system", "deployment/coredns", check=False)
+        assert logs.returncode == 0 and "CoreDNS-1.12.3" in logs.stdout, logs.stderr
         assert HOST_IP_FORWARD.read_text() == host_forwarding
     finally:
         problems = run.stop()

@@ -129,6 +129,7 @@ def test_the_apiserver_binds_the_plane_nodes_ip_with_node_authorization() -> Non
     assert f"--bind-address={plan.nodes[0].ip}" in args and f"--advertise-address={plan.nodes[0].ip}" in args
     assert f"--service-cluster-ip-range={plan.service_cidr}" in args
     assert "--authorization-mode=Node,RBAC" in args and "--enable-admission-plugins=NodeRestriction" in args
+    assert "--kubelet-preferred-address-types=InternalIP" in args
     assert not [a for a in args if "endpoint-reconciler" in a], "the kubernetes Service needs its endpoints"
     assert not [a for a in args if "0.0.0.0" in a]
 

@@ -390,6 +390,8 @@ def apiserver_args(lab: Lab, pki_dir: Path, etcd_url: str, workdir: Path) -> lis
         f"--client-ca-file={pki_dir / 'ca.crt'}",
         f"--kubelet-client-certificate={pki_dir / 'admin.crt'}",
         f"--kubelet-client-key={pki_dir / 'admin.key'}",
+        # Node names resolve nowhere in the lab: logs and exec go to the node IP.
+        "--kubelet-preferred-address-types=InternalIP",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-account-key-file={pki_dir / 'sa.pub'}",
         f"--service-account-signing-key-file={pki_dir / 'sa.key'}",
