@@ -83,7 +83,7 @@ def test_one_node_becomes_ready_runs_a_plain_pod_and_leaves_nothing() -> None:
 
 
 def test_a_stop_signal_tears_the_lab_down() -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "tools.devcluster", "nodes"], cwd=REPO, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "tools.devcluster", "nodes", "--count", "1"], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     lines: list[str] = []
     try:

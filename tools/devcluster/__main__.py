@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--workdir", help="keep certificates, kubeconfig and logs here instead of a temp dir")
     up.set_defaults(func=cmd_up)
     nd = sub.add_parser("nodes", help="the real-node lab (kubelet, containerd) until Ctrl-C/SIGTERM")
-    nd.add_argument("--count", type=int, default=1, help="nodes (the real tier tests 1)")
+    nd.add_argument("--count", type=int, default=3, help="nodes, one per zone (zone-a, zone-b, zone-c, zone-a, ...)")
     nd.set_defaults(func=cmd_nodes)
     run = sub.add_parser("run", help="control plane and pod runner (unless $KUBECONFIG is set) + overlay + operator + demo")
     run.add_argument("--overlay", default="kruise", choices=("kruise", "statefulset"))
