@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.devcluster import lab, nodes, pause
+from tools.devcluster import lab, nodes, programs
 
 pytestmark = pytest.mark.real
 
@@ -26,7 +26,7 @@ def _plain_pod(name: str) -> dict:
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
         "spec": {"automountServiceAccountToken": False, "terminationGracePeriodSeconds": 2,
-                 "containers": [{"name": "main", "image": pause.IMAGE, "imagePullPolicy": "Never",
+                 "containers": [{"name": "main", "image": programs.PAUSE.image, "imagePullPolicy": "Never",
                                  "command": ["/pause"]}]},
     }
 
@@ -119,6 +119,41 @@ except OSError as exc:
 """
 
 
+def _echo_workload() -> list[dict]:
+    """Two echo pods, one per node, behind a headless Service (their DNS names) and a ClusterIP one."""
+    labels = {"app": "echo"}
+    return [
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo", "namespace": "default"},
+         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": labels,
+                  "ports": [{"name": "echo", "port": 8080}]}},
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo-any", "namespace": "default"},
+         "spec": {"selector": labels, "ports": [{"name": "echo", "port": 80, "targetPort": 8080}]}},
+        {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "echo", "namespace": "default"},
+         "spec": {"serviceName": "echo", "replicas": 2, "podManagementPolicy": "Parallel",
+                  "selector": {"matchLabels": labels},
+                  "template": {"metadata": {"labels": labels}, "spec": {
+                      "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 2,
+                      "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                          {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
+                      "containers": [{"name": "echo", "image": programs.ECHO.image, "imagePullPolicy": "Never",
+                                      "ports": [{"containerPort": 8080}]}]}}}},
+    ]
+
+
+READ = """
+import socket, sys
+with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5) as conn:
+    print(conn.recv(100).decode().strip())
+"""
+
+
+def _read_from(node: lab.Node, host: str, port: int) -> str:
+    answer = subprocess.run(lab.in_netns(node, [sys.executable, "-c", READ, host, str(port)]),
+                            capture_output=True, text=True, timeout=30)
+    assert answer.returncode == 0, answer.stderr
+    return answer.stdout.strip()
+
+
 def _host_ruleset() -> str:
     return subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
 
@@ -153,6 +188,21 @@ def test_two_nodes_route_pod_traffic_and_serve_cluster_dns_through_their_own_ser
         for node in plan.nodes:
             assert nodes.resolve(run, node, "kubernetes.default.svc.cluster.local") == (0, [plan.first_service_ip])
             assert nodes.resolve(run, node, "nothing.default.svc.cluster.local") == (3, [])  # NXDOMAIN
+
+        # A StatefulSet's pods by their DNS names under a headless Service, and a ClusterIP
+        # Service balancing over both nodes' pods, from each node.
+        run.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": _echo_workload()}))
+        run.kubectl("rollout", "status", "statefulset/echo", "--timeout=120s", timeout=130)
+        echo_pods = {name: json.loads(run.kubectl("get", "pod", name, "-o", "json").stdout) for name in ("echo-0", "echo-1")}
+        assert {p["spec"]["nodeName"] for p in echo_pods.values()} == {"node1", "node2"}
+        service_ip = run.kubectl("get", "service", "echo-any", "-o", "jsonpath={.spec.clusterIP}").stdout
+        for node in plan.nodes:
+            for name, pod in echo_pods.items():
+                dns_name = f"{name}.echo.default.svc.cluster.local"
+                assert nodes.resolve(run, node, dns_name) == (0, [pod["status"]["podIP"]])
+                assert _read_from(node, pod["status"]["podIP"], 8080) == name
+            answers = {_read_from(node, service_ip, 80) for _ in range(30)}
+            assert answers == {"echo-0", "echo-1"}, (node.name, answers)  # each missed: 2**-30
         assert _host_ruleset() == host_rules
     finally:
         problems = run.stop()

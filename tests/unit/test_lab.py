@@ -1,4 +1,4 @@
-"""The real-node lab's plan and rendered configuration (tools.devcluster.lab, pause.image_archive)."""
+"""The real-node lab's plan and rendered configuration (tools.devcluster.lab, labdns, images)."""
 
 from __future__ import annotations
 

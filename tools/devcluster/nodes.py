@@ -30,12 +30,11 @@ from pathlib import Path
 
 import yaml
 
-from tools.devcluster import build, images, kubeconfig, lab, labdns, net, pki, procs, versions
+from tools.devcluster import build, images, kubeconfig, lab, labdns, net, pki, procs, programs, versions
 
 START_TIMEOUT_S = 180.0
 NODE_READY_TIMEOUT_S = 180.0
 CGROUP_DRAIN_S = 15.0
-SANDBOX_IMAGE = "localhost/pause:3.10"
 # What a node needs from the machine (`make realnode-deps` installs the Debian packages).
 MACHINE_TOOLS = ("containerd", "ctr", "runc", "socat", "nsenter", "unshare", "ip", "setpriv", "kubectl", "iptables")
 
@@ -287,7 +286,7 @@ def _write_node_files(run: Lab, node: lab.Node, certs_dir: Path) -> tuple[Path, 
     dirs.resolv_conf.write_text("")
     (dirs.cni_conf / "10-lab.conflist").write_text(json.dumps(lab.cni_conflist(node, dirs), indent=2))
     containerd_toml = dirs.root / "containerd.toml"
-    containerd_toml.write_text(lab.containerd_config(dirs, SANDBOX_IMAGE))
+    containerd_toml.write_text(lab.containerd_config(dirs, programs.PAUSE.image))
     kubelet_yaml = dirs.root / "kubelet.yaml"
     kubelet_yaml.write_text(yaml.safe_dump(lab.kubelet_config(run.plan, node, dirs, certs_dir / "ca.crt")))
     ca = pki.KeyPair(certs_dir / "ca.crt", certs_dir / "ca.key")
@@ -313,7 +312,7 @@ def _start_node(run: Lab, node: lab.Node) -> None:
     _join(runtime_cgroups, containerd.pid)
     run.containerd_pids[node.name] = containerd.pid
     procs.wait_for(lambda: run.ctr(node, "version"), f"containerd of {node.name}", START_TIMEOUT_S, [containerd])
-    import_pause_image(run, node)
+    import_images(run, node)
     kubelet = sup.start(f"kubelet-{node.name}", [
         "nsenter", "-t", str(containerd.pid), "-m", "-n", "--",
         str(build.KUBENODE.binary("kubelet")),
@@ -332,12 +331,10 @@ def service_rules(node: lab.Node) -> bool:
     return result.returncode == 0
 
 
-def import_pause_image(run: Lab, node: lab.Node) -> None:
-    """The sandbox image, from the build cache (tools.devcluster.pause), into the node's containerd."""
-    from tools.devcluster import pause  # noqa: PLC0415 - only the lab needs the image
-
-    archive = pause.ensure_archive()
-    run.ctr(node, "images", "import", str(archive))
+def import_images(run: Lab, node: lab.Node) -> None:
+    """The lab's tiny images (the sandbox image first) from the build cache into the node's containerd."""
+    for program in (programs.PAUSE, programs.ECHO):
+        run.ctr(node, "images", "import", str(programs.ensure_archive(program)))
 
 
 def start_dns(run: Lab) -> None:
