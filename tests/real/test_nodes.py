@@ -75,11 +75,14 @@ def test_one_node_becomes_ready_runs_a_plain_pod_and_leaves_nothing() -> None:
         logs = run.kubectl("logs", "-n", "kube-system", "deployment/coredns", check=False)
         assert logs.returncode == 0 and "CoreDNS-1.12.3" in logs.stdout, logs.stderr
         assert HOST_IP_FORWARD.read_text() == host_forwarding
+        sockets = nodes.shim_sockets(run)
+        assert len(sockets) >= 2, sockets  # CoreDNS's pod and the plain pod: a shim each
     finally:
         problems = run.stop()
     assert problems == []
     _assert_nothing_left(plan, workdir)
     assert HOST_IP_FORWARD.read_text() == host_forwarding
+    assert [s for s in sockets if s.exists()] == [], "SIGKILLed shims leave their sockets behind"
 
 
 def test_a_stop_signal_tears_the_lab_down() -> None:

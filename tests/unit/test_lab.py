@@ -235,3 +235,18 @@ def test_a_query_and_its_answer_round_trip() -> None:
         labdns.a_records(answer, 0x4321)
     with pytest.raises(ValueError):
         labdns.a_records(query, 0x1234)  # a query is no response
+
+
+UNIX_TABLE = """\
+Num       RefCount Protocol Flags    Type St Inode Path
+0000000000000000: 00000002 00000000 00010000 0001 01 4711 /run/containerd/s/0f3a
+0000000000000000: 00000002 00000000 00010000 0001 01 4712 /run/containerd/s/9b1c
+0000000000000000: 00000003 00000000 00000000 0001 03 4713
+0000000000000000: 00000002 00000000 00010000 0001 01 4714 @/run/containerd/s/abstract
+0000000000000000: 00000002 00000000 00010000 0001 01 4715 /tmp/lab/node1/containerd.sock
+"""
+
+
+def test_only_the_shim_sockets_held_by_the_given_inodes_are_removed() -> None:
+    assert lab.held_socket_paths(UNIX_TABLE, {4711, 4713, 4714, 4715}) == {Path("/run/containerd/s/0f3a")}
+    assert lab.held_socket_paths(UNIX_TABLE, set()) == set()

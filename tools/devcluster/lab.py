@@ -427,3 +427,21 @@ def cgroup_hierarchies(mounts: str) -> list[Path]:
 def bottom_up(dirs: list[str]) -> list[str]:
     """Directories in an order where every child comes before its parent (for rmdir)."""
     return sorted(dirs, key=lambda d: d.count(os.sep), reverse=True)
+
+
+SHIM_SOCKET_DIR = Path("/run/containerd/s")  # fixed in containerd 1.6, a hash per shim under it
+
+
+def held_socket_paths(unix_table: str, inodes: set[int], under: Path = SHIM_SOCKET_DIR) -> set[Path]:
+    """Paths under `under` of the unix sockets with these inodes, from a /proc/<pid>/net/unix text.
+
+    A SIGKILLed shim leaves its socket file behind; the teardown removes the ones its shims held.
+    """
+    found = set()
+    for line in unix_table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[6].isdigit() and int(fields[6]) in inodes:
+            path = Path(fields[7].lstrip("@"))
+            if not fields[7].startswith("@") and path.parent == under:
+                found.add(path)
+    return found

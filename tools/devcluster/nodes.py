@@ -391,8 +391,34 @@ def _pids(root: Path) -> set[int]:
     return pids
 
 
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+    except OSError:  # gone meanwhile
+        pass
+    return inodes
+
+
+def _shim_sockets(pids: set[int]) -> set[Path]:
+    """The socket files under /run/containerd/s that these processes (the node's shims) hold."""
+    found: set[Path] = set()
+    for pid in pids:
+        try:
+            table = Path(f"/proc/{pid}/net/unix").read_text()
+        except OSError:
+            continue
+        found |= lab.held_socket_paths(table, _socket_inodes(pid))
+    return found
+
+
 def _remove_cgroup_tree(root: Path) -> list[str]:
-    """SIGKILL every process left in the cgroup tree, by pid, until it is empty; then rmdir it."""
+    """SIGKILL every process left in the cgroup tree, by pid, until it is empty (and remove the
+    shim sockets they held); then rmdir it."""
+    sockets = _shim_sockets(_pids(root))
     deadline = time.monotonic() + CGROUP_DRAIN_S
     while (pids := _pids(root)) and time.monotonic() < deadline:
         for pid in pids:
@@ -401,6 +427,8 @@ def _remove_cgroup_tree(root: Path) -> list[str]:
             except ProcessLookupError:
                 pass
         time.sleep(0.2)
+    for socket in sockets:
+        socket.unlink(missing_ok=True)
     if pids:
         return [f"cgroup {root}: pids {sorted(pids)} survive SIGKILL"]
     problems = []
@@ -410,6 +438,11 @@ def _remove_cgroup_tree(root: Path) -> list[str]:
         except OSError as exc:
             problems.append(f"cgroup {directory}: {exc}")
     return problems
+
+
+def shim_sockets(run: Lab) -> set[Path]:
+    """The shim socket files the run's processes hold now."""
+    return _shim_sockets(set().union(*(_pids(root) for root in run.cgroups)))
 
 
 def leftovers(plan: lab.Lab) -> list[str]:
