@@ -20,6 +20,13 @@ pytestmark = pytest.mark.real
 
 REPO = Path(__file__).resolve().parents[2]
 HOST_IP_FORWARD = Path("/proc/sys/net/ipv4/ip_forward")
+# Where kubelet, containerd and the CNI plugins write by default, whatever their configuration.
+HOST_STATE = tuple(Path(p) for p in ("/run/containerd", "/var/lib/kubelet", "/var/lib/cni", "/var/lib/containerd",
+                                     "/var/log/containers", "/var/log/pods", "/etc/cni", "/opt/cni"))
+
+
+def _host_state() -> dict[str, list[str]]:
+    return {str(p): sorted(os.listdir(p)) if p.is_dir() else [] for p in HOST_STATE if p.exists()}
 
 
 def _plain_pod(name: str) -> dict:
@@ -48,7 +55,7 @@ def _assert_nothing_left(plan: lab.Lab, workdir: Path) -> None:
 
 
 def test_one_node_becomes_ready_runs_a_plain_pod_and_leaves_nothing() -> None:
-    host_forwarding = HOST_IP_FORWARD.read_text()
+    host_forwarding, host_state = HOST_IP_FORWARD.read_text(), _host_state()
     run = nodes.start(1)
     plan, workdir = run.plan, run.workdir
     try:
@@ -75,14 +82,16 @@ def test_one_node_becomes_ready_runs_a_plain_pod_and_leaves_nothing() -> None:
         logs = run.kubectl("logs", "-n", "kube-system", "deployment/coredns", check=False)
         assert logs.returncode == 0 and "CoreDNS-1.12.3" in logs.stdout, logs.stderr
         assert HOST_IP_FORWARD.read_text() == host_forwarding
-        sockets = nodes.shim_sockets(run)
-        assert len(sockets) >= 2, sockets  # CoreDNS's pod and the plain pod: a shim each
+        assert _host_state() == host_state
+        # containerd's shim sockets (fixed path) are in the node's own /run.
+        shim_sockets = os.listdir(run.dirs(node).private("/run") / "containerd" / "s")
+        assert len(shim_sockets) >= 2, shim_sockets  # CoreDNS's pod and the plain pod: a shim each
     finally:
         problems = run.stop()
     assert problems == []
     _assert_nothing_left(plan, workdir)
     assert HOST_IP_FORWARD.read_text() == host_forwarding
-    assert [s for s in sockets if s.exists()] == [], "SIGKILLed shims leave their sockets behind"
+    assert _host_state() == host_state
 
 
 def test_a_stop_signal_tears_the_lab_down() -> None:

@@ -119,7 +119,10 @@ def test_every_tunable_kubelet_checks_is_covered_inside_the_nodes_mount_namespac
     script = lab.containerd_script(DIRS, Path("/c.toml"))
     steps = script.split(" && ")
     assert steps[0] == "mount --make-rshared /"
-    assert steps[1:-1] == [f"mount --bind {src} {dst}" for src, dst in mounts]
+    assert steps[1:4] == [f"mount --bind {DIRS.root}/private/run /run",
+                          f"mount --bind {DIRS.root}/private/var-lib /var/lib",
+                          f"mount --bind {DIRS.root}/private/var-log /var/log"]
+    assert steps[4:-1] == [f"mount --bind {src} {dst}" for src, dst in mounts]
     assert steps[-1] == "exec containerd --config /c.toml"
 
 
@@ -236,17 +239,3 @@ def test_a_query_and_its_answer_round_trip() -> None:
     with pytest.raises(ValueError):
         labdns.a_records(query, 0x1234)  # a query is no response
 
-
-UNIX_TABLE = """\
-Num       RefCount Protocol Flags    Type St Inode Path
-0000000000000000: 00000002 00000000 00010000 0001 01 4711 /run/containerd/s/0f3a
-0000000000000000: 00000002 00000000 00010000 0001 01 4712 /run/containerd/s/9b1c
-0000000000000000: 00000003 00000000 00000000 0001 03 4713
-0000000000000000: 00000002 00000000 00010000 0001 01 4714 @/run/containerd/s/abstract
-0000000000000000: 00000002 00000000 00010000 0001 01 4715 /tmp/lab/node1/containerd.sock
-"""
-
-
-def test_only_the_shim_sockets_held_by_the_given_inodes_are_removed() -> None:
-    assert lab.held_socket_paths(UNIX_TABLE, {4711, 4713, 4714, 4715}) == {Path("/run/containerd/s/0f3a")}
-    assert lab.held_socket_paths(UNIX_TABLE, set()) == set()

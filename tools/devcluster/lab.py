@@ -32,6 +32,13 @@ BLOCKS = 64  # /14s of 10.0.0.0/8
 # kubelet with protectKernelDefaults checks these and refuses to start on a mismatch; the
 # lab bind-mounts files with these values over /proc/sys inside each node's own mount
 # namespace, so the host's values are never changed.
+# Paths kubelet, containerd and the CNI plugins write to whatever their configuration says
+# (containerd 1.6's shim sockets under /run/containerd/s, kubelet's device-plugin and
+# pod-resources sockets under /var/lib/kubelet, libcni's cache in /var/lib/cni, kubelet's
+# /var/log/containers links): each node mounts its own directory over them in its mount
+# namespace, so nothing lands on the host, two nodes never share them, and they go with the
+# run's workdir (a SIGKILLed shim's socket too).
+PRIVATE_DIRS = ("/run", "/var/lib", "/var/log")
 KERNEL_DEFAULTS = {
     "vm/overcommit_memory": "1",
     "vm/panic_on_oom": "0",
@@ -196,6 +203,10 @@ class NodeDirs:
     @property
     def sysctl(self) -> Path:
         return self.root / "sysctl"
+
+    def private(self, host_dir: str) -> Path:
+        """The node's own directory mounted over `host_dir` in its mount namespace."""
+        return self.root / "private" / host_dir.strip("/").replace("/", "-")
 
     @property
     def resolv_conf(self) -> Path:
@@ -368,12 +379,14 @@ def sysctl_mounts(dirs: NodeDirs) -> list[tuple[Path, Path]]:
 def containerd_script(dirs: NodeDirs, config: Path) -> str:
     """The shell line that runs in the node's own mount namespace before containerd.
 
-    Mounts made there (the sysctl files, kubelet's volumes, containerd's snapshots) stay
+    Mounts made there (the node's private /var/lib and /var/log, the sysctl files, kubelet's
+    volumes, containerd's snapshots) stay
     there: the namespace is a slave of the host's, made shared inside so that kubelet (which
     joins it) and containerd see each other's mounts. It dies with its last process.
     """
+    private = [f"mount --bind {dirs.private(d)} {d}" for d in PRIVATE_DIRS]
     binds = [f"mount --bind {src} {dst}" for src, dst in sysctl_mounts(dirs)]
-    return " && ".join(["mount --make-rshared /", *binds, f"exec containerd --config {config}"])
+    return " && ".join(["mount --make-rshared /", *private, *binds, f"exec containerd --config {config}"])
 
 
 def apiserver_args(lab: Lab, pki_dir: Path, etcd_url: str, workdir: Path) -> list[str]:
@@ -428,20 +441,3 @@ def bottom_up(dirs: list[str]) -> list[str]:
     """Directories in an order where every child comes before its parent (for rmdir)."""
     return sorted(dirs, key=lambda d: d.count(os.sep), reverse=True)
 
-
-SHIM_SOCKET_DIR = Path("/run/containerd/s")  # fixed in containerd 1.6, a hash per shim under it
-
-
-def held_socket_paths(unix_table: str, inodes: set[int], under: Path = SHIM_SOCKET_DIR) -> set[Path]:
-    """Paths under `under` of the unix sockets with these inodes, from a /proc/<pid>/net/unix text.
-
-    A SIGKILLed shim leaves its socket file behind; the teardown removes the ones its shims held.
-    """
-    found = set()
-    for line in unix_table.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) >= 8 and fields[6].isdigit() and int(fields[6]) in inodes:
-            path = Path(fields[7].lstrip("@"))
-            if not fields[7].startswith("@") and path.parent == under:
-                found.add(path)
-    return found

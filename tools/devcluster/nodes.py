@@ -279,7 +279,8 @@ def _join(cgroups: list[Path], pid: int) -> None:
 def _write_node_files(run: Lab, node: lab.Node, certs_dir: Path) -> tuple[Path, Path, Path]:
     dirs = run.dirs(node)
     for path in (dirs.root, dirs.containerd_root, dirs.containerd_state, dirs.runc_root, dirs.opt, dirs.cni_conf,
-                 dirs.cni_ipam, dirs.kubelet_root, dirs.kubelet_certs, dirs.pod_logs, dirs.sysctl):
+                 dirs.cni_ipam, dirs.kubelet_root, dirs.kubelet_certs, dirs.pod_logs, dirs.sysctl,
+                 *(dirs.private(d) for d in lab.PRIVATE_DIRS)):
         path.mkdir(parents=True, exist_ok=True)
     for (source, _), value in zip(lab.sysctl_mounts(dirs), lab.KERNEL_DEFAULTS.values()):
         source.write_text(value + "\n")
@@ -391,34 +392,8 @@ def _pids(root: Path) -> set[int]:
     return pids
 
 
-def _socket_inodes(pid: int) -> set[int]:
-    inodes = set()
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            if target.startswith("socket:["):
-                inodes.add(int(target[8:-1]))
-    except OSError:  # gone meanwhile
-        pass
-    return inodes
-
-
-def _shim_sockets(pids: set[int]) -> set[Path]:
-    """The socket files under /run/containerd/s that these processes (the node's shims) hold."""
-    found: set[Path] = set()
-    for pid in pids:
-        try:
-            table = Path(f"/proc/{pid}/net/unix").read_text()
-        except OSError:
-            continue
-        found |= lab.held_socket_paths(table, _socket_inodes(pid))
-    return found
-
-
 def _remove_cgroup_tree(root: Path) -> list[str]:
-    """SIGKILL every process left in the cgroup tree, by pid, until it is empty (and remove the
-    shim sockets they held); then rmdir it."""
-    sockets = _shim_sockets(_pids(root))
+    """SIGKILL every process left in the cgroup tree, by pid, until it is empty; then rmdir it."""
     deadline = time.monotonic() + CGROUP_DRAIN_S
     while (pids := _pids(root)) and time.monotonic() < deadline:
         for pid in pids:
@@ -427,8 +402,6 @@ def _remove_cgroup_tree(root: Path) -> list[str]:
             except ProcessLookupError:
                 pass
         time.sleep(0.2)
-    for socket in sockets:
-        socket.unlink(missing_ok=True)
     if pids:
         return [f"cgroup {root}: pids {sorted(pids)} survive SIGKILL"]
     problems = []
@@ -438,11 +411,6 @@ def _remove_cgroup_tree(root: Path) -> list[str]:
         except OSError as exc:
             problems.append(f"cgroup {directory}: {exc}")
     return problems
-
-
-def shim_sockets(run: Lab) -> set[Path]:
-    """The shim socket files the run's processes hold now."""
-    return _shim_sockets(set().union(*(_pids(root) for root in run.cgroups)))
 
 
 def leftovers(plan: lab.Lab) -> list[str]:
