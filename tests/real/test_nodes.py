@@ -94,7 +94,9 @@ def test_one_node_becomes_ready_runs_a_plain_pod_and_leaves_nothing() -> None:
     assert _host_state() == host_state
 
 
-def test_a_stop_signal_tears_the_lab_down() -> None:
+def _cli_lab(sig: signal.Signals) -> tuple[str, Path, int, str]:
+    """`python -m tools.devcluster nodes --count 1` until its lab is up, then `sig`: the run id,
+    the workdir, the exit status and the output."""
     proc = subprocess.Popen([sys.executable, "-m", "tools.devcluster", "nodes", "--count", "1"], cwd=REPO, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     lines: list[str] = []
@@ -104,20 +106,34 @@ def test_a_stop_signal_tears_the_lab_down() -> None:
             lines.append(line)
             if line.startswith("Ctrl-C"):
                 break
-        output = "".join(lines)
-        assert "Ctrl-C" in output, output
-        run_id = next(line.split()[1] for line in lines if line.startswith("lab "))
-        workdir = Path(next(line for line in lines if line.startswith("lab ")).rsplit("workdir ", 1)[1].strip())
+        assert "Ctrl-C" in "".join(lines), "".join(lines)
+        up = next(line for line in lines if line.startswith("lab "))
+        run_id, workdir = up.split()[1], Path(up.rsplit("workdir ", 1)[1].strip())
         assert workdir.is_dir() and (lab.NETNS_DIR / f"rs{run_id}-n1").exists()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         rest, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, output + rest
-    assert "stopped: every process, namespace, cgroup and file of the lab removed" in rest
+    return run_id, workdir, proc.returncode, "".join(lines) + rest
+
+
+def test_a_stop_signal_tears_the_lab_down() -> None:
+    run_id, workdir, status, output = _cli_lab(signal.SIGTERM)
+    assert status == 0, output
+    assert "stopped: every process, namespace, cgroup and file of the lab removed" in output
     _assert_nothing_left(lab.plan(run_id, 0), workdir)  # names depend on the run id only
+
+
+def test_a_run_whose_owner_was_killed_is_swept() -> None:
+    run_id, workdir, status, output = _cli_lab(signal.SIGKILL)
+    assert status == -signal.SIGKILL, output
+    plan = lab.plan(run_id, 0)  # names depend on the run id only
+    # The supervised processes died with their owner; the rest stayed behind.
+    assert nodes.leftovers(plan) and workdir.is_dir()
+    assert nodes.sweep(workdir.parent) == {run_id: []}
+    _assert_nothing_left(plan, workdir)
 
 
 CONNECT = """

@@ -239,3 +239,18 @@ def test_a_query_and_its_answer_round_trip() -> None:
     with pytest.raises(ValueError):
         labdns.a_records(query, 0x1234)  # a query is no response
 
+
+
+def test_a_run_is_abandoned_only_when_no_process_or_another_has_its_owners_pid() -> None:
+    plan = lab.plan("ab12cd", 5, nodes=2)
+    record = lab.owner_record(plan, 4242, 777)
+    assert record["netns"] == ["rsab12cd-lab", "rsab12cd-n1", "rsab12cd-n2"]
+    assert record["cgroup_roots"] == ["/rsab12cd-n1", "/rsab12cd-n2"]
+    assert not lab.abandoned(record, 777)
+    assert lab.abandoned(record, None)  # no such pid
+    assert lab.abandoned(record, 778)  # the pid was reused
+
+
+def test_the_start_time_is_read_past_a_command_name_with_spaces_and_parentheses() -> None:
+    stat = "4242 (python (lab) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 4 0 987654 12345 678"
+    assert lab.process_start_time(stat) == 987654

@@ -79,6 +79,10 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 def cmd_nodes(args: argparse.Namespace) -> int:
     """The real-node lab (docs/devcluster.md, "Real nodes: status") until a stop signal."""
+    if args.sweep:
+        swept = nodes.sweep()
+        print(f"swept {len(swept)} abandoned run(s): {swept}" if swept else "no abandoned run")
+        return 1 if any(swept.values()) else 0
     shutdown.on_stop_signals()
     run: nodes.Lab | None = None
     try:
@@ -297,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     up.set_defaults(func=cmd_up)
     nd = sub.add_parser("nodes", help="the real-node lab (kubelet, containerd) until Ctrl-C/SIGTERM")
     nd.add_argument("--count", type=int, default=3, help="nodes, one per zone (zone-a, zone-b, zone-c, zone-a, ...)")
+    nd.add_argument("--sweep", action="store_true",
+                    help="only tear down runs whose owner was killed (start does this too)")
     nd.set_defaults(func=cmd_nodes)
     run = sub.add_parser("run", help="control plane and pod runner (unless $KUBECONFIG is set) + overlay + operator + demo")
     run.add_argument("--overlay", default="kruise", choices=("kruise", "statefulset"))

@@ -441,3 +441,23 @@ def bottom_up(dirs: list[str]) -> list[str]:
     """Directories in an order where every child comes before its parent (for rmdir)."""
     return sorted(dirs, key=lambda d: d.count(os.sep), reverse=True)
 
+
+
+# ---- runs whose owner died without a teardown (SIGKILL)
+
+
+def owner_record(lab: Lab, pid: int, started: int) -> dict[str, Any]:
+    """What a sweep needs to find and remove a run: its owner and every name it makes on the host."""
+    return {"run_id": lab.run_id, "pid": pid, "started": started, "netns": list(lab.netns_names),
+            "cgroup_roots": [n.cgroup_root for n in lab.nodes]}
+
+
+def process_start_time(stat: str) -> int:
+    """Field 22 of a /proc/<pid>/stat text (clock ticks since boot): a pid with another start
+    time is another process."""
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def abandoned(record: dict[str, Any], start_time_of_pid: int | None) -> bool:
+    """The run's owner is gone: no process has its pid, or another process does."""
+    return start_time_of_pid != record["started"]

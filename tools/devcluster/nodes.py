@@ -38,6 +38,9 @@ CGROUP_DRAIN_S = 15.0
 # What a node needs from the machine (`make realnode-deps` installs the Debian packages).
 MACHINE_TOOLS = ("containerd", "ctr", "runc", "socat", "nsenter", "unshare", "ip", "setpriv", "kubectl", "iptables")
 
+WORKDIR_PREFIX = "raftset-lab-"
+OWNER_RECORD = "owner.json"  # lab.owner_record: what `sweep` needs after the owner was killed
+
 Log = Callable[[str], None]
 
 
@@ -116,15 +119,18 @@ class Lab:
 
 def start(nodes: int = 1, dns: bool = True, log: Log = _quiet) -> Lab:
     """Start the lab (building missing binaries first), with CoreDNS unless `dns` is False;
-    on any failure nothing is left behind."""
+    on any failure nothing is left behind. Runs abandoned by a killed owner are swept first."""
     missing = missing_tools()
     if missing:
         raise RuntimeError(f"the real-node lab needs {', '.join(missing)}: run `make realnode-deps`")
+    for run_id, problems in sweep().items():
+        log(f"swept run {run_id}, abandoned by its owner" + (f": {problems}" if problems else ""))
     build.ensure_all((build.ETCD, build.KUBE, build.KUBENODE, *((build.COREDNS,) if dns else ())), log=log)
     taken = frozenset(os.listdir(lab.NETNS_DIR)) if lab.NETNS_DIR.is_dir() else frozenset()
     plan = lab.pick(nodes, taken=taken)
-    workdir = Path(tempfile.mkdtemp(prefix=f"raftset-lab-{plan.run_id}-"))
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{plan.run_id}-"))
     (workdir / "logs").mkdir()
+    (workdir / OWNER_RECORD).write_text(json.dumps(lab.owner_record(plan, os.getpid(), _start_time(os.getpid()) or 0)))
     run = Lab(plan=plan, workdir=workdir, supervisor=procs.Supervisor(workdir / "logs"))
     atexit.register(run.stop)
     try:
@@ -411,6 +417,38 @@ def _remove_cgroup_tree(root: Path) -> list[str]:
         except OSError as exc:
             problems.append(f"cgroup {directory}: {exc}")
     return problems
+
+
+def _start_time(pid: int) -> int | None:
+    try:
+        return lab.process_start_time(Path(f"/proc/{pid}/stat").read_text())
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def sweep(tmp: Path | None = None) -> dict[str, list[str]]:
+    """Tear down every run under `tmp` (the temp dir) whose owner died without tearing it down
+    (SIGKILL: its supervised processes died with it, its shims, containers, namespaces and
+    cgroups did not). Returns each swept run id with what could not be removed."""
+    swept = {}
+    for record_path in sorted((tmp or Path(tempfile.gettempdir())).glob(f"{WORKDIR_PREFIX}*/{OWNER_RECORD}")):
+        try:
+            record = json.loads(record_path.read_text())
+        except (OSError, ValueError):
+            continue  # being written or removed right now
+        if not lab.abandoned(record, _start_time(record["pid"])):
+            continue
+        problems: list[str] = []
+        hierarchies = lab.cgroup_hierarchies(Path("/proc/self/mounts").read_text())
+        for root in record["cgroup_roots"]:
+            for path in lab.cgroup_paths(hierarchies, root):
+                problems += _remove_cgroup_tree(path)
+        for name in reversed(record["netns"]):
+            if (lab.NETNS_DIR / name).exists():
+                subprocess.run(["ip", "netns", "delete", name], capture_output=True)
+        shutil.rmtree(record_path.parent, ignore_errors=True)
+        swept[record["run_id"]] = problems
+    return swept
 
 
 def leftovers(plan: lab.Lab) -> list[str]:
