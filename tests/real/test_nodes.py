@@ -236,3 +236,41 @@ def test_two_nodes_route_pod_traffic_and_serve_cluster_dns_through_their_own_ser
         problems = run.stop()
     assert problems == []
     _assert_nothing_left(plan, workdir)
+
+
+def test_a_claim_without_a_class_gets_a_local_volume_on_its_pods_node_where_fs_group_applies() -> None:
+    run = nodes.start(2, dns=False)
+    plan, workdir = run.plan, run.workdir
+    try:
+        claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "default"},
+                 "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+        pod = _plain_pod("member")
+        pod["spec"]["securityContext"] = {"runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532}
+        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+        pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]
+        run.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [claim, pod]}))
+        deadline = time.monotonic() + 120
+        while (running := _pod_running(run, "member")) is None and time.monotonic() < deadline:
+            time.sleep(1)
+        assert running is not None, run.kubectl("describe", "pod,pvc").stdout
+        bound = json.loads(run.kubectl("get", "pvc", "data", "-o", "json").stdout)
+        assert bound["spec"]["storageClassName"] == "lab-local" and bound["status"]["phase"] == "Bound"
+        volume = json.loads(run.kubectl("get", "pv", bound["spec"]["volumeName"], "-o", "json").stdout)
+        directory = Path(volume["spec"]["local"]["path"])
+        node = running["spec"]["nodeName"]
+        assert directory.parent == run.volume_dirs()[node]
+        # kubelet gave the volume to the pod's fsGroup (setgid, group-writable): hostPath would not.
+        mode = directory.stat()
+        assert mode.st_gid == 65532 and mode.st_mode & 0o2070 == 0o2070, oct(mode.st_mode)
+
+        run.kubectl("delete", "pod", "member", "--wait=true", timeout=120)
+        run.kubectl("delete", "pvc", "data", "--wait=true", timeout=120)
+        deadline = time.monotonic() + 60
+        while directory.exists() and time.monotonic() < deadline:
+            time.sleep(1)
+        assert not directory.exists()
+        assert run.kubectl("get", "pv", "-o", "name").stdout.strip() == ""
+    finally:
+        problems = run.stop()
+    assert problems == []
+    _assert_nothing_left(plan, workdir)

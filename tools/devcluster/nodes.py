@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from tools.devcluster import build, images, kubeconfig, lab, labdns, net, pki, procs, programs, versions
+from tools.devcluster import build, images, kubeconfig, lab, labdns, labvolumes, net, pki, procs, programs, versions
 
 START_TIMEOUT_S = 180.0
 NODE_READY_TIMEOUT_S = 180.0
@@ -75,6 +76,7 @@ class Lab:
     kubeconfig: str = ""
     containerd_pids: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    provisioner: Provisioner | None = None
     stopped: bool = False
 
     def dirs(self, node: lab.Node) -> lab.NodeDirs:
@@ -91,12 +93,17 @@ class Lab:
     def ctr(self, node: lab.Node, *args: str) -> str:
         return _run("ctr", "--address", str(self.dirs(node).containerd_socket), "-n", "k8s.io", *args)
 
+    def volume_dirs(self) -> dict[str, Path]:
+        return {node.name: self.dirs(node).root / "volumes" for node in self.plan.nodes}
+
     def stop(self) -> list[str]:
         """Tear down everything this run made; returns what could not be removed (empty: all)."""
         if self.stopped:
             return []
         self.stopped = True
         problems: list[str] = []
+        if self.provisioner is not None:
+            self.provisioner.stop()
         self.supervisor.stop_all()
         for root in self.cgroups:
             problems += _remove_cgroup_tree(root)
@@ -160,6 +167,7 @@ def _start(run: Lab, dns: bool, log: Log) -> None:
     names = [n.name for n in run.plan.nodes]
     _timed(run, "nodes Ready", log, lambda: procs.wait_for(
         lambda: set(names) <= ready_nodes(run), f"nodes {names} Ready", NODE_READY_TIMEOUT_S, run.supervisor.procs))
+    _timed(run, "local volumes", log, lambda: _start_provisioner(run))
     _timed(run, "kube-proxy rules", log, lambda: procs.wait_for(
         lambda: all(service_rules(n) for n in run.plan.nodes), "kube-proxy's KUBE-SERVICES chain in every node",
         START_TIMEOUT_S, run.supervisor.procs))
@@ -379,6 +387,55 @@ def ready_nodes(run: Lab) -> set[str]:
         return set()
     return {n["metadata"]["name"] for n in json.loads(result.stdout)["items"]
             if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))}
+
+
+# ---- local volumes (tools.devcluster.labvolumes)
+
+
+class Provisioner:
+    """Polls claims and volumes once a second and carries out `labvolumes.actions`, in a thread
+    of the tool's process; what fails is logged and tried again at the next poll."""
+
+    def __init__(self, run: Lab) -> None:
+        self.run = run
+        self.log = run.workdir / "logs" / "provisioner.log"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="lab-provisioner", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self.poll()
+            except Exception as exc:  # noqa: BLE001 - logged; the next poll tries again
+                with open(self.log, "a") as out:
+                    out.write(f"{time.strftime('%H:%M:%S')} {exc}\n")
+
+    def poll(self) -> None:
+        listing = json.loads(self.run.kubectl("get", "persistentvolumeclaims,persistentvolumes", "-A", "-o", "json",
+                                              timeout=20).stdout)["items"]
+        claims = [o for o in listing if o["kind"] == "PersistentVolumeClaim"]
+        volumes = [o for o in listing if o["kind"] == "PersistentVolume"]
+        for action in labvolumes.actions(claims, volumes, self.run.volume_dirs()):
+            if isinstance(action, labvolumes.Create):
+                action.directory.mkdir(parents=True, exist_ok=True)
+                self.run.kubectl("create", "-f", "-", input=json.dumps(action.volume), timeout=20)
+            else:
+                self.run.kubectl("delete", "persistentvolume", action.name, "--ignore-not-found", timeout=20)
+                if action.directory is not None:
+                    shutil.rmtree(action.directory, ignore_errors=True)
+
+
+def _start_provisioner(run: Lab) -> None:
+    run.kubectl("apply", "-f", "-", input=json.dumps(labvolumes.storage_class()))
+    run.provisioner = Provisioner(run)
+    run.provisioner.start()
 
 
 # ---- teardown
