@@ -274,3 +274,30 @@ def test_a_claim_without_a_class_gets_a_local_volume_on_its_pods_node_where_fs_g
         problems = run.stop()
     assert problems == []
     _assert_nothing_left(plan, workdir)
+
+
+def test_two_labs_side_by_side_do_not_collide() -> None:
+    first = nodes.start(1, dns=False)
+    try:
+        second = nodes.start(1, dns=False)
+        try:
+            assert first.plan.run_id != second.plan.run_id
+            assert not set(first.plan.netns_names) & set(second.plan.netns_names)
+            for run in (first, second):
+                run.kubectl("apply", "-f", "-", input=json.dumps(_plain_pod("plain")))
+            for run in (first, second):
+                deadline = time.monotonic() + 120
+                while _pod_running(run, "plain") is None and time.monotonic() < deadline:
+                    time.sleep(1)
+                assert _pod_running(run, "plain") is not None, run.kubectl("describe", "pod", "plain").stdout
+                assert nodes.ready_nodes(run) == {"node1"}  # each plane sees its own node only
+        finally:
+            second_plan, second_workdir, second_problems = second.plan, second.workdir, second.stop()
+        assert second_problems == []
+        _assert_nothing_left(second_plan, second_workdir)
+        # The first lab is untouched by the second's teardown.
+        assert nodes.ready_nodes(first) == {"node1"} and _pod_running(first, "plain") is not None
+    finally:
+        first_plan, first_workdir, first_problems = first.plan, first.workdir, first.stop()
+    assert first_problems == []
+    _assert_nothing_left(first_plan, first_workdir)
