@@ -10,6 +10,10 @@ goes with its last process.
 The host reaches the apiserver (inside the first node's network namespace) through a
 socat pair: a loopback port on the host, a unix socket in the work directory, the
 apiserver's node IP inside the namespace.
+
+Besides the nodes: CoreDNS behind `kube-dns` (tools.devcluster.labdns), and a provisioner of
+local volumes for the default StorageClass (tools.devcluster.labvolumes), a thread of this
+process. A run whose owner was SIGKILLed is removed by `sweep` (at the next start).
 """
 
 from __future__ import annotations
@@ -74,7 +78,6 @@ class Lab:
     netns: list[str] = field(default_factory=list)  # made by this run, in order
     cgroups: list[Path] = field(default_factory=list)  # node cgroup roots made by this run
     kubeconfig: str = ""
-    containerd_pids: dict[str, int] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     provisioner: Provisioner | None = None
     stopped: bool = False
@@ -325,7 +328,6 @@ def _start_node(run: Lab, node: lab.Node) -> None:
         "unshare", "-m", "--propagation", "slave", "--", "sh", "-c",
         lab.containerd_script(dirs, containerd_toml)]), env=_base_env())
     _join(runtime_cgroups, containerd.pid)
-    run.containerd_pids[node.name] = containerd.pid
     procs.wait_for(lambda: run.ctr(node, "version"), f"containerd of {node.name}", START_TIMEOUT_S, [containerd])
     import_images(run, node)
     kubelet = sup.start(f"kubelet-{node.name}", [
