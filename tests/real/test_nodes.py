@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.devcluster import lab, nodes, programs
+from tools.devcluster import lab, labdns, nodes, programs
 
 pytestmark = pytest.mark.real
 
@@ -228,6 +228,11 @@ def test_two_nodes_route_pod_traffic_and_serve_cluster_dns_through_their_own_ser
             for name, pod in echo_pods.items():
                 dns_name = f"{name}.echo.default.svc.cluster.local"
                 assert nodes.resolve(run, node, dns_name) == (0, [pod["status"]["podIP"]])
+                # The reverse lookup etcd 3.6's peer checkSAN makes of a connecting peer's IP: one
+                # name per Service that selects the pod (here also `<ip-dashed>.echo-any...`).
+                reverse = labdns.reverse_name(pod["status"]["podIP"])
+                rcode, names = nodes.resolve(run, node, reverse, labdns.PTR)
+                assert rcode == 0 and dns_name in names, names
                 assert _read_from(node, pod["status"]["podIP"], 8080) == name
             answers = {_read_from(node, service_ip, 80) for _ in range(30)}
             assert answers == {"echo-0", "echo-1"}, (node.name, answers)  # each missed: 2**-30

@@ -8,6 +8,7 @@ import io
 import ipaddress
 import json
 import random
+import struct
 import tarfile
 import tomllib
 from pathlib import Path
@@ -225,32 +226,35 @@ def test_the_kube_dns_service_sits_at_the_kubelets_cluster_dns_address() -> None
 
 
 def test_a_query_and_its_answer_round_trip() -> None:
-    query = labdns.a_query("kubernetes.default.svc.cluster.local", 0x1234)
+    query = labdns.query("kubernetes.default.svc.cluster.local", labdns.A, 0x1234)
     assert query[:4] == b"\x12\x34\x01\x00"
     assert b"\x0akubernetes\x07default\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01" in query
     # The server's answer: the question echoed, then one A record whose name is a pointer to it.
     answer = (b"\x12\x34\x85\x00" + b"\x00\x01\x00\x01\x00\x00\x00\x00" + query[12:]
               + b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x1e\x00\x04" + bytes([10, 22, 0, 1]))
-    assert labdns.a_records(answer, 0x1234) == (0, ["10.22.0.1"])
+    assert labdns.records(answer, 0x1234, labdns.A) == (0, ["10.22.0.1"])
+    assert labdns.records(answer, 0x1234, labdns.PTR) == (0, [])
     nxdomain = b"\x12\x34\x85\x03" + b"\x00\x01\x00\x00\x00\x00\x00\x00" + query[12:]
-    assert labdns.a_records(nxdomain, 0x1234) == (3, [])
+    assert labdns.records(nxdomain, 0x1234, labdns.A) == (3, [])
     with pytest.raises(ValueError):
-        labdns.a_records(answer, 0x4321)
+        labdns.records(answer, 0x4321, labdns.A)
     with pytest.raises(ValueError):
-        labdns.a_records(query, 0x1234)  # a query is no response
+        labdns.records(query, 0x1234, labdns.A)  # a query is no response
 
 
-
-def test_a_run_is_abandoned_only_when_no_process_or_another_has_its_owners_pid() -> None:
-    plan = lab.plan("ab12cd", 5, nodes=2)
-    record = lab.owner_record(plan, 4242, 777)
-    assert record["netns"] == ["rsab12cd-lab", "rsab12cd-n1", "rsab12cd-n2"]
-    assert record["cgroup_roots"] == ["/rsab12cd-n1", "/rsab12cd-n2"]
-    assert not lab.abandoned(record, 777)
-    assert lab.abandoned(record, None)  # no such pid
-    assert lab.abandoned(record, 778)  # the pid was reused
-
-
-def test_the_start_time_is_read_past_a_command_name_with_spaces_and_parentheses() -> None:
-    stat = "4242 (python (lab) x) S 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 4 0 987654 12345 678"
-    assert lab.process_start_time(stat) == 987654
+def test_a_reverse_answer_names_the_pod_through_compression_pointers() -> None:
+    assert labdns.reverse_name("10.9.2.7") == "7.2.9.10.in-addr.arpa"
+    query = labdns.query(labdns.reverse_name("10.9.2.7"), labdns.PTR, 7)
+    assert query.endswith(b"\x00\x00\x0c\x00\x01")
+    question = query[12:]
+    # Two PTR answers, each named by a pointer to the question (offset 12); the second's data
+    # ends in a pointer to "echo.default..." inside the first's.
+    first = b"\x06echo-0\x04echo\x07default\x03svc\x07cluster\x05local\x00"
+    record_head = b"\xc0\x0c\x00\x0c\x00\x01\x00\x00\x00\x1e"
+    first_data_at = 12 + len(question) + len(record_head) + 2
+    second = b"\x06echo-1" + struct.pack("!H", 0xC000 | (first_data_at + 7))  # past "\x06echo-0"
+    answer = (struct.pack("!HHHHHH", 7, 0x8500, 1, 2, 0, 0) + question
+              + record_head + struct.pack("!H", len(first)) + first
+              + record_head + struct.pack("!H", len(second)) + second)
+    assert labdns.records(answer, 7, labdns.PTR) == (
+        0, ["echo-0.echo.default.svc.cluster.local", "echo-1.echo.default.svc.cluster.local"])

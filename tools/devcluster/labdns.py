@@ -79,41 +79,57 @@ def manifests(plan: lab.Lab) -> list[dict[str, Any]]:
     ]
 
 
-# ---- a DNS client for A records (RFC 1035), enough to check the lab's answers
+# ---- a DNS client for A and PTR records (RFC 1035), enough to check the lab's answers
+
+A, PTR = 1, 12
 
 
-def a_query(name: str, query_id: int | None = None) -> bytes:
-    """One recursive-desired question for `name`'s A records."""
+def query(name: str, qtype: int, query_id: int | None = None) -> bytes:
+    """One recursive-desired question for `name`'s records of `qtype`."""
     qid = random.randrange(1 << 16) if query_id is None else query_id
     header = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0)
     question = b"".join(bytes([len(label)]) + label.encode() for label in name.rstrip(".").split(".")) + b"\0"
-    return header + question + struct.pack("!HH", 1, 1)
+    return header + question + struct.pack("!HH", qtype, 1)
 
 
-def _skip_name(message: bytes, offset: int) -> int:
+def reverse_name(ip: str) -> str:
+    """The in-addr.arpa name whose PTR record names `ip`."""
+    return ".".join(reversed(ip.split("."))) + ".in-addr.arpa"
+
+
+def _name(message: bytes, offset: int) -> tuple[str, int]:
+    """The name at `offset` (following compression pointers) and the offset after it."""
+    labels: list[str] = []
+    end = None
     while True:
         length = message[offset]
-        if length & 0xC0 == 0xC0:  # a compression pointer ends the name
-            return offset + 2
+        if length & 0xC0 == 0xC0:
+            end = offset + 2 if end is None else end
+            offset = struct.unpack("!H", message[offset:offset + 2])[0] & 0x3FFF
+            continue
         if length == 0:
-            return offset + 1
+            return ".".join(labels), (offset + 1 if end is None else end)
+        labels.append(message[offset + 1:offset + 1 + length].decode())
         offset += 1 + length
 
 
-def a_records(response: bytes, query_id: int) -> tuple[int, list[str]]:
-    """(response code, A addresses) of a response to the query with `query_id`."""
+def records(response: bytes, query_id: int, qtype: int) -> tuple[int, list[str]]:
+    """(response code, the answers of `qtype`: addresses for A, names for PTR) of a response to
+    the query with `query_id`."""
     qid, flags, questions, answers, _, _ = struct.unpack("!HHHHHH", response[:12])
     if qid != query_id or not flags & 0x8000:
         raise ValueError(f"not the response to query {query_id}")
     offset = 12
     for _ in range(questions):
-        offset = _skip_name(response, offset) + 4
+        offset = _name(response, offset)[1] + 4
     found = []
     for _ in range(answers):
-        offset = _skip_name(response, offset)
+        offset = _name(response, offset)[1]
         rtype, _, _, length = struct.unpack("!HHIH", response[offset:offset + 10])
         offset += 10
-        if rtype == 1 and length == 4:
+        if rtype == qtype == A and length == 4:
             found.append(".".join(str(b) for b in response[offset:offset + 4]))
+        elif rtype == qtype == PTR:
+            found.append(_name(response, offset)[0])
         offset += length
     return flags & 0xF, found

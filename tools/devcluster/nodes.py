@@ -375,12 +375,12 @@ with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
 """
 
 
-def resolve(run: Lab, node: lab.Node, name: str) -> tuple[int, list[str]]:
-    """(response code, A records) for `name` from the cluster DNS, asked from the node's namespace."""
+def resolve(run: Lab, node: lab.Node, name: str, qtype: int = labdns.A) -> tuple[int, list[str]]:
+    """(response code, records) for `name` from the cluster DNS, asked from the node's namespace."""
     query_id = random.randrange(1 << 16)
     answer = _run(*lab.in_netns(node, [sys.executable, "-c", ASK, run.plan.cluster_dns,
-                                       labdns.a_query(name, query_id).hex()]))
-    return labdns.a_records(bytes.fromhex(answer.strip()), query_id)
+                                       labdns.query(name, qtype, query_id).hex()]))
+    return labdns.records(bytes.fromhex(answer.strip()), query_id, qtype)
 
 
 def ready_nodes(run: Lab) -> set[str]:
