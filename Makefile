@@ -7,7 +7,7 @@ OVERLAY ?= kruise
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help deps venv system-deps realnode-deps controlplane test unit run bench clean
+.PHONY: help deps venv system-deps realnode-deps controlplane test unit run bench generate clean
 
 help:
 	@echo "make run    - local control plane + operator + a sample cluster (or use \$$KUBECONFIG)"
@@ -39,7 +39,7 @@ realnode-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc containernetworking-plugins socat iptables; }
 
 # etcd 3.5/3.6/3.7, kube-apiserver, controller-manager, scheduler, OpenKruise, kwok and Xline,
-# cert-manager's controller, built once into a cache (Xline from $$RAFTSET_XLINE_SOURCE and
+# cert-manager's controller (and versitygw, Toxiproxy, promtool, Helm), built once into a cache (Xline from $$RAFTSET_XLINE_SOURCE and
 # cert-manager from $$RAFTSET_CERT_MANAGER_SOURCE, else a clone of the pinned commit/tag).
 controlplane: venv
 	$(PY) -m tools.devcluster build
@@ -59,6 +59,11 @@ run: deps controlplane
 # The benchmarks call etcd and etcdctl by name: the default etcd's build comes first on PATH.
 bench: deps controlplane
 	PATH="$$($(PY) -c 'from tools.devcluster import build; print(build.ETCD.out_dir)'):$$PATH" $(PY) -m tests.bench $(BENCH_ARGS)
+
+# The CRDs and the reference doc from tools/crdgen.py, then the Helm chart's copies of the CRDs and
+# of kustomize/ (tools/chartgen.py). A unit test fails while any of them is stale.
+generate: venv
+	$(PY) -m tools.crdgen
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -18,6 +18,7 @@ from tests.harness import s3 as s3_harness
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, running_operator
 from tools.devcluster import Plane, start
+from tools.devcluster.podrunner import RUN_NAMESPACE_PREFIX
 from tools.devcluster.s3 import S3Server
 
 
@@ -42,7 +43,9 @@ def kube_apiserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    with start(workdir=tmp_path_factory.mktemp("control-plane"), full=True) as plane:
+    # kwok makes every pod Ready but those a runner runs (tests/e2e/conftest.py names their namespaces).
+    with start(workdir=tmp_path_factory.mktemp("control-plane"), full=True,
+               run_namespace_prefix=RUN_NAMESPACE_PREFIX) as plane:
         yield plane
 
 

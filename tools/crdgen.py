@@ -21,6 +21,7 @@ import yaml
 
 from raftset import contract, engines, fields, workloads
 from raftset.fields import SPEC_FIELDS
+from tools import chartgen
 
 Schema = dict[str, Any]
 
@@ -804,7 +805,9 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(text)
     for path in stale:
         print(f"{'stale' if args.check else 'wrote'} {path.relative_to(REPO_ROOT)}")
-    return 1 if args.check and stale else 0
+    # The Helm chart's copy of the CRDs follows the one copy (tools/chartgen.py).
+    chart = chartgen.main(argv)
+    return 1 if args.check and (stale or chart) else 0
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 from tools.devcluster import build, start
 from tools.devcluster.plane import kruise_source
+from tools.devcluster.podrunner import RUN_NAMESPACE_PREFIX
 from tests.bench import (
     backup, builds, footprint, operator_cost, recovery, report, rolls, scalein, scalein_operator, scaleout, upgrade)
 from tests.bench.labs import grow
@@ -242,7 +243,8 @@ def main(argv: list[str] | None = None) -> None:
         operator: list[dict[str, Any]] = []
         through_operator = args.only in (None, "scale-in") and scalein.OPERATOR_STRATEGY in params.strategies
         if args.only in (None, "operator") or through_operator:
-            with start(workdir=work / "control-plane", full=True, nodes=4) as plane:
+            with start(workdir=work / "control-plane", full=True, nodes=4,
+                       run_namespace_prefix=RUN_NAMESPACE_PREFIX) as plane:
                 if through_operator:  # first: it removes its namespaces, the operator cost starts clean
                     log("scale-in availability, (c) through the operator (full control plane)")
                     etcd["runs"] += asyncio.run(sections.run("scale-in (c) through the operator", lambda: (

@@ -35,7 +35,7 @@ from tests.harness import engines
 from tests.harness.operator import Operator, kubectl, product_intervals, running_operator, wait_for
 from tests.harness.toxiproxy import Toxiproxy, peer_listen
 from tests.harness.view import ClusterView
-from tools.devcluster.podrunner import PodRunner, pod_ip
+from tools.devcluster.podrunner import RUN_NAMESPACE_PREFIX, PodRunner, pod_ip
 
 STRATEGY = OPERATOR_STRATEGY
 BACKEND = "AdvancedStatefulSet"
@@ -75,7 +75,7 @@ def run_once(kubeconfig: str, operator: Operator, workdir: Path, start: int, tar
              baseline_s: float, one_way_ms: int = 0) -> Run:
     """One scale-in of a fresh cluster in a namespace of its own, removed afterwards."""
     build = engines.DEFAULT
-    namespace = f"bench-c-{uuid.uuid4().hex[:6]}"
+    namespace = f"{RUN_NAMESPACE_PREFIX}bench-c-{uuid.uuid4().hex[:6]}"
     kubectl(kubeconfig, "create", "namespace", namespace)
     try:
         with Toxiproxy(workdir / "toxiproxy") as toxiproxy, PodRunner(

@@ -10,7 +10,6 @@ refusal ends and the (here short) grace period has passed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,7 +53,7 @@ def test_a_refused_leave_blocks_the_next_step_and_is_reported(
 
         cond = wait_for(stuck, STEP_TIMEOUT, "Degraded=LeaveStuck")
         assert "refuse-4" in cond["message"] and member_id(4) in cond["message"]
-        time.sleep(3)  # several reconciles later, still blocked
+        operator.rounds_pass(namespace, c.name)  # reconciles later, still blocked
         assert c.workload()["spec"]["replicas"] == 4, "a step was taken while the last one is unconfirmed"
         assert c.pods() == c.pod_names(0, 1, 2, 3)
         assert any(reason == "LeaveStuck" for reason, _ in c.events())
@@ -72,7 +71,7 @@ def test_a_refused_leave_blocks_the_next_step_and_is_reported(
             return [m for reason, m in c.events() if reason == "MembershipDisagreement"]
         wait_for(lambda: any("runs no pod for ordinal 4" in m for m in disagreement_events()), STEP_TIMEOUT,
                  "a MembershipDisagreement Warning naming ordinal 4's member")
-        time.sleep(3)  # more reconciles: no repeat
+        operator.rounds_pass(namespace, c.name)  # more reconciles: no repeat
         assert len([m for m in disagreement_events() if "runs no pod for ordinal 4" in m]) == 1, disagreement_events()
 
         sidecars.refusing.clear()  # membership-clean removes the member (its grace has passed)

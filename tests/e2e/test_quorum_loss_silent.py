@@ -57,6 +57,7 @@ def test_a_survivor_that_does_not_answer_is_waited_for_then_recovered_from(
             assert f"kv-0 (member {survivor_id:x})" in cond["message"], cond
             assert "Not answering Status" in cond["message"] and "Automatic policy" in cond["message"], cond
             time.sleep(SILENT_SECONDS)  # the grace is long past: still nothing may start
+            operator.rounds_pass(namespace, "kv")  # and the operator decided since
             assert kv.condition("QuorumLost").get("reason") == "SurvivorsNotAnswering"
             assert contract.ANNOTATION_QUORUM_RECOVERY not in (kv.workload()["metadata"].get("annotations") or {}), \
                 "a recovery started while the survivor's data could not be ranked"

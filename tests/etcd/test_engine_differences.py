@@ -10,7 +10,7 @@ from raftset.etcdclient import EtcdClientError, MemberClient, Refusal
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import wait_for
 from tests.harness.waiting import await_for
-from tests.harness.scenarios import grow
+from tests.harness.scenarios import check_members, grow, writing
 
 pytestmark = pytest.mark.etcd
 
@@ -32,6 +32,8 @@ async def test_a_member_removed_behind_its_back_stops_serving(make_lab, engine_u
     leader = await lab.leader_ordinal()
     victim = next(o for o in range(3) if o != leader)
     victim_id = (await lab.status(victim)).member_id
+    staying = [o for o in range(3) if o != victim]
+    writer = writing(lab, *staying)
 
     async def removed() -> bool:
         # etcd refuses ("unhealthy cluster") while a voter connected less than 5 s ago:
@@ -54,3 +56,7 @@ async def test_a_member_removed_behind_its_back_stops_serving(make_lab, engine_u
         wait_for(lambda: store.poll() is not None, 30, f"ordinal {victim}'s store exited")
     else:
         assert store.poll() is None, "this engine's removed member was expected to keep running"
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 20, 20, "writes acknowledged by the two that stay")
+    writer.stop()
+    await check_members(lab, writer, *staying)

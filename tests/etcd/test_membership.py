@@ -6,7 +6,7 @@ import pytest
 
 from raftset.membership import RaftMembership
 from tests.harness.lab import Lab, wait_for
-from tests.harness.scenarios import grow
+from tests.harness.scenarios import check_members, grow, writing
 
 pytestmark = pytest.mark.etcd
 
@@ -41,9 +41,13 @@ async def test_a_member_that_left_is_gone_from_the_next_record(make_lab) -> None
     before = published(lab, "3 voters", lambda m: len(m.members) == 3)
     leaving = before.by_ordinal(2)
     assert leaving is not None
+    writer = writing(lab, 0, 1)
     lab.scale(2)
     result = lab.pod(2).terminate()
     assert result is not None and result["removed"], result
     after = published(lab, "the record without ordinal 2", lambda m: m.by_id(leaving.id) is None)
     assert after.index > before.index
     assert sorted(r.ordinal for r in after.members) == [0, 1]
+    writer.stop()
+    assert writer.failed == 0, writer.errors[:5]
+    await check_members(lab, writer, 0, 1)

@@ -10,7 +10,7 @@ import pytest
 
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import wait_for
-from tests.harness.scenarios import grow, start_together
+from tests.harness.scenarios import check_members, grow, start_together, writing
 
 pytestmark = pytest.mark.etcd
 
@@ -93,6 +93,7 @@ def _logged_at(pod, text: str) -> datetime:
 async def test_stale_data_dir_on_refill_is_moved_aside_and_joins_fresh(make_lab) -> None:
     lab = make_lab(replicas=3, clean_grace=JOINING_GRACE)
     await grow(lab, 3)
+    writer = writing(lab, 0, 1)
     await lab.put("/stale/key", "v1")
     old_id = lab.pod(2).marker()["member_id"]
     lab.scale(2)
@@ -115,6 +116,8 @@ async def test_stale_data_dir_on_refill_is_moved_aside_and_joins_fresh(make_lab)
              "the stale copy released once the new member votes")
     assert not [p for p in Path(lab.pod(2).data_dir.parent).iterdir() if ".aside-" in p.name]
     assert await lab.get("/stale/key", 2) == b"v2"
+    writer.stop()
+    await check_members(lab, writer, 0, 1, 2)
 
 
 @pytest.mark.lifecycle
@@ -178,6 +181,7 @@ async def test_sidecar_killed_right_after_member_add_is_reused_on_restart(make_l
     # sidecars clean the entry 3.2 s after the add, while the sidecar was still coming back.
     lab = make_lab(replicas=3, clean_grace=60.0)
     await grow(lab, 3)
+    writer = writing(lab, 0, 1, 2)
     lab.scale(4)
     pod = lab.pod(3)
     lab.create_pod(3)
@@ -194,11 +198,14 @@ async def test_sidecar_killed_right_after_member_add_is_reused_on_restart(make_l
     members = await lab.wait_voting(4)
     assert f"{pending[0].id:x}" in {f"{m.id:x}" for m in members}
     assert "join: reuse-entry" in pod.sidecar_log.read_text()
+    writer.stop()
+    await check_members(lab, writer, 0, 1, 2, 3)
 
 
 async def test_sidecar_killed_right_after_member_add_is_cleaned_after_the_grace(make_lab) -> None:
     lab = make_lab(replicas=3, clean_grace=4.0)
     await grow(lab, 3)
+    writer = writing(lab, 0, 1, 2)
     lab.scale(4)
     pod = lab.pod(3)
     lab.create_pod(3)
@@ -215,3 +222,5 @@ async def test_sidecar_killed_right_after_member_add_is_cleaned_after_the_grace(
     await lab.logged("clean: removed member", leader)
     assert took < 30
     wait_for(lambda: lab.pod(0).ready(), 10, "demo-0 still ready")
+    writer.stop()
+    await check_members(lab, writer, 0, 1, 2)

@@ -7,7 +7,8 @@ import pytest
 from raftset import contract
 from tests.harness.checker import Writer
 from tests.harness.engines import EngineUnderTest
-from tests.harness.scenarios import STALL_BOUND_S, check_members, grow, scale_in_under_writer
+from tests.harness.lab import wait_for
+from tests.harness.scenarios import STALL_BOUND_S, check_members, grow, scale_in_under_writer, writing
 
 pytestmark = pytest.mark.etcd
 
@@ -46,20 +47,34 @@ async def test_scale_in_of_the_leader_hands_off_first(make_lab, engine_ready: En
 async def test_a_stale_scale_away_mark_never_removes_a_restarting_member(make_lab) -> None:
     lab = make_lab(replicas=3)
     await grow(lab, 3)
+    writer = writing(lab, 0, 2)
     lab.annotate_pod(1, {contract.ANNOTATION_SCALE_AWAY: "true"})  # the workload still keeps ordinal 1
     result = lab.pod(1).terminate()
     assert result is not None and not result["removed"] and "stale mark" in result["reason"], result
     assert sorted(m.name for m in await lab.members(0, 2)) == ["demo-0", "demo-1", "demo-2"]
+    lab.pod(1).start()  # the restart it was: back with its data, the same member
+    lab.pod(1).wait_ready()
+    await lab.wait_voting(3)
+    writer.stop()
+    await check_members(lab, writer, 0, 1, 2)
 
 
 async def test_scaled_away_member_stays_when_removal_would_lose_quorum(make_lab) -> None:
     lab = make_lab(replicas=3, clean_grace=300)
     await grow(lab, 3)
+    writer = writing(lab, 0, 1)  # its puts fail while quorum is lost
     lab.pod(1).kill()
     lab.scale(2)
     result = lab.pod(2).terminate()
     assert result is not None and not result["removed"] and "quorum" in result["reason"], result
     assert len(await lab.members(0, linearizable=False)) == 3  # no quorum left: its own view
+    # kubelet brings ordinal 1 back: 2 of the 3 voters answer again and writes commit.
+    lab.pod(1).start()
+    lab.pod(1).wait_ready()
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 20, 30, "writes acknowledged again")
+    writer.stop()
+    await check_members(lab, writer, 0, 1)
 
 
 async def test_sigterm_is_the_fallback_when_prestop_never_ran(make_lab) -> None:

@@ -8,21 +8,28 @@ test therefore makes a loop fail through the sidecar's test-only fault hook
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import time
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from raftset import contract
 from raftset.contract import SidecarEnv
 from raftset.sidecar.supervision import TEST_FAULT_DIR_ENV
 from tests.harness.lab import Pod, http_get, wait_for
 from tests.harness.checker import Writer
 from tests.harness.scenarios import check_members, grow
+from tools.devcluster import kubelet
 
 pytestmark = pytest.mark.etcd
 
 STALL_S = 2.0  # the loops' bound is their interval (0.5 s, clean 1 s) plus this
+# The sidecar's livenessProbe as rendered (/livez every 10 s, 3 failures, tests/unit/test_podrunner.py
+# reads it), run as the stand-in kubelet runs it; on the lab's sidecar port.
+SIDECAR_LIVENESS = kubelet.Probe(contract.SIDECAR_PORT, "/livez", period=1.0, failure_threshold=3, timeout=5.0)
 
 
 def loop_metric(pod: Pod, name: str, loop: str) -> float:
@@ -72,12 +79,29 @@ async def test_a_failing_or_hung_loop_fails_livez_and_readyz_stays_as_it_is(make
     assert "a round has not finished" in doc["problems"][0], doc
     assert pod.ready()
 
-    # kubelet restarts the sidecar container; the store keeps running, the member is the same.
-    (faults / "heartbeat.hang").unlink()
+    # kubelet's livenessProbe stops the sidecar after its failureThreshold of failures in a row,
+    # not at the first one...
+    probe = dataclasses.replace(SIDECAR_LIVENESS, port=lab.http_port)
     sidecar = pod.containers.sidecar
     assert sidecar is not None
-    pod.containers.supervisor.stop(sidecar, grace_s=10)
-    pod.start_sidecar()
+    state, failures = kubelet.ProbeState.liveness(time.monotonic()), []
+    deadline = time.monotonic() + 30
+    while sidecar.alive() and time.monotonic() < deadline:
+        state = pod.containers.probe_liveness("sidecar", probe, state, time.monotonic())
+        failures.append(state.failures)
+        time.sleep(0.2)
+    assert not sidecar.alive(), f"the livenessProbe did not stop the sidecar: {failures}"
+    assert set(failures) == set(range(probe.failure_threshold)), failures  # then a fresh probe for the next run
+
+    # ...and restarts it; the store keeps running, the member is the same. The pod's emptyDir
+    # outlives the container: the startup file the first sidecar wrote is still there as the
+    # new one starts, so a store restart before its join would still start.
+    (faults / "heartbeat.hang").unlink()
+    startup_file = Path(lab.engine.engine.startup_path(str(pod.run_dir)))
+    written_by_first = startup_file.read_bytes()
+    pod.restart_sidecar()
+    assert startup_file.exists() and startup_file.read_bytes() == written_by_first, \
+        "the run dir (an emptyDir) was wiped by a container restart"
     pod.wait_startup()
     pod.wait_ready()
     assert livez(pod)[0] == 200

@@ -50,19 +50,25 @@ def installed_operator(admin: str, overlay: str, host: str, workdir: Path,
     again afterwards (on a full plane its pods would be kwok's, running nothing)."""
     apply_overlay(admin, overlay)
     deployment = rendered_deployment(overlay)
+    pod = started_operator(admin, deployment, host, workdir, **env)
+    try:
+        yield pod
+    finally:
+        pod.close()
+        kubectl(admin, "delete", "deployment", deployment["metadata"]["name"], "-n", pod.spec.namespace,
+                "--ignore-not-found", check=False)
+
+
+def started_operator(admin: str, deployment: dict[str, Any], host: str, workdir: Path,
+                     **env: str) -> operatorpod.OperatorPod:
+    """The operator container of `deployment` running as a local process with a token of its ServiceAccount."""
     workdir.mkdir(parents=True, exist_ok=True)
     spec = operatorpod.installed(operatorpod.container_spec(
         deployment, host=host, ports=operatorpod.free_ports(deployment, host), bin_dir=Path(sys.executable).parent))
     spec = dataclasses.replace(spec, env={**spec.env, **env})
     identity = operatorpod.service_account_kubeconfig(admin, spec.namespace, spec.service_account,
                                                       workdir / "operator.kubeconfig")
-    pod = operatorpod.OperatorPod(spec, identity, workdir).start()
-    try:
-        yield pod
-    finally:
-        pod.close()
-        kubectl(admin, "delete", "deployment", deployment["metadata"]["name"], "-n", spec.namespace,
-                "--ignore-not-found", check=False)
+    return operatorpod.OperatorPod(spec, identity, workdir).start()
 
 
 def kruise_crd(crds: list[dict[str, Any]]) -> dict[str, Any]:

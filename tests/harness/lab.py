@@ -155,11 +155,24 @@ class Pod:
         return self.root / "store.log"
 
     def start_sidecar(self) -> None:
+        """A new pod's sidecar: the run dir is the new pod's emptyDir, so it starts empty (no old
+        startup file). A container restart within the pod keeps it: `restart_sidecar`."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        # The run dir is an emptyDir: a new pod starts without the old startup file.
         for stale in self.run_dir.iterdir():
             stale.unlink()
+        self._start_sidecar_container()
+
+    def restart_sidecar(self, grace: float = 10.0) -> None:
+        """kubelet restarting the sidecar container (after its livenessProbe failed): SIGTERM
+        within `grace`, then a new process in the same pod, whose emptyDir outlives the container."""
+        sidecar = self.containers.sidecar
+        if sidecar is not None:
+            self.containers.supervisor.stop(sidecar, grace_s=grace)
+        self._start_sidecar_container()
+
+    def _start_sidecar_container(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         # env_extra and the build may have changed since the last start
         self.containers.sidecar_env = self.env()
         self.containers.store_env = self.store_env()
@@ -216,9 +229,10 @@ class Pod:
         """
         restarts = 0
         reported: subprocess.Popen[bytes] | None = None
-        liveness = kubelet.Liveness(probed=time.monotonic())
+        liveness = kubelet.ProbeState.liveness(time.monotonic())
         while not stop.is_set():
-            liveness = await asyncio.to_thread(self.containers.probe_liveness, liveness, time.monotonic())
+            liveness = await asyncio.to_thread(self.containers.probe_liveness, "store", kubelet.STORE_LIVENESS,
+                                               liveness, time.monotonic())
             store = self.store
             if store is not None and store.poll() is not None and store is not reported:
                 self.report_exit(restarts + 1, store.returncode)

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
+from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract, engines
 from raftset.membership import RaftMember, RaftMembership
@@ -28,7 +30,7 @@ from raftset.sidecar.heartbeat import Heartbeat, lease_body, rfc3339
 from tools.devcluster.net import free_port
 
 from tests.harness.sidecars import Sidecars, member_id  # noqa: F401 - the tests import them from here
-from tests.harness.waiting import wait_for  # noqa: F401 - the tests of this harness import it from here
+from tests.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,6 +84,21 @@ class Operator:
     def metrics_url(self) -> str:
         """The operator's /metrics (RAFTSET_METRICS_ADDRESS, on loopback)."""
         return f"http://{self.env['RAFTSET_METRICS_ADDRESS']}/metrics"
+
+    def reconciles(self, namespace: str, cluster: str) -> float:
+        """How many reconciles of this cluster ran to their end (raftset_cluster_reconciles_total)."""
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            text = response.read().decode()
+        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                   if s.name == "raftset_cluster_reconciles_total"
+                   and (s.labels.get("namespace"), s.labels.get("cluster")) == (namespace, cluster))
+
+    def rounds_pass(self, namespace: str, cluster: str, count: int = 2, timeout: float = 60.0) -> None:
+        """Wait until `count` more reconciles of the cluster ran to their end: a test that then asserts
+        that the operator did nothing knows it decided (a whole reconcile began after this call)."""
+        start = self.reconciles(namespace, cluster)
+        wait_for(lambda: self.reconciles(namespace, cluster) >= start + count, timeout,
+                 f"{count} more reconciles of {namespace}/{cluster}")
 
     def start(self) -> None:
         out = self.log.open("ab")

@@ -55,6 +55,14 @@ async def settled_term(lab: Lab, *ordinals: int, timeout: float = 10.0) -> int:
     return await await_for(agreed, timeout, f"one term and one leader on ordinals {list(ordinals)}")
 
 
+def writing(lab: Lab, *ordinals: int) -> Writer:
+    """A writer on these members, once it has written."""
+    writer = Writer([lab.pod(o).client_url for o in ordinals], lab.client_tls())
+    writer.start()
+    wait_for(lambda: writer.ok > 20, 20, "writer running")
+    return writer
+
+
 async def check_members(lab: Lab, writer: Writer, *ordinals: int) -> Verdict:
     """The checker on these members: every acknowledged write reads back, one HashKV."""
     return await check([lab.pod(o).client_url for o in ordinals], writer.acked, lab.client_tls())

@@ -24,6 +24,7 @@ from tools.devcluster import build, procs
 from tools.devcluster.net import free_port
 
 PEER_BEHIND = 2382  # where a member listens for peers; its proxy listens on the advertised :2380 (2381: metrics)
+CLIENT_BEHIND = 2383  # where a member serves clients when its advertised :2379 is a proxy
 
 
 class Toxiproxy:
@@ -116,6 +117,19 @@ def route_peers(lab: Lab, toxiproxy: Toxiproxy, ordinals: Iterable[int], one_way
         toxiproxy.proxy(peer_proxy_name(ordinal), f"{ip}:2380", f"{ip}:{PEER_BEHIND}")
         if one_way_ms:
             toxiproxy.latency(peer_proxy_name(ordinal), one_way_ms, jitter_ms)
+
+
+def client_proxy_name(ordinal: int) -> str:
+    return f"client-{ordinal}"
+
+
+def route_client(lab: Lab, toxiproxy: Toxiproxy, ordinal: int) -> str:
+    """Put a proxy in front of a member's client port, before the member starts: everyone, its own
+    sidecar too, asks it through the proxy. The URL that reaches the store directly, for the test."""
+    ip = lab.ip(ordinal)
+    lab.pod(ordinal).env_extra[SidecarEnv.LISTEN_CLIENT_URL] = f"http://{ip}:{CLIENT_BEHIND}"
+    toxiproxy.proxy(client_proxy_name(ordinal), f"{ip}:2379", f"{ip}:{CLIENT_BEHIND}")
+    return f"http://{ip}:{CLIENT_BEHIND}"
 
 
 def set_latency(toxiproxy: Toxiproxy, one_way_ms: int, jitter_ms: int = 0) -> None:

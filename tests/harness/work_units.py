@@ -36,6 +36,7 @@ SECONDS = {
     "tests/e2e/test_operator_faults.py": 57,
     "tests/e2e/test_left_raft.py": 42,
     "tests/e2e/test_operator_ha.py": 35,
+    "tests/e2e/test_helm_install.py": 35,
     "tests/e2e/test_controlplane.py": 30,
 }
 DEFAULT_SECONDS = 60

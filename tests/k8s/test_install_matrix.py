@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract
 from tests.harness.install import KRUISE_CRD, installed_operator, kruise_crd
-from tests.harness.operator import kubectl, wait_for
+from tests.harness.operator import api, kubectl, wait_for
 from tests.harness.view import ClusterView
 from tools.devcluster import operatorpod, plane
 
@@ -43,18 +45,41 @@ def crds(kube_apiserver: Any) -> list[dict[str, Any]]:
     return plane.kruise_manifests(kube_apiserver)[0]
 
 
+def kruise_crd_state(admin: str) -> dict[str, Any] | None:
+    """The Advanced StatefulSet CRD as the apiserver has it now, None once it is gone."""
+    try:
+        return client.ApiextensionsV1Api(api(admin)).read_custom_resource_definition(KRUISE_CRD).to_dict()
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def remove_kruise_crd(admin: str) -> None:
+    """Deleted and gone: a CRD's deletion first deletes every object of its kind, which takes a while."""
+    kubectl(admin, "delete", "crd", KRUISE_CRD, "--ignore-not-found", "--wait=false")
+    wait_for(lambda: kruise_crd_state(admin) is None, TIMEOUT, f"{KRUISE_CRD} gone")
+
+
 @pytest.fixture
 def without_kruise(admin: str) -> None:
-    kubectl(admin, "delete", "crd", KRUISE_CRD, "--ignore-not-found", "--wait=true")
+    remove_kruise_crd(admin)
 
 
 @pytest.fixture
 def with_kruise(kube_apiserver: Any, admin: str, crds: list[dict[str, Any]]) -> Iterator[None]:
     """OpenKruise's Advanced StatefulSet CRD, as a cluster running OpenKruise for other workloads has it."""
+    # An earlier test's CRD may still be terminating: applied over, it would vanish under this test.
+    wait_for(lambda: not ((kruise_crd_state(admin) or {}).get("metadata") or {}).get("deletion_timestamp"),
+             TIMEOUT, f"{KRUISE_CRD} not terminating")
     kube_apiserver.apply(kruise_crd(crds))
-    kubectl(admin, "wait", "--for=condition=Established", f"crd/{KRUISE_CRD}", "--timeout=60s")
+
+    def established() -> bool:
+        conditions = ((kruise_crd_state(admin) or {}).get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+    wait_for(established, TIMEOUT, f"{KRUISE_CRD} Established")
     yield
-    kubectl(admin, "delete", "crd", KRUISE_CRD, "--ignore-not-found", "--wait=true")
+    remove_kruise_crd(admin)
 
 
 def degraded_reason(view: ClusterView) -> str | None:
@@ -150,7 +175,7 @@ def test_kruise_overlay_with_openkruise_then_without(kube_apiserver: Any, admin:
         default.create(3)
         wait_applied(default, "apps.kruise.io/v1beta1")
         started = time.monotonic()
-        kubectl(admin, "delete", "crd", KRUISE_CRD, "--wait=true")
+        remove_kruise_crd(admin)
         later = ClusterView(admin, contract.KIND_ETCD, "later", namespace)
         later.create(3)
         condition = wait_degraded(later, "WorkloadAPIMissing")

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from tools.devcluster import kubelet
-from tools.devcluster.kubelet import LIVENESS_FAILURES, LIVENESS_PERIOD_S, Backoff, Exit, Liveness
+from tools.devcluster.kubelet import STORE_LIVENESS, Backoff, Exit, Probe, ProbeState
 
 pytestmark = pytest.mark.unit
 
@@ -61,7 +61,8 @@ def test_a_clean_exit_is_completed_without_a_message_and_a_signal_is_128_plus_it
 
 def test_a_container_in_backoff_waits_not_ready_with_its_restarts_and_last_exit() -> None:
     last = Exit(2, T0, T0, "panic")
-    status = kubelet.container_status("etcd", "etcd:3.6", 3, last, running_since=None, backoff=4.0, pod="kv-2")
+    status = kubelet.container_status("etcd", "etcd:3.6", 3, last, running_since=None, backoff=4.0, pod="kv-2",
+                                      ready=False)
     assert status["restartCount"] == 3 and status["ready"] is False
     assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
     assert "back-off 4s" in status["state"]["waiting"]["message"]
@@ -70,7 +71,8 @@ def test_a_container_in_backoff_waits_not_ready_with_its_restarts_and_last_exit(
 
 def test_a_restarted_container_runs_and_keeps_its_last_exit() -> None:
     status = kubelet.container_status("etcd", "etcd:3.6", 4, Exit(2, T0, T0, "panic"),
-                                      running_since=T0 + timedelta(seconds=9), backoff=None, pod="kv-2")
+                                      running_since=T0 + timedelta(seconds=9), backoff=None, pod="kv-2",
+                                      ready=True)
     assert status["state"] == {"running": {"startedAt": "2026-11-23T19:00:09Z"}} and status["ready"] is True
     assert status["lastState"]["terminated"]["message"] == "panic"
 
@@ -83,11 +85,57 @@ def test_one_container_entry_is_replaced_the_others_kept() -> None:
 
 
 def test_liveness_kills_only_after_enough_failures_in_a_row() -> None:
-    probe, now = Liveness(probed=0.0), 0.0
-    assert not probe.due(now + LIVENESS_PERIOD_S / 2) and probe.due(now + LIVENESS_PERIOD_S)
-    for _ in range(LIVENESS_FAILURES - 1):
-        now += LIVENESS_PERIOD_S
-        probe = probe.after(False, now)
-        assert not probe.failed
-    assert probe.after(True, now).failures == 0, "one success forgives the failures before it"
-    assert probe.after(False, now + LIVENESS_PERIOD_S).failed
+    probe, period = STORE_LIVENESS, STORE_LIVENESS.period
+    state, now = ProbeState.liveness(0.0), 0.0
+    assert state.passing and state.due(probe, now), "no initial delay declared: the first probe at the start"
+    state = state.after(probe, True, now)
+    assert not state.due(probe, now + period / 2) and state.due(probe, now + period)
+    for _ in range(probe.failure_threshold - 1):
+        now += period
+        state = state.after(probe, False, now)
+        assert state.passing
+    assert state.after(probe, True, now).failures == 0, "one success forgives the failures before it"
+    assert not state.after(probe, False, now + period).passing
+
+
+def test_readiness_starts_failing_and_turns_after_its_thresholds_in_a_row() -> None:
+    probe = Probe(8080, "/readyz", period=0.5, failure_threshold=3, success_threshold=2, initial_delay=1.0)
+    state = ProbeState.readiness(10.0)
+    assert not state.passing, "not ready before a probe passed (kubelet's initial result)"
+    assert not state.due(probe, 10.9) and state.due(probe, 11.0), "the initial delay counts from the start"
+    state = state.after(probe, True, 11.0)
+    assert not state.passing, "one success of the two required"
+    state = state.after(probe, True, 11.5)
+    assert state.passing
+    for at in (12.0, 12.5):
+        state = state.after(probe, False, at)
+        assert state.passing, "still ready below the failure threshold"
+    state = state.after(probe, True, 13.0).after(probe, False, 13.5).after(probe, False, 14.0)
+    assert state.passing, "a success in between resets the failures"
+    state = state.after(probe, False, 14.5)
+    assert not state.passing and state.failures == 3
+
+
+def test_a_declared_probe_is_read_with_kubelets_defaults_and_scaled() -> None:
+    container = {"name": "etcd", "ports": [{"name": "sidecar", "containerPort": 8080}],
+                 "readinessProbe": {"httpGet": {"path": "/readyz", "port": "sidecar"}, "periodSeconds": 5,
+                                    "failureThreshold": 3, "timeoutSeconds": 5, "initialDelaySeconds": 20},
+                 "livenessProbe": {"tcpSocket": {"port": 2379}}}
+    assert kubelet.declared_probe(container, "readinessProbe") == Probe(
+        8080, "/readyz", period=0.5, failure_threshold=3, success_threshold=1, initial_delay=2.0, timeout=5.0)
+    assert kubelet.declared_probe(container, "livenessProbe") == Probe(
+        2379, None, period=1.0, failure_threshold=3, success_threshold=1, initial_delay=0.0, timeout=1.0)
+    assert kubelet.declared_probe(container, "startupProbe") is None
+    with pytest.raises(ValueError, match="does not declare"):
+        kubelet.declared_probe({"name": "x", "livenessProbe": {"tcpSocket": {"port": "client"}}}, "livenessProbe")
+    with pytest.raises(ValueError, match="not a plain httpGet"):
+        kubelet.declared_probe({"name": "x", "livenessProbe": {"exec": {"command": ["true"]}}}, "livenessProbe")
+
+
+def test_a_running_container_is_ready_only_as_its_probe_says() -> None:
+    running = kubelet.container_status("etcd", "etcd:3.6", 0, None, running_since=T0, backoff=None, pod="kv-0",
+                                       ready=False)
+    assert running["started"] and not running["ready"]
+    waiting = kubelet.container_status("etcd", "etcd:3.6", 1, None, running_since=None, backoff=2.0, pod="kv-0",
+                                       ready=True)
+    assert not waiting["ready"], "a container that does not run is never ready"

@@ -170,6 +170,7 @@ def test_no_backup_no_backup_series() -> None:
 def test_operator_counters_and_forgetting_a_cluster() -> None:
     m = OperatorMetrics()
     m.reconciles.labels("EtcdCluster", "ok").inc()
+    m.cluster_reconciles.labels("ns", "demo", "EtcdCluster").inc()
     m.duration.labels("EtcdCluster").observe(0.02)
     m.scale_steps.labels("EtcdCluster", "scale-in").inc()
     m.announced(("ns", "demo"), "EtcdCluster", [
@@ -182,6 +183,7 @@ def test_operator_counters_and_forgetting_a_cluster() -> None:
     assert got["raftset_operator_scale_steps_total"] == [({"kind": "EtcdCluster", "step": "scale-in"}, 1.0)]
     assert got["raftset_operator_refusals_total"] == [({"kind": "EtcdCluster", "reason": "ScaleRefused"}, 1.0)]
     assert got["raftset_cluster_leader_changes_total"] == [(BASE, 1.0)]
+    assert got["raftset_cluster_reconciles_total"] == [(BASE, 1.0)]
     assert got["raftset_cluster_members"] == [(BASE, 4.0)]
     m.clusters.forget(("ns", "demo"))
     assert "raftset_cluster_members" not in parsed(generate_latest(m.registry))

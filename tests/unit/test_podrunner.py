@@ -321,3 +321,24 @@ def test_a_container_inherits_only_the_basics_with_its_binaries_first(monkeypatc
     assert env["PYTHONUNBUFFERED"] == "1"
     assert "HTTPS_PROXY" not in env and "ETCD_NAME" not in env
     assert kubelet.container_env()["PATH"] == "/usr/bin"
+
+
+def test_the_probes_run_are_the_rendered_ones_scaled_down() -> None:
+    """The store's readinessProbe (/readyz) and livenessProbe (its client port), the sidecar's
+    livenessProbe (/livez), as the operator renders them, ten times faster."""
+    rendered = {"metadata": {"name": "kv-0"}, "spec": manifests.pod_template(builders.cluster())["spec"]}
+    probes = podrunner.pod_probes(rendered, "etcd")
+    assert probes.store_readiness is not None and probes.store_readiness.path == "/readyz"
+    assert probes.store_readiness.port == contract.SIDECAR_PORT
+    assert (probes.store_readiness.period, probes.store_readiness.failure_threshold) == (0.5, 3)
+    assert probes.store_liveness is not None and probes.store_liveness.path is None
+    assert (probes.store_liveness.port, probes.store_liveness.period) == (contract.CLIENT_PORT, 1.0)
+    assert probes.sidecar_liveness is not None and probes.sidecar_liveness.path == "/livez"
+    assert (probes.sidecar_liveness.period, probes.sidecar_liveness.failure_threshold) == (1.0, 3)
+
+
+def test_the_pods_ready_condition_as_listed() -> None:
+    assert podrunner.pod_ready({"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    assert not podrunner.pod_ready({"status": {"conditions": [{"type": "Ready", "status": "False"},
+                                                              {"type": "Initialized", "status": "True"}]}})
+    assert not podrunner.pod_ready({"status": {}})

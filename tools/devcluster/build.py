@@ -190,6 +190,23 @@ PROMTOOL = Component(
     tags=("remove_all_sd",),
 )
 
+# Helm, stamped as its own Makefile stamps a release (`helm version`, and the Kubernetes version
+# `helm template` and `helm lint` assume: that of its client-go).
+HELM = Component(
+    name="helm",
+    version=versions.HELM,
+    module="helm",
+    packages=("helm.sh/helm/v3/cmd/helm",),
+    binaries=("helm",),
+    ldflags=(
+        f"-X helm.sh/helm/v3/internal/version.version={versions.HELM}",
+        "-X helm.sh/helm/v3/internal/version.gitTreeState=clean",
+        *(f"-X helm.sh/helm/v3/pkg/{pkg}.k8sVersion{part}={value}"
+          for pkg in ("chartutil", "lint/rules")
+          for part, value in (("Major", "1"), ("Minor", versions.HELM_KUBE_MINOR))),
+    ),
+)
+
 # The real-node lab's node binaries (docs/devcluster.md, "Real nodes"): the control plane's
 # Kubernetes release in a wrapper module of its own, whose graph adds what only they import
 # (kube's stamp stays valid; the shared packages come from Go's build cache).
@@ -213,8 +230,9 @@ COREDNS = Component(
 
 # What the local control plane runs; `make controlplane` (and CI) builds every component.
 PLANE = (*ETCDS, KUBE, KRUISE, KWOK)
-# Besides: the S3 server (backups), the fault-injection proxy and promtool (tests, bench).
-COMPONENTS = (*PLANE, VERSITYGW, TOXIPROXY, PROMTOOL)
+# Besides: the S3 server (backups), the fault-injection proxy, promtool (tests, bench) and Helm
+# (the chart's tests).
+COMPONENTS = (*PLANE, VERSITYGW, TOXIPROXY, PROMTOOL, HELM)
 # Built only when named (`build kubenode coredns`): no tier of `make test` runs real nodes yet.
 REAL_NODE = (KUBENODE, COREDNS)
 

@@ -2,8 +2,11 @@
 
 Kubelet starts a native sidecar first, waits for its startupProbe, then starts the main
 container, restarts a container that exits with backoff and reports it in the pod's status
-(`Backoff`, `container_status`: pure, the pod runner applies them); on termination it runs the preStop hook, then stops the store and the sidecar
-in that order within the grace period. `MemberContainers` does exactly these steps and
+(`Backoff`, `container_status`: pure, the pod runner applies them); it runs each container's
+declared readiness and liveness probes (`declared_probe`, `ProbeState`): readiness makes the
+pod Ready, a liveness failure kills the container, which is then restarted; on termination
+it runs the preStop hook, then stops the store and the sidecar in that order within the
+grace period. `MemberContainers` does exactly these steps and
 nothing else. Two drivers use it: `make run`'s pod runner (tools.devcluster.podrunner),
 which follows kwok pods in the API, and the etcd tier's lab (tests.harness.lab), which
 lets a test take each step by hand (start the sidecar alone, kill both, ...).
@@ -12,6 +15,7 @@ lets a test take each step by hand (start the sidecar alone, kill both, ...).
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import socket
 import sys
@@ -23,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from raftset import engines
+from raftset import contract, engines
 from tools.devcluster import procs
 
 SIDECAR_COMMAND = (sys.executable, "-m", "raftset.sidecar")
@@ -63,7 +67,7 @@ class MemberContainers:
                  sidecar_url: str, sidecar_env: Mapping[str, str], store_env: Mapping[str, str],
                  client_address: tuple[str, int]) -> None:
         self.supervisor = supervisor
-        self.client_address = client_address  # where the store's livenessProbe connects
+        self.client_address = client_address  # the pod's address (every probe goes there) and client port
         self.name = name  # prefixes the process names (and so the log files)
         self.engine = engine
         self.run_dir = run_dir
@@ -94,32 +98,39 @@ class MemberContainers:
         except OSError:
             return False
 
+    def probe(self, probe: Probe) -> bool:
+        """One probe as kubelet sends it to this pod's address: an httpGet passes on 2xx or 3xx,
+        a tcpSocket on a connect."""
+        host = self.client_address[0]
+        try:
+            if probe.path is None:
+                with socket.create_connection((host, probe.port), timeout=probe.timeout):
+                    return True
+            return 200 <= http_get(f"http://{host}:{probe.port}{probe.path}", timeout=probe.timeout)[0] < 400
+        except (OSError, http.client.HTTPException):
+            return False
+
     def start_store(self) -> procs.Proc:
         assert not self._running(self.store), f"{self.name}: store already running"
         command = self.engine.command(str(self.run_dir))
         self.store = self.supervisor.start(f"{self.name}store", command, env=self.store_env)
         return self.store
 
-    def store_listening(self) -> bool:
-        """The store container's livenessProbe: a TCP connect to the client port."""
-        try:
-            with socket.create_connection(self.client_address, timeout=1.0):
-                return True
-        except OSError:
-            return False
-
-    def probe_liveness(self, liveness: Liveness, now: float) -> Liveness:
-        """One round of the store's livenessProbe, when due; after enough failures in a row, as
-        kubelet does: the preStop hook, then the store is stopped (the caller restarts it)."""
-        if self.store is None or not self.store.alive() or not liveness.due(now):
-            return liveness
-        liveness = liveness.after(self.store_listening(), now)
-        if not liveness.failed:
-            return liveness
-        with contextlib.suppress(OSError):
-            self.pre_stop(timeout=5.0)
-        self.supervisor.stop(self.store, grace_s=5.0)
-        return Liveness(probed=now)
+    def probe_liveness(self, container: str, probe: Probe, state: ProbeState, now: float) -> ProbeState:
+        """One round of a running container's (`sidecar` or `store`) livenessProbe, when due. Once
+        it fails, as kubelet does: the container's preStop hook (the store has one), then it is
+        stopped; the caller restarts it, whose probe starts afresh (the state returned)."""
+        proc: procs.Proc | None = getattr(self, container)
+        if proc is None or not proc.alive() or not state.due(probe, now):
+            return state
+        state = state.after(probe, self.probe(probe), now)
+        if state.passing:
+            return state
+        if container == "store":
+            with contextlib.suppress(OSError):
+                self.pre_stop(timeout=5.0)
+        self.supervisor.stop(proc, grace_s=5.0)
+        return ProbeState.liveness(now)
 
     def pre_stop(self, timeout: float) -> tuple[int, str]:
         """The store container's preStop hook: GET /leave on the sidecar."""
@@ -146,29 +157,89 @@ BACKOFF_S = (1.0, 10.0)
 MESSAGE_BYTES, MESSAGE_LINES = 2048, 80  # terminationMessagePolicy FallbackToLogsOnError
 
 
-# The store's livenessProbe as rendered (tcpSocket on the client port every 10 s, 6 failures),
-# scaled down the same way: every 1 s, 6 failures. It is what ends a removed Xline member, whose
-# process keeps running with its ports closed (Capabilities.removed_member_exits).
-LIVENESS_PERIOD_S, LIVENESS_FAILURES = 1.0, 6
+# Probes run as declared, with their periods and initial delays scaled down as the backoff is
+# (10 s -> 1 s); timeouts stay as declared: a loaded machine answers no sooner for a shorter period.
+PROBE_TIME_SCALE = 0.1
+# core/v1 Probe's defaults for the fields a pod leaves unset.
+PROBE_DEFAULTS = {"periodSeconds": 10, "failureThreshold": 3, "successThreshold": 1,
+                  "initialDelaySeconds": 0, "timeoutSeconds": 1}
 
 
 @dataclass(frozen=True)
-class Liveness:
-    """kubelet's liveness state of one running container: consecutive failures, last probe time."""
+class Probe:
+    """One probe as run here: an httpGet of `path` (None: a tcpSocket connect) on `port` of the
+    pod's address, its periods and delays already scaled."""
 
+    port: int
+    path: str | None
+    period: float
+    failure_threshold: int
+    success_threshold: int = 1
+    initial_delay: float = 0.0
+    timeout: float = 1.0
+
+
+def declared_probe(container: Mapping[str, Any], kind: str) -> Probe | None:
+    """The container's `kind` probe (readinessProbe, livenessProbe) as kubelet would run it,
+    scaled by PROBE_TIME_SCALE; None where it declares none. A named port is the container's."""
+    spec = container.get(kind)
+    if not spec:
+        return None
+    action = spec.get("httpGet") or spec.get("tcpSocket")
+    if action is None or str(action.get("scheme", "HTTP")).upper() != "HTTP":
+        raise ValueError(f"{container.get('name')}: {kind} is not a plain httpGet or tcpSocket: {spec}")
+    port = action["port"]
+    if isinstance(port, str):
+        ports = {p.get("name"): p["containerPort"] for p in container.get("ports") or []}
+        if port not in ports:
+            raise ValueError(f"{container.get('name')}: {kind} names port {port!r}, which it does not declare")
+        port = ports[port]
+    fields = PROBE_DEFAULTS | spec
+    return Probe(int(port), action.get("path") or "/" if "httpGet" in spec else None,
+                 period=fields["periodSeconds"] * PROBE_TIME_SCALE, failure_threshold=fields["failureThreshold"],
+                 success_threshold=fields["successThreshold"],
+                 initial_delay=fields["initialDelaySeconds"] * PROBE_TIME_SCALE, timeout=float(fields["timeoutSeconds"]))
+
+
+# The store's livenessProbe as rendered (tcpSocket on the client port every 10 s, 6 failures),
+# for the etcd tier's lab, which has no pod spec to read it from. It is what ends a removed Xline
+# member, whose process keeps running with its ports closed (Capabilities.removed_member_exits).
+STORE_LIVENESS = Probe(contract.CLIENT_PORT, None, period=10 * PROBE_TIME_SCALE, failure_threshold=6)
+
+
+@dataclass(frozen=True)
+class ProbeState:
+    """kubelet's worker for one probe of one container run: the consecutive results and the
+    verdict they give. A readiness verdict starts failing, a liveness one passing (kubelet's
+    initial results); the verdict changes only after its threshold of results in a row."""
+
+    started: float  # the container's start: the initial delay counts from it
+    passing: bool
+    probed: float | None = None
     failures: int = 0
-    probed: float = 0.0
+    successes: int = 0
 
-    def due(self, now: float) -> bool:
-        return now - self.probed >= LIVENESS_PERIOD_S
+    @classmethod
+    def readiness(cls, started: float) -> ProbeState:
+        return cls(started, passing=False)
 
-    def after(self, ok: bool, now: float) -> Liveness:
-        return Liveness(0 if ok else self.failures + 1, now)
+    @classmethod
+    def liveness(cls, started: float) -> ProbeState:
+        return cls(started, passing=True)
 
-    @property
-    def failed(self) -> bool:
-        """Enough failures in a row: kubelet kills the container (then restarts it)."""
-        return self.failures >= LIVENESS_FAILURES
+    def due(self, probe: Probe, now: float) -> bool:
+        if self.probed is None:
+            return now - self.started >= probe.initial_delay
+        return now - self.probed >= probe.period
+
+    def after(self, probe: Probe, ok: bool, now: float) -> ProbeState:
+        failures, successes = (0, self.successes + 1) if ok else (self.failures + 1, 0)
+        passing = self.passing
+        if successes >= probe.success_threshold:
+            passing = True
+        elif failures >= probe.failure_threshold:
+            passing = False
+        return ProbeState(self.started, passing, now, failures, successes)
 
 
 @dataclass(frozen=True)
@@ -226,15 +297,17 @@ def stamp(when: datetime) -> str:
 
 
 def container_status(name: str, image: str, restarts: int, last: Exit | None, *,
-                     running_since: datetime | None, backoff: float | None, pod: str) -> dict[str, Any]:
-    """One entry of status.containerStatuses: running since a start, or waiting in
-    CrashLoopBackOff for `backoff` seconds; restartCount and the last termination either way."""
+                     running_since: datetime | None, backoff: float | None, pod: str,
+                     ready: bool) -> dict[str, Any]:
+    """One entry of status.containerStatuses: running since a start (`ready` as its readiness
+    probe says), or waiting in CrashLoopBackOff for `backoff` seconds; restartCount and the
+    last termination either way."""
     if running_since is not None:
         state: dict[str, Any] = {"running": {"startedAt": stamp(running_since)}}
     else:
         state = {"waiting": {"reason": "CrashLoopBackOff",
                              "message": f"back-off {backoff or 0:g}s restarting failed container={name} pod={pod}"}}
-    return {"name": name, "image": image, "imageID": "", "ready": running_since is not None,
+    return {"name": name, "image": image, "imageID": "", "ready": ready and running_since is not None,
             "started": running_since is not None, "restartCount": restarts, "state": state,
             "lastState": {"terminated": last.terminated()} if last is not None else {}}
 

@@ -8,6 +8,7 @@ Every server binds to one 127.a.b.1 address of the plane's own loopback block.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from raftset import contract
 from tools.devcluster import build, certmanager, kubeconfig, net, pki, procs
 
 KUBECTL = "kubectl"
@@ -396,22 +398,60 @@ def _nodes_ready(plane: Plane, names: list[str]) -> bool:
     return set(names) <= ready
 
 
-def kwok_pod_stages() -> list[dict]:
-    """kwok's default ("fast") pod stages, except that a terminating pod is deleted only once
-    its finalizers are gone: kwok's own stage strips them, which no kubelet does, and the pod
-    runner (tools.devcluster.podrunner) holds a pod by a finalizer through its termination."""
+def run_pods(namespace_prefix: str) -> str:
+    """A jq predicate (kwok's selector keys are jq) true for the pods a pod runner runs: raftset's
+    member pods in the namespaces whose name starts with `namespace_prefix` ("": every one)."""
+    return (f'(.metadata.labels["{contract.LABEL_MANAGED_BY}"] == "{contract.MANAGER}" '
+            f'and .metadata.labels["{contract.LABEL_COMPONENT}"] == "member" '
+            f'and (.metadata.namespace | startswith("{namespace_prefix}")))')
+
+
+# In kwok's fast pod-ready template (as parsed: the block's indentation stripped): what marks
+# the pod and its main containers ready.
+_READY_TEXT = {'status: "True"\n  type: Ready\n': 'status: "False"\n  type: Ready\n',
+               'status: "True"\n  type: ContainersReady\n': 'status: "False"\n  type: ContainersReady\n',
+               "ready: true\n  restartCount: 0\n  state:\n    running:":
+               "ready: false\n  restartCount: 0\n  state:\n    running:"}
+
+
+def unready(stage: dict) -> dict:
+    """kwok's pod-ready stage turned into one that runs the pod but leaves it not Ready (the main
+    containers not ready): its readiness is the pod runner's, from the declared probes."""
+    template = stage["spec"]["next"]["statusTemplate"]
+    for ready, not_ready in _READY_TEXT.items():
+        if ready not in template:
+            raise ValueError(f"kwok's pod-ready template changed: {ready!r} not found")
+        template = template.replace(ready, not_ready)
+    return {**stage, "metadata": {"name": "pod-running-unready"},
+            "spec": {**stage["spec"], "next": {**stage["spec"]["next"], "statusTemplate": template}}}
+
+
+def kwok_pod_stages(run_namespace_prefix: str) -> list[dict]:
+    """kwok's default ("fast") pod stages, except that:
+    - a terminating pod is deleted only once its finalizers are gone: kwok's own stage strips
+      them, which no kubelet does, and the pod runner (tools.devcluster.podrunner) holds a pod
+      by a finalizer through its termination;
+    - the pods a pod runner runs (`run_pods`) run but are not made Ready: the runner's probes
+      make them Ready, as kubelet's do. Every other pod (those of the e2e tier's stand-in
+      sidecars, tests/harness/sidecars.py, whose members do not run) is Ready at once."""
     fast = build.module_source(build.KWOK, "sigs.k8s.io/kwok") / "kustomize" / "stage" / "pod" / "fast"
     stages = [yaml.safe_load((fast / f"pod-{name}.yaml").read_text()) for name in ("ready", "complete", "delete")]
     delete = stages[-1]["spec"]
     delete["selector"]["matchExpressions"].append({"key": ".metadata.finalizers", "operator": "DoesNotExist"})
     delete["next"].pop("finalizers")
-    return stages
+    ready = stages[0]
+    run = unready(copy.deepcopy(ready))
+    # kwok picks one stage at random among those that match: the two must never both match.
+    predicate = run_pods(run_namespace_prefix)
+    ready["spec"]["selector"]["matchExpressions"].append({"key": predicate, "operator": "NotIn", "values": ["true"]})
+    run["spec"]["selector"]["matchExpressions"].append({"key": predicate, "operator": "In", "values": ["true"]})
+    return [ready, run, *stages[1:]]
 
 
-def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int) -> procs.Proc:
+def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int, run_namespace_prefix: str) -> procs.Proc:
     port = net.free_port(plane.host)
     stages = plane.workdir / "kwok-stages.yaml"
-    stages.write_text(yaml.safe_dump_all(kwok_pod_stages(), sort_keys=False))
+    stages.write_text(yaml.safe_dump_all(kwok_pod_stages(run_namespace_prefix), sort_keys=False))
     proc = sup.start(
         "kwok",
         [
@@ -446,8 +486,12 @@ def _base_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
 
 
-def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: Log = _quiet) -> Plane:
-    """Start a plane (building missing binaries first); on any failure nothing is left running."""
+def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: Log = _quiet,
+          run_namespace_prefix: str = "") -> Plane:
+    """Start a plane (building missing binaries first); on any failure nothing is left running.
+    kwok leaves the readiness of raftset's member pods in the namespaces named with
+    `run_namespace_prefix` (every namespace by default, as `make run`'s pod runner runs them
+    all) to the pod runner's probes (`kwok_pod_stages`)."""
     components = build.PLANE if full else (build.ETCD, build.KUBE)
     build.ensure_all(components, log=log)
 
@@ -457,7 +501,7 @@ def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: L
     (workdir / "logs").mkdir(exist_ok=True)
     sup = procs.Supervisor(workdir / "logs")
     try:
-        return _start(sup, workdir, owns, full, nodes, log)
+        return _start(sup, workdir, owns, full, nodes, log, run_namespace_prefix)
     except BaseException:
         sup.stop_all()
         if owns:
@@ -474,7 +518,8 @@ def _step(timings: dict[str, float], name: str, log: Log) -> Iterator[None]:
     log(f"  {name} ready in {timings[name]:.1f}s")
 
 
-def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: int, log: Log) -> Plane:
+def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: int, log: Log,
+           run_namespace_prefix: str) -> Plane:
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     block = net.pick_block()
@@ -498,7 +543,7 @@ def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: 
         with _step(timings, "kruise-manager", log):
             _start_kruise(sup, plane)
         with _step(timings, "kwok", log):
-            _start_kwok(sup, plane, nodes)
+            _start_kwok(sup, plane, nodes, run_namespace_prefix)
         with _step(timings, "default ServiceAccount", log):
             _wait_default_service_account(plane)
     timings["total"] = time.monotonic() - t0

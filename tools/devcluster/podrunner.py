@@ -3,9 +3,11 @@
 kwok marks pods Running without running anything in them. `PodRunner` follows raftset's
 member pods in the API and has the stand-in kubelet (`tools.devcluster.kubelet`) run them
 on loopback: for each scheduled pod the sidecar with the environment the operator
-rendered, `GET /startup`, then the store; restarts with kubelet's backoff (scaled down),
-the store's restartCount, state and last termination written to the pod's status as kubelet
-writes them (the sidecar's crash-loop diagnosis reads them); on deletion the
+rendered, `GET /startup`, then the store; the containers' declared readiness and liveness
+probes (scaled down), the pod's Ready condition set from the store's readinessProbe (kwok
+leaves these pods unready: tools.devcluster.plane.kwok_pod_stages); restarts with kubelet's
+backoff (scaled down), the store's restartCount, state and last termination written to the
+pod's status as kubelet writes them (the sidecar's crash-loop diagnosis reads them); on deletion the
 termination path (preStop `GET /leave`, SIGTERM the store, then the sidecar) while a
 finalizer holds the pod object, as kubelet holds a terminating pod until its containers
 have stopped.
@@ -29,6 +31,7 @@ the pod and on its cluster, saying why.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 import random
@@ -61,6 +64,10 @@ SELECTOR = f"{contract.LABEL_MANAGED_BY}={contract.MANAGER}"
 SIDECAR_CONTAINER = "sidecar"  # raftset.operator.manifests.SIDECAR_CONTAINER
 NOT_RUN_REASON = "NotRunLocally"  # the Warning Event on a pod (and its cluster) the runner cannot run
 POLL_S = 0.5
+# Where a plane is shared with tests whose members do not run (the e2e tier, the benchmarks): the
+# namespaces whose pods a runner runs are named with this, and kwok leaves those pods'
+# readiness to the runner (tools.devcluster.plane.start(run_namespace_prefix=...)).
+RUN_NAMESPACE_PREFIX = "run-"
 
 
 # ---- pure helpers
@@ -315,6 +322,29 @@ def not_run_events(meta: Mapping[str, Any], reason: str, now: datetime) -> list[
     } for target in targets]
 
 
+@dataclass(frozen=True)
+class PodProbes:
+    """The probes a member pod declares, as the stand-in kubelet runs them."""
+
+    store_readiness: kubelet.Probe | None
+    store_liveness: kubelet.Probe | None
+    sidecar_liveness: kubelet.Probe | None
+
+
+def pod_probes(pod: Mapping[str, Any], engine: str) -> PodProbes:
+    """The store container's (named after its engine) and the sidecar's declared probes."""
+    store = next((c for c in (pod.get("spec") or {}).get("containers") or [] if c.get("name") == engine), {})
+    sidecar = sidecar_spec(pod) or {}
+    return PodProbes(kubelet.declared_probe(store, "readinessProbe"), kubelet.declared_probe(store, "livenessProbe"),
+                     kubelet.declared_probe(sidecar, "livenessProbe"))
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """The pod's Ready condition, as the API has it."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def grace_seconds(pod: Mapping[str, Any]) -> float:
     grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
     return float(30 if grace is None else grace)
@@ -348,9 +378,9 @@ class _Worker(threading.Thread):
     """kubelet for one pod: sidecar, startup probe, store, restarts, termination."""
 
     def __init__(self, runner: PodRunner, pod: _Pod, env: dict[str, str], engine: engines.Engine,
-                 store_env: dict[str, str]) -> None:
+                 store_env: dict[str, str], probes: PodProbes) -> None:
         super().__init__(name=f"podrunner {pod.key}", daemon=True)
-        self.runner, self.pod = runner, pod
+        self.runner, self.pod, self.probes = runner, pod, probes
         self.containers = kubelet.MemberContainers(
             runner.supervisor, f"{pod.namespace}.{pod.name}.{pod.uid[:8]}.", engine,
             run_dir=Path(env[SidecarEnv.RUN_DIR]), sidecar_url=pod.sidecar_url, sidecar_env=env,
@@ -361,13 +391,29 @@ class _Worker(threading.Thread):
         self.store_started = datetime.now(timezone.utc)
         self.store_restarts = 0  # the store container's restartCount
         self.store_exit: kubelet.Exit | None = None  # its lastState.terminated
+        self.store_backoff: float | None = None  # seconds it waits in CrashLoopBackOff; None while it runs
+        self.readiness = kubelet.ProbeState.readiness(time.monotonic())  # the store's, per start
+        # The sidecar's startupProbe passed in its current run: kubelet probes its liveness only
+        # from then on, and counts it ready (it declares no readinessProbe).
+        self.sidecar_started_up = False
+        self.reported_ready: bool | None = None  # the Ready condition last written
+        self.reported_at = 0.0  # when (monotonic)
+        self.observed: tuple[float, bool] | None = None  # (listed at, Ready) from the runner's last list
 
     def _start(self, what: str) -> procs.Proc:
         proc = self.containers.start_sidecar() if what == "sidecar" else self.containers.start_store()
+        if what == "sidecar":
+            self.sidecar_started_up = False
         if what == "store":
             self.store_started = datetime.now(timezone.utc)
+            self.store_backoff = None
+            self.readiness = kubelet.ProbeState.readiness(time.monotonic())
         log.info("%s: %s started (pid %d, log %s)", self.pod.key, what, proc.pid, proc.log)
         return proc
+
+    def observe(self, pod: Mapping[str, Any], listed_at: float) -> None:
+        """The pod as the runner's list (begun at `listed_at`) saw it."""
+        self.observed = (listed_at, pod_ready(pod))
 
     def terminate(self) -> None:
         self.terminating = True
@@ -416,19 +462,32 @@ class _Worker(threading.Thread):
                 self._start("sidecar")
                 continue
             if self.containers.startup_ok():
+                self.sidecar_started_up = True
                 return True
             self._sleep(POLL_S)
         return False
 
     def _supervise(self) -> None:
         """restartPolicy Always, for both containers, until the pod terminates, with kubelet's
-        backoff (kubelet.Backoff) and the store's livenessProbe (kubelet.Liveness); the store's
-        exits and restarts show in the pod's status."""
+        backoff (kubelet.Backoff) and the declared probes (kubelet.ProbeState): a failed liveness
+        probe stops its container (then restarted), the store's readiness probe makes the pod
+        Ready; the store's exits and restarts show in the pod's status."""
         backoff = {"sidecar": kubelet.Backoff(), "store": kubelet.Backoff()}
         due: dict[str, float] = {}  # an exited container: when it starts again
-        liveness = kubelet.Liveness(probed=time.monotonic())
+        now = time.monotonic()
+        liveness = {"sidecar": kubelet.ProbeState.liveness(now), "store": kubelet.ProbeState.liveness(now)}
+        declared = {"sidecar": self.probes.sidecar_liveness, "store": self.probes.store_liveness}
         while not self._stopped():
-            liveness = self.containers.probe_liveness(liveness, time.monotonic())
+            if not self.sidecar_started_up and self.containers.startup_ok():  # a restarted sidecar's startupProbe
+                self.sidecar_started_up = True
+                liveness["sidecar"] = kubelet.ProbeState.liveness(time.monotonic())
+            for what, probe in declared.items():
+                if probe is not None and (what == "store" or self.sidecar_started_up):
+                    before = liveness[what]
+                    liveness[what] = self.containers.probe_liveness(what, probe, before, time.monotonic())
+                    if liveness[what] is not before and liveness[what].probed is None:  # a fresh run's state
+                        log.warning("%s: %s failed its livenessProbe; stopped, to be restarted", self.pod.key, what)
+            self._probe_readiness()
             for what in ("sidecar", "store"):
                 proc: procs.Proc | None = getattr(self.containers, what)
                 now = time.monotonic()
@@ -441,37 +500,74 @@ class _Worker(threading.Thread):
                     if what == "store":
                         self.store_exit = kubelet.Exit(proc.popen.returncode, self.store_started,
                                                        datetime.now(timezone.utc), proc.tail(kubelet.MESSAGE_LINES))
+                        self.store_backoff = due[what] - now
                         if due[what] > now:
-                            self._report_store(backoff=due[what] - now)
+                            self._report()
                 elif now >= due[what]:
                     del due[what]
                     backoff[what] = backoff[what].started(now)
                     self._start(what)
+                    liveness[what] = kubelet.ProbeState.liveness(now)
                     if what == "store":
                         self.store_restarts += 1
-                        self._report_store(backoff=None)
+                        self._report()
+            if self._ready() != self.reported_ready or self._ready() != self._observed_ready():
+                self._report()
             self._sleep(POLL_S)
 
-    def _report_store(self, backoff: float | None) -> None:
-        """The store container's entry in the pod's status, as kubelet writes it: restartCount,
-        lastState.terminated (exit code, reason, the log's end as message), and running or
-        waiting in CrashLoopBackOff; the pod is not Ready while the store does not run."""
+    def _probe_readiness(self) -> None:
+        """The store's readinessProbe, when due, while the store runs (no probe declared: ready
+        once it runs, as kubelet has it)."""
+        probe, store = self.probes.store_readiness, self.containers.store
+        if store is None or not store.alive():
+            return
+        now = time.monotonic()
+        if probe is None:
+            self.readiness = dataclasses.replace(self.readiness, passing=True)
+        elif self.readiness.due(probe, now):
+            self.readiness = self.readiness.after(probe, self.containers.probe(probe), now)
+
+    def _ready(self) -> bool:
+        """The pod's Ready condition: both containers run and the store's readiness probe passes
+        (the sidecar declares no readinessProbe: it is ready once its startupProbe passed)."""
+        sidecar, store = self.containers.sidecar, self.containers.store
+        return (sidecar is not None and sidecar.alive() and self.sidecar_started_up
+                and store is not None and store.alive() and self.readiness.passing)
+
+    def _observed_ready(self) -> bool | None:
+        """The Ready condition in the API, as listed after the last write (None: not seen since):
+        someone else's write, or a lost one, is written over as kubelet's status manager does."""
+        if self.observed is None or self.observed[0] <= self.reported_at:
+            return self.reported_ready
+        return self.observed[1]
+
+    def _report(self) -> None:
+        """The store container's entry in the pod's status and the pod's Ready condition, as
+        kubelet writes them: restartCount, lastState.terminated (exit code, reason, the log's
+        end as message), running (ready as its readinessProbe says) or waiting in
+        CrashLoopBackOff; Ready and ContainersReady as `_ready`."""
         name = self.containers.engine.name
         core, pod = self.runner.core, self.pod
+        ready = self._ready()
+        store = self.containers.store
         try:
             current = core.read_namespaced_pod_status(pod.name, pod.namespace, _preload_content=False)
             status = json.loads(current.data).get("status") or {}
             statuses = status.get("containerStatuses") or []
             image = next((s.get("image", "") for s in statuses if s.get("name") == name), "")
-            running = self.store_started if backoff is None else None
+            running = self.store_started if store is not None and store.alive() else None
             entry = kubelet.container_status(name, image, self.store_restarts, self.store_exit,
-                                             running_since=running, backoff=backoff, pod=pod.name)
-            ready = "True" if running is not None else "False"
+                                             running_since=running, backoff=self.store_backoff, pod=pod.name,
+                                             ready=ready)
             now = kubelet.stamp(datetime.now(timezone.utc))
-            conditions = [{"type": t, "status": ready, "lastTransitionTime": now} for t in ("Ready", "ContainersReady")]
+            conditions = [{"type": t, "status": "True" if ready else "False", "lastTransitionTime": now}
+                          for t in ("Ready", "ContainersReady")]
             body = {"metadata": {"uid": pod.uid}, "status": {
                 "containerStatuses": kubelet.with_container(statuses, entry), "conditions": conditions}}
+            self.reported_at = time.monotonic()
             core.patch_namespaced_pod_status(pod.name, pod.namespace, body)
+            self.reported_ready = ready
+            log.info("%s: %s", pod.key, "Ready" if ready else "not Ready")
         except Exception as exc:  # noqa: BLE001 - the API may blink: a lost report must not stop the pod
             log.warning("%s: status of %s not written: %s", pod.key, name, exc)
 
@@ -543,18 +639,23 @@ class PodRunner:
     def _loop(self) -> None:
         while not self.stop.wait(POLL_S):
             try:
-                self.sync(self._list())
+                listed_at = time.monotonic()
+                self.sync(self._list(), listed_at)
             except Exception as exc:  # noqa: BLE001 - the API may blink; the next round retries
                 log.warning("podrunner: %s", exc)
 
-    def sync(self, pods: list[dict[str, Any]]) -> None:
-        """One round: start new pods, terminate deleted ones, release what is gone."""
+    def sync(self, pods: list[dict[str, Any]], listed_at: float | None = None) -> None:
+        """One round: start new pods, terminate deleted ones, release what is gone; each
+        running pod's worker sees the pod as listed (from `listed_at`)."""
+        listed_at = time.monotonic() if listed_at is None else listed_at
         seen = set()
         for pod in pods:
             meta = pod["metadata"]
             uid = meta["uid"]
             seen.add(uid)
             worker = self.workers.get(uid)
+            if worker is not None:
+                worker.observe(pod, listed_at)
             if meta.get("deletionTimestamp"):
                 if worker is not None:
                     worker.terminate()
@@ -575,11 +676,13 @@ class PodRunner:
         meta = pod["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         ordinal = contract.ordinal_of(meta["name"])
+        probes: PodProbes | None = None
         try:
             declared = declared_env(pod)
             reason = skip_reason(declared)
             prefix = self.addresses.prefix(meta["namespace"], declared[SidecarEnv.CLUSTER]) if reason is None else ""
             tls = self._tls_files(pod, pod_ip(prefix, ordinal)) if reason is None and declared.get(SidecarEnv.TLS_DIR) else None
+            probes = pod_probes(pod, declared.get(SidecarEnv.ENGINE, engines.ETCD.name)) if reason is None else None
         except ValueError as exc:
             reason = str(exc)
         if reason is not None:
@@ -629,7 +732,8 @@ class PodRunner:
             env[SidecarEnv.BACKUP_MOUNT_ROOT] = str(root / "mounts")
         info = _Pod(meta["namespace"], meta["name"], meta["uid"], ordinal, pod_ip(prefix, ordinal),
                     grace_seconds(pod), root)
-        worker = _Worker(self, info, env, engine, store_env)
+        assert probes is not None
+        worker = _Worker(self, info, env, engine, store_env, probes)
         self.workers[meta["uid"]] = worker
         log.info("%s: running its member on %s (data in %s)", key, info.ip, volume)
         worker.start()

@@ -18,6 +18,11 @@ VERSITYGW = "v1.8.0"
 TOXIPROXY = "v2.5.0"
 # github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (its VERSION file): promtool.
 PROMETHEUS = "v0.316.0"
+# Helm 3: the chart in charts/raftset is linted, rendered, installed and upgraded with it.
+HELM = "v3.22.0"
+# Its client-go (k8s.io/client-go v0.37 is Kubernetes 1.37): the Kubernetes version that
+# `helm template` and `helm lint` assume, as Helm's own Makefile stamps it.
+HELM_KUBE_MINOR = "37"
 # The newest patch of each supported etcd minor on the Go module proxy, newest first;
 # each has its wrapper module go/etcd-<minor>.
 ETCD = ("3.7.3", "3.6.16", "3.5.35")

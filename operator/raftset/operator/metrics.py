@@ -114,6 +114,10 @@ class OperatorMetrics:
         self.refusals = Counter("raftset_operator_refusals",
                                 "Refusals of a spec or a step, by reason, counted once each time one is announced.",
                                 ["kind", "reason"], registry=self.registry)
+        # Per cluster, so that a test (or an SRE) can see that this cluster's decisions were taken again.
+        self.cluster_reconciles = Counter("raftset_cluster_reconciles",
+                                          "Reconciles of the cluster that ran to their end, whatever they decided.",
+                                          CLUSTER_LABELS, registry=self.registry)
         self.leader_changes = Counter("raftset_cluster_leader_changes", "Leader changes the operator saw.",
                                       CLUSTER_LABELS, registry=self.registry)
         self.watch_forbidden = Gauge("raftset_operator_watch_forbidden",

@@ -116,6 +116,7 @@ async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indice
         result = RESULT_ERROR
         try:
             result = await _reconcile(runtime, body, patch, indices, forced=forced)
+            runtime.metrics.cluster_reconciles.labels(*key, kind).inc()
         finally:
             runtime.metrics.reconciles.labels(kind, result).inc()
             runtime.metrics.duration.labels(kind).observe(time.perf_counter() - started)
