@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from raftset.etcdclient import MemberClient
+from tests.harness.checker import Writer
 from tests.harness.lab import Lab, wait_for
 from tests.harness.scenarios import check_members, grow, writing
 from tests.harness.toxiproxy import Toxiproxy, client_proxy_name, route_client
@@ -55,6 +56,18 @@ async def test_clean_removes_a_vanished_undesired_member_after_the_grace(make_la
     await check_members(lab, writer, 0, 1)
 
 
+async def vanished_member_removed(lab: Lab, writer: Writer, *cleaners: int) -> None:
+    """Once ordinals 0 and 1 answer again: ordinal 2's member is cleaned (by one of `cleaners`), writes
+    are acknowledged by the two that stay, and every acknowledged write reads back (the writer stopped)."""
+    members = await lab.wait_voting(2, 60, 0, 1)
+    assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
+    await lab.logged("clean: removed member", *cleaners)
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 20, 20, "writes acknowledged by the two that stay")
+    writer.stop()
+    await check_members(lab, writer, 0, 1)
+
+
 async def test_clean_removes_nothing_while_two_of_three_members_are_down(make_lab) -> None:
     """No quorum, no leader: clean's rounds run and remove nothing; once ordinal 1 is back, the vanished
     ordinal 2 goes."""
@@ -75,13 +88,7 @@ async def test_clean_removes_nothing_while_two_of_three_members_are_down(make_la
     assert not lab.pod(0).ready()
     lab.pod(1).start()
     lab.pod(1).wait_ready()
-    members = await lab.wait_voting(2, 60, 0, 1)
-    assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
-    await lab.logged("clean: removed member", 0, 1)
-    written = writer.ok
-    wait_for(lambda: writer.ok > written + 20, 20, "writes acknowledged again")
-    writer.stop()
-    await check_members(lab, writer, 0, 1)
+    await vanished_member_removed(lab, writer, 0, 1)
 
 
 async def test_clean_keeps_a_member_etcd_would_let_it_remove_while_too_few_answer(
@@ -108,14 +115,8 @@ async def test_clean_keeps_a_member_etcd_would_let_it_remove_while_too_few_answe
     assert clean_removals(lab, 0) == 0, "clean sent a MemberRemove while only 1 of 3 answered it"
     assert clean_outcomes(lab, 0).get("none", 0) > 0
     toxiproxy.set_enabled(client_proxy_name(1), True)
-    members = await lab.wait_voting(2, 60, 0, 1)
-    assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
-    await lab.logged("clean: removed member", 0)
-    written = writer.ok
-    wait_for(lambda: writer.ok > written + 20, 20, "writes acknowledged by the two that stay")
-    writer.stop()
+    await vanished_member_removed(lab, writer, 0)
     assert writer.failed == 0, writer.errors[:5]
-    await check_members(lab, writer, 0, 1)
 
 
 async def test_clean_removes_a_never_started_learner_of_a_kept_ordinal_after_the_grace(make_lab) -> None:
