@@ -35,8 +35,10 @@ system-deps:
 # starts a system containerd too; the lab never uses it (each node runs its own).
 realnode-deps:
 	@command -v containerd >/dev/null && command -v runc >/dev/null && test -x /usr/lib/cni/bridge \
-	  && command -v socat >/dev/null && command -v iptables >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq containerd runc containernetworking-plugins socat iptables; }
+	  && command -v socat >/dev/null && command -v iptables >/dev/null \
+	  && command -v mmdebstrap >/dev/null && command -v buildah >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    containerd runc containernetworking-plugins socat iptables mmdebstrap buildah; }
 
 # etcd 3.5/3.6/3.7, kube-apiserver, controller-manager, scheduler, OpenKruise, kwok and Xline,
 # cert-manager's controller (and versitygw, Toxiproxy, promtool, Helm), built once into a cache (Xline from $$RAFTSET_XLINE_SOURCE and

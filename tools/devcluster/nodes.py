@@ -354,13 +354,18 @@ def import_images(run: Lab, node: lab.Node) -> None:
         run.ctr(node, "images", "import", str(programs.ensure_archive(program)))
 
 
+def import_archive(run: Lab, archive: Path) -> None:
+    """An OCI archive into every node's containerd, named by its index (for pods with `imagePullPolicy: Never`)."""
+    for node in run.plan.nodes:
+        run.ctr(node, "images", "import", str(archive))
+
+
 def start_dns(run: Lab) -> None:
     """CoreDNS (the cached static build, as an image) into every node, then its Deployment and
     the `kube-dns` Service; returns once it is available."""
     archive = images.cached_archive(versions.bin_root() / "images", labdns.IMAGE,
                                     {"coredns": build.COREDNS.binary("coredns")}, ["/coredns"])
-    for node in run.plan.nodes:
-        run.ctr(node, "images", "import", str(archive))
+    import_archive(run, archive)
     run.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(labdns.manifests(run.plan)))
     run.kubectl("rollout", "status", "-n", labdns.NAMESPACE, "deployment/coredns", f"--timeout={START_TIMEOUT_S:.0f}s",
                 timeout=START_TIMEOUT_S + 10)
