@@ -388,6 +388,17 @@ def resolve(run: Lab, node: lab.Node, name: str, qtype: int = labdns.A) -> tuple
     return labdns.records(bytes.fromhex(answer.strip()), query_id, qtype)
 
 
+def with_cluster_dns(run: Lab, node: lab.Node, argv: list[str]) -> list[str]:
+    """`argv` in the node's network namespace, resolving names as a pod does (the cluster DNS and
+    its search path), through a resolv.conf bound in a mount namespace of its own: the host's
+    stays as it is."""
+    resolv = run.workdir / "pod-resolv.conf"
+    resolv.write_text(f"nameserver {run.plan.cluster_dns}\nsearch default.svc.cluster.local svc.cluster.local"
+                      " cluster.local\noptions ndots:5\n")
+    return lab.in_netns(node, ["unshare", "-m", "--propagation", "private", "--", "sh", "-c",
+                               f'mount --bind {resolv} /etc/resolv.conf && exec "$@"', "sh", *argv])
+
+
 def ready_nodes(run: Lab) -> set[str]:
     result = run.kubectl("get", "nodes", "-o", "json", check=False, timeout=10)
     if result.returncode != 0:

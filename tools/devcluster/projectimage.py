@@ -146,3 +146,29 @@ def ensure_archive(root: Path = ROOT) -> tuple[str, Path]:
             _buildah("rmi", name)  # vfs keeps a full copy per image: only the bases stay
         partial.rename(archive)
     return name, archive
+
+
+def store_archive(etcd: build.Component = build.ETCD) -> tuple[str, Path]:
+    """etcd's binaries at /usr/local/bin, as the upstream image has them, on the Python base (they
+    link glibc), named as the operator renders the store image; cached by content."""
+    python = python_base()
+    binaries = {b: etcd.binary(b) for b in etcd.binaries}
+    key = content_key({**{b: p.read_bytes() for b, p in binaries.items()}, "base:python": python.encode()})
+    name = f"gcr.io/etcd-development/etcd:v{etcd.version}"
+    archive = _images_dir() / f"etcd-{etcd.version}-{key}.oci.tar"
+    if not archive.is_file():
+        container = _buildah("from", "--pull=never", python)
+        try:
+            for binary, path in binaries.items():
+                _buildah("copy", "--chmod", "0755", container, str(path), f"/usr/local/bin/{binary}")
+            _buildah("config", "--cmd", "/usr/local/bin/etcd", container)
+            _buildah("commit", container, name)
+        finally:
+            _buildah("rm", container)
+        partial = archive.with_suffix(f".{os.getpid()}.partial.tar")
+        try:
+            _buildah("push", name, f"oci-archive:{partial}:{name}")
+        finally:
+            _buildah("rmi", name)
+        partial.rename(archive)
+    return name, archive
