@@ -1,7 +1,8 @@
 """The real operator on real nodes: an EtcdCluster with TLS `auto` from the operator's own CA,
 members on three nodes reaching each other by their DNS names (etcd's peer checkSAN does forward
 and reverse lookups of them, etcd-io/etcd-operator#434), serving with the certificates the
-operator issued, and an external writer's acknowledged writes all read back. Not in `make test` yet."""
+operator issued, an external writer's acknowledged writes all read back; then 3 -> 5 -> 3 with
+the leader moved to the highest ordinal before the scale-in, under that writer. Not in `make test` yet."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,20 +74,28 @@ def _client_tls_dir(run: nodes.Lab) -> Path:
     return out
 
 
-def _write_and_check(run: nodes.Lab, endpoints: list[str], seconds: float) -> dict:
-    args = {"endpoints": endpoints, "tls_dir": str(_client_tls_dir(run)), "seconds": seconds}
+def _start_writer(run: nodes.Lab, args: dict) -> subprocess.Popen[str]:
+    """tests.real.nodewriter in the first node's namespace, resolving names as a pod does."""
+    args = {**args, "tls_dir": str(_client_tls_dir(run))}
     argv = nodes.with_cluster_dns(run, run.plan.nodes[0], [sys.executable, "-m", "tests.real.nodewriter",
                                                              json.dumps(args)])
-    result = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=seconds + 120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def _write_and_check(run: nodes.Lab, args: dict) -> dict:
+    writer = _start_writer(run, args)
+    out, err = writer.communicate(timeout=args["seconds"] + 120)
+    assert writer.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def _member_url(ordinal: int, port: int) -> str:
     return f"https://{contract.pod_name(NAME, ordinal)}.{contract.peer_service_name(NAME)}.{NAMESPACE}.svc:{port}"
 
 
-def test_the_real_operator_runs_a_tls_cluster_on_dns_names_with_its_own_certificates() -> None:
+@pytest.fixture(scope="module")
+def tls_cluster() -> Iterator[nodes.Lab]:
+    """Three nodes, the operator from the Dockerfile's image, and three Ready members of `NAME`."""
     operator_image, operator_archive = projectimage.ensure_archive()
     _, store_archive = projectimage.store_archive()
     with nodes.start(3) as run:
@@ -102,16 +112,50 @@ def test_the_real_operator_runs_a_tls_cluster_on_dns_names_with_its_own_certific
         run.kubectl("create", "rolebinding", "raftset-operator-secrets", "-n", NAMESPACE,
                     "--clusterrole=raftset-operator-secrets", "--serviceaccount=raftset-system:raftset-operator")
         run.kubectl("apply", "-f", "-", input=json.dumps(_cluster(3)))
-
         started = time.monotonic()
         placed = _wait("three Ready members", lambda: (p := _ready_pods(run)) and len(p) == 3 and p,
                        READY_TIMEOUT_S, lambda: _explain(run))
         assert len(set(placed.values())) == 3, placed  # one per node (zone)
         print(f"three members Ready {time.monotonic() - started:.1f} s after the EtcdCluster was applied")
+        yield run
 
-        result = _write_and_check(run, [_member_url(o, 2379) for o in range(3)], seconds=10)
-        assert "verdict_error" not in result, result
-        assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
-        # The members know each other by their DNS names, not by addresses.
-        peers = sorted(url for m in result["members"] for url in m["peer_urls"])
-        assert peers == [_member_url(o, 2380) for o in range(3)], result["members"]
+
+def test_the_real_operator_runs_a_tls_cluster_on_dns_names_with_its_own_certificates(tls_cluster: nodes.Lab) -> None:
+    result = _write_and_check(tls_cluster, {"endpoints": [_member_url(o, 2379) for o in range(3)], "seconds": 10})
+    assert "verdict_error" not in result, result
+    assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
+    # The members know each other by their DNS names, not by addresses.
+    peers = sorted(url for m in result["members"] for url in m["peer_urls"])
+    assert peers == [_member_url(o, 2380) for o in range(3)], result["members"]
+
+
+def _members_ready(run: nodes.Lab, count: int) -> bool:
+    cluster = json.loads(run.kubectl("get", "etcdcluster", "-n", NAMESPACE, NAME, "-o", "json").stdout)
+    return len(_ready_pods(run)) == count and cluster.get("status", {}).get("readyReplicas") == count
+
+
+def test_scale_3_5_3_with_the_leader_on_the_highest_ordinal_and_a_writer(tls_cluster: nodes.Lab) -> None:
+    run = tls_cluster
+    run.kubectl("patch", "etcdcluster", "-n", NAMESPACE, NAME, "--type=merge", "-p", '{"spec":{"replicas":5}}')
+    _wait("five Ready members", lambda: _members_ready(run, 5), READY_TIMEOUT_S, lambda: _explain(run))
+    stop_file = run.workdir / "writer.stop"
+    args = {"endpoints": [_member_url(o, 2379) for o in range(5)], "seconds": READY_TIMEOUT_S + 60,
+            "check_endpoints": [_member_url(o, 2379) for o in range(3)], "stop_file": str(stop_file),
+            "leader_to": contract.pod_name(NAME, 4)}
+    writer = _start_writer(run, args)
+    assert json.loads(writer.stdout.readline()) == {"writing": True}, writer.stderr.read()[-3000:]
+    started = time.monotonic()
+    run.kubectl("patch", "etcdcluster", "-n", NAMESPACE, NAME, "--type=merge", "-p", '{"spec":{"replicas":3}}')
+    _wait("three Ready members", lambda: _members_ready(run, 3), READY_TIMEOUT_S, lambda: _explain(run))
+    print(f"5 -> 3 with the leader on ordinal 4: {time.monotonic() - started:.1f} s")
+    time.sleep(3)  # writes after the scale-in, on the three kept members
+    stop_file.touch()
+    out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err[-3000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["leader_before"] == _member_url(4, 2379), result
+    assert "verdict_error" not in result, result
+    assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
+    assert sorted(m["name"] for m in result["members"]) == [contract.pod_name(NAME, o) for o in range(3)], result
+    print(f"writer: {result['ok']} acknowledged, {result['failed']} failed, longest stall "
+          f"{result['longest_stall']:.2f} s")
