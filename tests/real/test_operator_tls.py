@@ -1,8 +1,9 @@
-"""The real operator on real nodes: an EtcdCluster with TLS `auto` from the operator's own CA,
+"""The real operator on real nodes: an EtcdCluster and an XlineCluster with TLS `auto` from the operator's own CA,
 members on three nodes reaching each other by their DNS names (etcd's peer checkSAN does forward
 and reverse lookups of them, etcd-io/etcd-operator#434), serving with the certificates the
 operator issued, an external writer's acknowledged writes all read back; then 3 -> 5 -> 3 with
-the leader moved to the highest ordinal before the scale-in, under that writer. Not in `make test` yet."""
+the leader moved to the highest ordinal before the scale-in, under that writer (etcd only).
+Not in `make test` yet."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,11 +30,11 @@ NAME = "tls"
 READY_TIMEOUT_S = 240.0
 
 
-def _cluster(replicas: int) -> dict:
+def _cluster(engine: engines.Engine, replicas: int) -> dict:
     return {
-        "apiVersion": contract.API_VERSION, "kind": "EtcdCluster",
+        "apiVersion": contract.API_VERSION, "kind": engine.kind,
         "metadata": {"name": NAME, "namespace": NAMESPACE},
-        "spec": {"replicas": replicas, "version": engines.ETCD.default_version, "tls": {"provider": "auto"},
+        "spec": {"replicas": replicas, "version": engine.default_version, "tls": {"provider": "auto"},
                  "storage": {"size": "1Gi"}},
     }
 
@@ -54,10 +56,10 @@ def _wait(what: str, probe, timeout: float, explain) -> object:
 
 
 def _explain(run: nodes.Lab) -> str:
-    parts = [run.kubectl("get", "pods,pvc,etcdclusters", "-n", NAMESPACE, "-o", "wide", check=False).stdout,
+    parts = [run.kubectl("get", "pods,pvc,etcdclusters,xlineclusters", "-n", NAMESPACE, "-o", "wide", check=False).stdout,
              run.kubectl("get", "events", "-n", NAMESPACE, "--sort-by=.lastTimestamp", check=False).stdout[-4000:]]
     for ordinal in range(3):
-        parts.append(run.kubectl("logs", "-n", NAMESPACE, contract.pod_name(NAME, ordinal), "-c", "etcd",
+        parts.append(run.kubectl("logs", "-n", NAMESPACE, contract.pod_name(NAME, ordinal), "--all-containers",
                                  "--tail=15", check=False).stdout[-3000:])
     operator = run.kubectl("logs", "-n", "raftset-system", "deployment/raftset-operator", "--tail=300",
                            check=False).stdout.splitlines()
@@ -93,11 +95,18 @@ def _member_url(ordinal: int, port: int) -> str:
     return f"https://{contract.pod_name(NAME, ordinal)}.{contract.peer_service_name(NAME)}.{NAMESPACE}.svc:{port}"
 
 
-@pytest.fixture(scope="module")
-def tls_cluster() -> Iterator[nodes.Lab]:
+@dataclass(frozen=True)
+class Setup:
+    run: nodes.Lab
+    engine: engines.Engine
+
+
+@pytest.fixture(scope="module", params=[engines.ETCD, engines.XLINE], ids=lambda e: e.name)
+def tls_cluster(request: pytest.FixtureRequest) -> Iterator[Setup]:
     """Three nodes, the operator from the Dockerfile's image, and three Ready members of `NAME`."""
+    engine: engines.Engine = request.param
     operator_image, operator_archive = projectimage.ensure_archive()
-    _, store_archive = projectimage.store_archive()
+    _, store_archive = (projectimage.store_archive() if engine is engines.ETCD else projectimage.xline_archive())
     with nodes.start(3) as run:
         nodes.import_archive(run, operator_archive)
         nodes.import_archive(run, store_archive)
@@ -111,17 +120,17 @@ def tls_cluster() -> Iterator[nodes.Lab]:
         # TLS `auto` keeps its CA in Secrets of the cluster's namespace: the install's documented grant.
         run.kubectl("create", "rolebinding", "raftset-operator-secrets", "-n", NAMESPACE,
                     "--clusterrole=raftset-operator-secrets", "--serviceaccount=raftset-system:raftset-operator")
-        run.kubectl("apply", "-f", "-", input=json.dumps(_cluster(3)))
+        run.kubectl("apply", "-f", "-", input=json.dumps(_cluster(engine, 3)))
         started = time.monotonic()
         placed = _wait("three Ready members", lambda: (p := _ready_pods(run)) and len(p) == 3 and p,
                        READY_TIMEOUT_S, lambda: _explain(run))
         assert len(set(placed.values())) == 3, placed  # one per node (zone)
-        print(f"three members Ready {time.monotonic() - started:.1f} s after the EtcdCluster was applied")
-        yield run
+        print(f"{engine.name}: three members Ready {time.monotonic() - started:.1f} s after the cluster was applied")
+        yield Setup(run, engine)
 
 
-def test_the_real_operator_runs_a_tls_cluster_on_dns_names_with_its_own_certificates(tls_cluster: nodes.Lab) -> None:
-    result = _write_and_check(tls_cluster, {"endpoints": [_member_url(o, 2379) for o in range(3)], "seconds": 10})
+def test_the_real_operator_runs_a_tls_cluster_on_dns_names_with_its_own_certificates(tls_cluster: Setup) -> None:
+    result = _write_and_check(tls_cluster.run, {"endpoints": [_member_url(o, 2379) for o in range(3)], "seconds": 10})
     assert "verdict_error" not in result, result
     assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
     # The members know each other by their DNS names, not by addresses.
@@ -129,15 +138,21 @@ def test_the_real_operator_runs_a_tls_cluster_on_dns_names_with_its_own_certific
     assert peers == [_member_url(o, 2380) for o in range(3)], result["members"]
 
 
-def _members_ready(run: nodes.Lab, count: int) -> bool:
-    cluster = json.loads(run.kubectl("get", "etcdcluster", "-n", NAMESPACE, NAME, "-o", "json").stdout)
+def _members_ready(setup: Setup, count: int) -> bool:
+    run = setup.run
+    cluster = json.loads(run.kubectl("get", setup.engine.plural, "-n", NAMESPACE, NAME, "-o", "json").stdout)
     return len(_ready_pods(run)) == count and cluster.get("status", {}).get("readyReplicas") == count
 
 
-def test_scale_3_5_3_with_the_leader_on_the_highest_ordinal_and_a_writer(tls_cluster: nodes.Lab) -> None:
-    run = tls_cluster
-    run.kubectl("patch", "etcdcluster", "-n", NAMESPACE, NAME, "--type=merge", "-p", '{"spec":{"replicas":5}}')
-    _wait("five Ready members", lambda: _members_ready(run, 5), READY_TIMEOUT_S, lambda: _explain(run))
+# etcd only: the leader is put on ordinal 4 with MoveLeader, which is not safe on Xline, and an Xline
+# leader scaled away goes without a hand-off (docs/engines.md, "What is safe on Xline"; the e2e
+# tier's lifecycle test does not run on Xline either). On real nodes the Xline run lost its
+# cluster: docs/devcluster.md, "Real nodes: status".
+@pytest.mark.parametrize("tls_cluster", [engines.ETCD], ids=["etcd"], indirect=True)
+def test_scale_3_5_3_with_the_leader_on_the_highest_ordinal_and_a_writer(tls_cluster: Setup) -> None:
+    run, plural = tls_cluster.run, tls_cluster.engine.plural
+    run.kubectl("patch", plural, "-n", NAMESPACE, NAME, "--type=merge", "-p", '{"spec":{"replicas":5}}')
+    _wait("five Ready members", lambda: _members_ready(tls_cluster, 5), READY_TIMEOUT_S, lambda: _explain(run))
     stop_file = run.workdir / "writer.stop"
     args = {"endpoints": [_member_url(o, 2379) for o in range(5)], "seconds": READY_TIMEOUT_S + 60,
             "check_endpoints": [_member_url(o, 2379) for o in range(3)], "stop_file": str(stop_file),
@@ -145,9 +160,9 @@ def test_scale_3_5_3_with_the_leader_on_the_highest_ordinal_and_a_writer(tls_clu
     writer = _start_writer(run, args)
     assert json.loads(writer.stdout.readline()) == {"writing": True}, writer.stderr.read()[-3000:]
     started = time.monotonic()
-    run.kubectl("patch", "etcdcluster", "-n", NAMESPACE, NAME, "--type=merge", "-p", '{"spec":{"replicas":3}}')
-    _wait("three Ready members", lambda: _members_ready(run, 3), READY_TIMEOUT_S, lambda: _explain(run))
-    print(f"5 -> 3 with the leader on ordinal 4: {time.monotonic() - started:.1f} s")
+    run.kubectl("patch", plural, "-n", NAMESPACE, NAME, "--type=merge", "-p", '{"spec":{"replicas":3}}')
+    _wait("three Ready members", lambda: _members_ready(tls_cluster, 3), READY_TIMEOUT_S, lambda: _explain(run))
+    print(f"{tls_cluster.engine.name}: 5 -> 3 with the leader on ordinal 4: {time.monotonic() - started:.1f} s")
     time.sleep(3)  # writes after the scale-in, on the three kept members
     stop_file.touch()
     out, err = writer.communicate(timeout=120)

@@ -23,6 +23,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from raftset import engines
 from tools.devcluster import build, versions, xline
 
 SUITE = "bookworm"
@@ -149,19 +150,29 @@ def ensure_archive(root: Path = ROOT) -> tuple[str, Path]:
 
 
 def store_archive(etcd: build.Component = build.ETCD) -> tuple[str, Path]:
-    """etcd's binaries at /usr/local/bin, as the upstream image has them, on the Python base (they
-    link glibc), named as the operator renders the store image; cached by content."""
+    """etcd's binaries at /usr/local/bin, as the upstream image has them, named as the operator
+    renders the store image."""
+    return _store_archive(engines.ETCD.image(etcd.version), {b: etcd.binary(b) for b in etcd.binaries})
+
+
+def xline_archive() -> tuple[str, Path]:
+    """Xline at /usr/local/bin, named as the operator renders the store image of an XlineCluster
+    (its command is `sh -c`, as on the upstream Debian-based image)."""
+    return _store_archive(engines.XLINE.image(), {"xline": xline.XLINE.binary("xline")})
+
+
+def _store_archive(name: str, binaries: dict[str, Path]) -> tuple[str, Path]:
+    """The binaries on the Python base (they link glibc and libstdc++), cached by content."""
     python = python_base()
-    binaries = {b: etcd.binary(b) for b in etcd.binaries}
-    key = content_key({**{b: p.read_bytes() for b, p in binaries.items()}, "base:python": python.encode()})
-    name = f"gcr.io/etcd-development/etcd:v{etcd.version}"
-    archive = _images_dir() / f"etcd-{etcd.version}-{key}.oci.tar"
+    key = content_key({**{b: p.read_bytes() for b, p in binaries.items()}, "base:python": python.encode(),
+                       "name": name.encode()})
+    archive = _images_dir() / f"{name.rsplit('/', 1)[-1].replace(':', '-')}-{key}.oci.tar"
     if not archive.is_file():
         container = _buildah("from", "--pull=never", python)
         try:
             for binary, path in binaries.items():
                 _buildah("copy", "--chmod", "0755", container, str(path), f"/usr/local/bin/{binary}")
-            _buildah("config", "--cmd", "/usr/local/bin/etcd", container)
+            _buildah("config", "--cmd", f"/usr/local/bin/{next(iter(binaries))}", container)
             _buildah("commit", container, name)
         finally:
             _buildah("rm", container)
