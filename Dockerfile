@@ -35,6 +35,7 @@ COPY pyproject.toml README.md ./
 COPY raftset/ raftset/
 COPY operator/ operator/
 COPY sidecar/ sidecar/
+COPY plugin/ plugin/
 RUN /opt/raftset/bin/pip install .
 
 FROM ${PYTHON_BASE}

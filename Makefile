@@ -23,10 +23,12 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
-# What building Xline needs: protoc, libclang (RocksDB's bindgen) and its pinned Rust toolchain.
+# What building Xline needs: protoc, libclang (RocksDB's bindgen) and its pinned Rust toolchain;
+# libfaketime for the fault catalog's skewed clocks (tests/harness/faults.py).
 system-deps:
-	@command -v protoc >/dev/null && command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler libclang-dev clang; }
+	@command -v protoc >/dev/null && command -v clang >/dev/null && ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1 \
+	  && ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler libclang-dev clang libfaketime; }
 	@rustup toolchain list | grep -q '^1\.74\.0-' || rustup toolchain install 1.74.0 --profile minimal
 
 # The real-node lab's runtime (docs/devcluster.md, "Real nodes: status"): Debian's containerd 1.6,
@@ -55,7 +57,7 @@ unit: venv
 test: deps controlplane
 	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n 2 --durations=40 $(PYTEST_ARGS)
 
-run: deps controlplane
+run: deps
 	$(PY) -m tools.devcluster run --overlay $(OVERLAY)
 
 # The benchmarks call etcd and etcdctl by name: the default etcd's build comes first on PATH.

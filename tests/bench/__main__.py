@@ -8,10 +8,12 @@
 
 The etcd benchmarks run against a bare kube-apiserver of their own (with OpenKruise's
 StatefulSet CRD, so the sidecars can read an Advanced StatefulSet); the operator's cost
-is measured on a full local control plane started afterwards, where scale-in strategy (c)
+is measured on a full local control plane of its own, where scale-in strategy (c)
 also runs through the product (`scalein_operator`: the operator process, the real Advanced
-StatefulSet controller, the pod runner's real members). Both planes, and every process the
-benchmarks start, are gone when this exits.
+StatefulSet controller, the pod runner's real members). The smoke runs the two planes side by
+side (it asserts what is written, never how fast); `make bench` one after the other, so that
+neither plane's load is in the other's figures. Both planes, and every process the benchmarks
+start, are gone when this exits.
 
 `--only scale-in` (or `recovery`, `backup`, `footprint`, `scale-out`, `operator`, `engines`: the scale-in
 on every engine build and the upgrade; `rolls`: the rolling restarts and the member replacements) measures
@@ -30,6 +32,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -177,6 +180,56 @@ async def _etcd_benchmarks(kubeconfig: str, work: Path, p: Params, sections: Sec
             "footprint": idle, "scale_out": joins, "rolls": rolled[0], "replace": rolled[1]}
 
 
+def _on_bare_plane(work: Path, p: Params, sections: Sections, only: str | None) -> dict[str, Any]:
+    """The etcd benchmarks on a bare kube-apiserver of their own (none asked for: every section empty)."""
+    etcd: dict[str, Any] = {"runs": [], "footprint": [], "scale_out": [], "recovery": [], "backup": [],
+                            "engines": [], "upgrade": [], "rolls": [], "replace": []}
+    if only != "operator" and (only != "scale-in" or bare_strategies(p)):
+        with start(workdir=work / "apiserver", full=False) as plane:
+            scalein.install_kruise_crd(
+                plane.kubeconfig, kruise_source() / "config" / "crd" / "bases" / "apps.kruise.io_statefulsets.yaml")
+            etcd = asyncio.run(_etcd_benchmarks(plane.kubeconfig, work, p, sections, only))
+    return etcd
+
+
+def _on_full_plane(work: Path, logs: Path, p: Params, sections: Sections,
+                   only: str | None) -> tuple[list[scalein.Run], list[dict[str, Any]]]:
+    """On a full local control plane: (scale-in runs of (c) through the operator, operator cost rows)."""
+    runs: list[scalein.Run] = []
+    operator: list[dict[str, Any]] = []
+    through_operator = only in (None, "scale-in") and scalein.OPERATOR_STRATEGY in p.strategies
+    if only in (None, "operator") or through_operator:
+        with start(workdir=work / "control-plane", full=True, nodes=4,
+                   run_namespace_prefix=RUN_NAMESPACE_PREFIX) as plane:
+            if through_operator:  # first: it removes its namespaces, the operator cost starts clean
+                log("scale-in availability, (c) through the operator (full control plane)")
+                runs = asyncio.run(sections.run("scale-in (c) through the operator", lambda: (
+                    asyncio.to_thread(scalein_operator.bench, plane.kubeconfig, logs / "scale-in-operator",
+                                      p.scale_in_sizes, p.repetitions, p.baseline_s, log, p.latencies_ms)), []))
+            if only in (None, "operator"):
+                log("operator cost (full control plane)")
+                operator = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
+                    operator_cost.bench, plane.kubeconfig, logs / "operator", p.cluster_counts,
+                    p.spec_changes, p.rest_s, log), []))
+    return runs, operator
+
+
+def _both_planes(work: Path, logs: Path, p: Params, sections: Sections, only: str | None,
+                 side_by_side: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every benchmark asked for: (the etcd sections with (c) through the operator in `runs`, operator cost
+    rows), the full plane beside the bare one when `side_by_side` (the smoke), else after it."""
+    if side_by_side:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            full = pool.submit(_on_full_plane, work, logs, p, sections, only)
+            etcd = _on_bare_plane(work, p, sections, only)
+            operated, operator = full.result()
+    else:
+        etcd = _on_bare_plane(work, p, sections, only)
+        operated, operator = _on_full_plane(work, logs, p, sections, only)
+    etcd["runs"] += operated
+    return etcd, operator
+
+
 def bare_strategies(p: Params) -> tuple[str, ...]:
     """The scale-in strategies the bare kube-apiserver runs (every one but (c) through the operator)."""
     return tuple(s for s in p.strategies if s in scalein.DRIVERS)
@@ -233,29 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     sections = Sections()
     try:
         log(f"benchmarks ({'smoke' if args.smoke else 'full'}) in {work}")
-        etcd: dict[str, Any] = {"runs": [], "footprint": [], "scale_out": [], "recovery": [], "backup": [],
-                                "engines": [], "upgrade": [], "rolls": [], "replace": []}
-        if args.only != "operator" and (args.only != "scale-in" or bare_strategies(params)):
-            with start(workdir=work / "apiserver", full=False) as plane:
-                scalein.install_kruise_crd(
-                    plane.kubeconfig, kruise_source() / "config" / "crd" / "bases" / "apps.kruise.io_statefulsets.yaml")
-                etcd = asyncio.run(_etcd_benchmarks(plane.kubeconfig, work, params, sections, args.only))
-        operator: list[dict[str, Any]] = []
-        through_operator = args.only in (None, "scale-in") and scalein.OPERATOR_STRATEGY in params.strategies
-        if args.only in (None, "operator") or through_operator:
-            with start(workdir=work / "control-plane", full=True, nodes=4,
-                       run_namespace_prefix=RUN_NAMESPACE_PREFIX) as plane:
-                if through_operator:  # first: it removes its namespaces, the operator cost starts clean
-                    log("scale-in availability, (c) through the operator (full control plane)")
-                    etcd["runs"] += asyncio.run(sections.run("scale-in (c) through the operator", lambda: (
-                        asyncio.to_thread(scalein_operator.bench, plane.kubeconfig, logs / "scale-in-operator",
-                                          params.scale_in_sizes, params.repetitions, params.baseline_s, log,
-                                          params.latencies_ms)), []))
-                if args.only in (None, "operator"):
-                    log("operator cost (full control plane)")
-                    operator = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
-                        operator_cost.bench, plane.kubeconfig, logs / "operator", params.cluster_counts,
-                        params.spec_changes, params.rest_s, log), []))
+        etcd, operator = _both_planes(work, logs, params, sections, args.only, side_by_side=args.smoke)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = [run.row for run in etcd["runs"]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from raftset import contract
 from raftset.etcdclient import EtcdClientError, MemberClient
 from tests.harness import elections, engines
 from tests.harness.checker import Writer, check
+from tests.harness.cli import PLUGIN
 from tests.harness.elections import Election
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, kubectl, wait_for
@@ -372,6 +374,7 @@ def test_quorum_loss_recovered_from_the_survivor(control_plane: Any, operator: O
     # its own log, so every acknowledged write must read back, those of the recovered cluster too.
     writer = Writer([kv.url(0)])
     writer.start()
+    asked: subprocess.Popen[str] | None = None
     try:
         wait_for(lambda: writer.ok > 100, 60, "the writer running")
         survivor_id = next(m.id for m in kv.members(0, 1, 2) if m.name == "kv-0")
@@ -386,8 +389,10 @@ def test_quorum_loss_recovered_from_the_survivor(control_plane: Any, operator: O
             assert kv.condition("QuorumLost")["reason"] == "QuorumLost"
             assert contract.ANNOTATION_QUORUM_RECOVERY not in (kv.workload()["metadata"].get("annotations") or {}), \
                 "nothing happens until a person asks"
-            kubectl(control_plane.kubeconfig, "annotate", f"etcdclusters/{kv.name}", "-n", namespace,
-                    f"{contract.ANNOTATION_RECOVER_QUORUM}=auto")
+            # The person asks with the plugin (issue 31), which follows the recovery to its end.
+            asked = subprocess.Popen([PLUGIN, "--kubeconfig", control_plane.kubeconfig, "-n", namespace, "-o", "json",
+                                      "recover-quorum", kv.name, "--yes", "--timeout", "400"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for(lambda: kv.condition("QuorumLost").get("reason") in ("Recovering", "Rejoining", "Recovered"), 60,
                  "the recovery started")
         start = time.monotonic()
@@ -398,8 +403,15 @@ def test_quorum_loss_recovered_from_the_survivor(control_plane: Any, operator: O
         full = time.monotonic() - start
         kv.wait_healthy(0, 1, 2)
         wait_for(lambda: writer.ok > acked_at_loss + 50, 60, "writes acknowledged by the recovered cluster")
+        if asked is not None:
+            said, progress = asked.communicate(timeout=120)
+            assert asked.returncode == 0, f"kubectl raftset recover-quorum exited {asked.returncode}:\n{progress}{said}"
+            assert json.loads(said)["outcome"] == "Recovered", said
+            assert "kv-0" in progress, f"the survivor was shown before the request:\n{progress}"
     finally:
         writer.stop()
+        if asked is not None and asked.poll() is None:
+            asked.kill()
     assert writer.failed > 0, "no write failed: the loss was no outage"
     reasons = [r for r, _ in kv.events()]
     for reason in ("QuorumLost", "QuorumRecoveryStarted", "QuorumRecovered"):

@@ -12,13 +12,17 @@ second one) must leave no process, no temporary directory and no volume behind.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -26,7 +30,7 @@ from tests.harness import engines, guide
 from tests.harness.cli import Cli, existing, survivors
 from tests.harness.engines import EngineUnderTest
 from tests.harness.waiting import wait_for
-from tools.devcluster import build, plane
+from tools.devcluster import build, plane, versions, xline
 
 # What the pod runner runs for the guide's and the samples' clusters: the default etcd build
 # (the etcdctl on the guide's PATH too) and the one Xline build (any Xline image); the id names them.
@@ -112,15 +116,62 @@ def test_make_run_serves_the_user_guide_and_stops_leaving_nothing_behind(
           f"stopped in {time.monotonic() - t0 - started - guided:.0f}s")
 
 
-def test_make_run_with_the_statefulset_overlay_brings_the_demo_to_available(
-        builds: tuple[EngineUnderTest, ...]) -> None:
+def cache_without(root: Path, *withheld: Path) -> dict[Path, Path]:
+    """A build cache holding every cached build but the `withheld` ones (each a link to this
+    machine's); for each withheld build, the link that would put it there."""
+    (root / "bin").mkdir(parents=True)
+    for built in versions.bin_root().iterdir():
+        if not built.name.startswith(".") and built not in withheld:
+            (root / "bin" / built.name).symlink_to(built)
+    return {root / "bin" / build_dir.name: build_dir for build_dir in withheld}
+
+
+def hold(cache: Path, name: str) -> IO[str]:
+    """A build's lock, taken as another session building it would hold it."""
+    lock = open(cache / "bin" / f".{name}.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+
+
+def land(link: Path, build_dir: Path, lock: IO[str]) -> None:
+    """The build lands: it is in the cache, and its lock is let go."""
+    link.symlink_to(build_dir)
+    lock.close()
+
+
+def s3_reachable(endpoint: str) -> bool:
+    """The S3 store answers HTTP at `endpoint` (any status: unsigned requests are refused)."""
+    try:
+        urllib.request.urlopen(endpoint, timeout=10)
+    except urllib.error.HTTPError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def test_make_run_with_the_statefulset_overlay_brings_the_demo_to_available_before_versitygw_and_xline_are_built(
+        builds: tuple[EngineUnderTest, ...], tmp_path: Path) -> None:
     """`OVERLAY=statefulset make run` (issue 29): the builtin-StatefulSet install, whose RBAC grants nothing on
     OpenKruise, on a plane where OpenKruise's CRDs are installed: the operator must neither watch them nor
-    restart, and the demo becomes Available on a StatefulSet."""
-    cli = Cli("run", "--overlay", "statefulset", env={"KUBECONFIG": ""})
+    restart, and the demo becomes Available on a StatefulSet.
+
+    In the same run, `make run` in minutes (issue 31): the builds of versitygw and Xline are withheld
+    (absent from the cache, their build locks held here, as another session building them would hold
+    them). The etcd demo must come up without them; the S3 store must start, and the XlineCluster demo
+    appear and become Available, each once its build lands."""
+    cache = tmp_path / "cache"
+    (s3_link, s3_build), (xline_link, xline_build) = cache_without(
+        cache, build.VERSITYGW.out_dir, xline.XLINE.out_dir).items()
+    assert s3_build.is_dir() and xline_build.is_dir(), "the machine's builds, which this test lets through"
+    locks = [hold(cache, build.VERSITYGW.name), hold(cache, xline.XLINE.name)]
+    cli = Cli("run", "--overlay", "statefulset", env={"KUBECONFIG": "", "RAFTSET_CACHE": str(cache)})
     try:
         workdir = Path(cli.wait_match(r"export KUBECONFIG=(\S+)/admin\.kubeconfig", START_TIMEOUT).group(1))
         cli.wait_match(r"Ctrl-C stops everything", 60)
+        assert "XlineCluster demo-xline is applied once Xline's build lands" in cli.output, cli.output[-2000:]
+        assert "the S3 store (versitygw) starts once its build lands" in cli.output, cli.output[-2000:]
+        assert "S3_ENDPOINT" not in cli.output, "no S3 store before versitygw is built"
         exports = dict(re.findall(r"^\s*export (\w+)=(\S+)", cli.output, re.M))
         env = {**os.environ, "KUBECONFIG": exports["KUBECONFIG"]}
 
@@ -133,6 +184,17 @@ def test_make_run_with_the_statefulset_overlay_brings_the_demo_to_available(
                  STEP_TIMEOUT, "the demo EtcdCluster Available")
         assert kubectl("get", "etcdc", "demo", "-o", "jsonpath={.status.workloadKind}") == "StatefulSet"
         assert kubectl("get", "statefulsets.apps", "demo", "-o", "name") == "statefulset.apps/demo\n"
+        assert kubectl("get", "xc", "-o", "name") == "", "no XlineCluster while Xline's build is withheld"
+        land(s3_link, s3_build, locks[0])  # the background build finds it there under the lock
+        cli.wait_match(r"versitygw is built: the S3 store for backups runs", 60)
+        endpoint = cli.wait_match(r"export S3_ENDPOINT=(\S+)", 10).group(1)
+        assert s3_reachable(endpoint), endpoint
+        assert kubectl("get", "xc", "-o", "name") == "", "no XlineCluster while Xline's build is withheld"
+        land(xline_link, xline_build, locks[1])
+        cli.wait_match(r"Xline is built: XlineCluster demo-xline applied", 60)
+        wait_for(lambda: "True" == kubectl("get", "xc", "demo-xline", "-o",
+                                           "jsonpath={.status.conditions[?(@.type=='Available')].status}"),
+                 STEP_TIMEOUT, "the demo XlineCluster Available")
         # kopf gave up on a forbidden watch after about a minute, long after the demo was Available:
         # the evidence is the operator's own word that it does not watch them, and no word of them since.
         log = (workdir / "operator.log").read_text()
@@ -142,6 +204,8 @@ def test_make_run_with_the_statefulset_overlay_brings_the_demo_to_available(
         code = cli.stop(signal.SIGTERM, 120)
     finally:
         cli.close()
+        for lock in locks:
+            lock.close()
     assert code == 0, cli.output[-4000:]
     assert not re.search(r"operator \(pid \d+\) .*; restarting", cli.output), "the operator never exited"
     assert survivors(recorded) == []

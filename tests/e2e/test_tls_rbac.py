@@ -7,6 +7,7 @@ rights are checked with real requests made with a token of the member ServiceAcc
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import subprocess
@@ -28,15 +29,16 @@ from kubernetes.dynamic import DynamicClient
 from raftset import contract
 from raftset.contract import SidecarEnv
 from raftset.engines import TLSFiles
-from raftset.etcdclient import ClientTLS
+from raftset.etcdclient import ClientTLS, EtcdClientError, MemberClient
 from raftset.operator import certificates
 from raftset.operator.storage import ANNOTATION_FAILED
-from tests.e2e.test_fullstack import stack
+from tests.e2e.test_fullstack import ELECTIONS_COUNTED, HAND_OFF_DEADLINE_S, stack
 from tests.e2e.test_repair import create_repairable, replaced_automatically
+from tests.harness.checker import Writer, check
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, Sidecars, api, heartbeat_lease, kubectl, wait_for
 from tools.devcluster.plane import start_cert_manager
-from tools.devcluster.podrunner import PodRunner
+from tools.devcluster.podrunner import RUN_NAMESPACE_PREFIX, PodRunner
 
 pytestmark = pytest.mark.e2e
 
@@ -91,8 +93,11 @@ def bare_namespace(admin: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def namespace(admin: str) -> Iterator[str]:
-    name = f"s-{uuid.uuid4().hex[:8]}"
+def namespace(admin: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """Bound for Secrets; named so that kwok leaves its pods' readiness to the runner's probes where
+    the `runner` runs them (tests/e2e/conftest.py)."""
+    prefix = RUN_NAMESPACE_PREFIX if "runner" in request.fixturenames else "s-"
+    name = f"{prefix}{uuid.uuid4().hex[:8]}"
     kubectl(admin, "create", "namespace", name)
     bind_secrets_role(admin, name)
     yield name
@@ -248,6 +253,126 @@ def test_auto_rotates_a_deleted_ca_in_three_rolls_each_one_member_at_a_time_lead
         data = secret(admin, namespace, f"kv-{purpose}-tls")
         assert data["ca.crt"] == new_ca and certificates.signed_by(data["tls.crt"], new_ca)
 
+
+def client_tls(admin: str, namespace: str, cluster: str) -> ClientTLS:
+    """The client material as a client outside the cluster reads it from `<cluster>-client-tls`."""
+    data = secret(admin, namespace, certificates.secret_name(cluster, certificates.CLIENT))
+    assert data is not None
+    return ClientTLS(ca=data["ca.crt"], cert=data["tls.crt"], key=data["tls.key"])
+
+
+def refusal(url: str, tls: ClientTLS) -> str | None:
+    """Why the member at `url` does not answer Status to a client with `tls` (its CA verifies the server,
+    its certificate is verified by the member); None when it answers."""
+    async def ask() -> str | None:
+        try:
+            async with MemberClient(url, tls, timeout=5) as member:
+                await member.status()
+        except EtcdClientError as exc:
+            return str(exc)
+        return None
+    return asyncio.run(ask())
+
+
+ROTATION_TIMEOUT = 900  # three rolls of three real members, each restart joining and probed ready
+
+
+def test_a_deleted_ca_rotates_through_real_members_leader_last_and_fails_no_write(
+        admin: str, operator: Operator, namespace: str, runner: PodRunner, etcd: EngineUnderTest) -> None:
+    """The operator rolls the three phases of a CA rotation through real members (sidecars and etcd run by the
+    stand-in kubelet): one member at a time, the leader of the moment last, each phase only once the last one
+    rolled. A writer that re-reads the client Secret when it changes (as docs/security.md asks of clients)
+    writes throughout and fails nothing; every member keeps its id, and ends serving the new CA alone."""
+    kv = stack(admin, namespace, "kv", runner, "https")
+    # A restart keeps its data on a claim; a 5 s election timeout leaves only the elections the roll causes.
+    kv.create(3, workloadKind="StatefulSet", version=etcd.version, storage={"size": "1Gi"},
+              tls={"provider": "auto"}, **ELECTIONS_COUNTED)
+    wait_for(lambda: secret(admin, namespace, "kv-ca") and secret(admin, namespace, "kv-client-tls"), TIMEOUT,
+             "the CA and the client Secret")
+    old_ca = secret(admin, namespace, "kv-ca")["tls.crt"]
+    original = kv.tls = client_tls(admin, namespace, "kv")
+    kv.wait_healthy(0, 1, 2)
+    ids = {m.name: m.id for m in kv.members(0, 1, 2)}
+    urls = [kv.url(o) for o in (0, 1, 2)]
+    assert template_annotation(admin, namespace, "kv") == "1"
+    core = client.CoreV1Api(api(admin))
+
+    def uids() -> dict[str, str]:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{contract.LABEL_INSTANCE}=kv").items
+        return {p.metadata.name: p.metadata.uid for p in pods if p.metadata.deletion_timestamp is None}
+
+    def ready() -> set[str]:
+        """Pods whose store's readinessProbe passes (the runner probes as kubelet does)."""
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{contract.LABEL_INSTANCE}=kv").items
+        return {p.metadata.name for p in pods if p.metadata.deletion_timestamp is None
+                and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])}
+
+    writer = Writer(urls, kv.tls, deadline=HAND_OFF_DEADLINE_S, lifetime=ROTATION_TIMEOUT + 120)
+    writer.start()
+    try:
+        wait_for(lambda: writer.ok > 20, 30, "the writer running")
+        core.delete_namespaced_secret("kv-ca", namespace)
+        # The timeline: which pods were re-created under which revision, who led (Raft's own answer) when
+        # each revision appeared, and each client Secret the writer followed.
+        restarts: dict[str, list[str]] = {}
+        switched: dict[str, tuple[dict[str, str], int | None]] = {}  # revision -> (pods' uids, leader) then
+        followed = 0
+        seen, revision = uids(), "1"
+        deadline = time.monotonic() + ROTATION_TIMEOUT
+        while revision != "4" or len(restarts.get("4", [])) < 3:
+            assert time.monotonic() < deadline, f"rotation stuck at revision {revision}: {restarts}"
+            tls = client_tls(admin, namespace, "kv")
+            if tls != kv.tls:
+                kv.tls = tls
+                writer.follow(tls)
+                followed += 1
+            now_rev, now_uids = template_annotation(admin, namespace, "kv") or revision, uids()
+            if now_rev != revision:
+                switched[now_rev], revision = (dict(now_uids), kv.leader(0, 1, 2)), now_rev
+            restarts.setdefault(revision, []).extend(
+                name for name, uid in sorted(now_uids.items()) if seen.get(name) not in (None, uid))
+            seen.update(now_uids)
+            time.sleep(0.2)
+        # The last restart seen is a new pod object: wait for its member to serve.
+        wait_for(lambda: ready() == {"kv-0", "kv-1", "kv-2"}, TIMEOUT, "every re-created pod Ready")
+        kv.wait_healthy(0, 1, 2)
+        written = writer.ok
+        wait_for(lambda: writer.ok > written + 20, 30, "writes flowing on the new CA")
+    finally:
+        writer.stop()
+    print(f"rotation: restarts {restarts}; leaders {({r: l for r, (_, l) in switched.items()})}; "
+          f"client Secret followed {followed}x; writer {writer.ok} ok, {writer.failed} failed, "
+          f"{len(writer.errors)} attempts refused (last: {writer.errors[-3:]}), longest stall {writer.longest_stall:.2f}s")
+    assert list(switched) == ["2", "3", "4"], switched
+    for phase in ("2", "3", "4"):
+        assert sorted(restarts[phase]) == ["kv-0", "kv-1", "kv-2"], (phase, restarts)
+        leader = switched[phase][1]
+        assert leader is not None and restarts[phase][-1] == f"kv-{leader}", \
+            f"phase {phase}: the leader (kv-{leader}) last ({restarts})"
+    for phase, before in (("3", "2"), ("4", "3")):
+        # The next phase began only after every pod of the previous one was re-created.
+        assert all(switched[phase][0][n] != switched[before][0][n] for n in switched[phase][0]), (phase, switched)
+    assert followed >= 3, "the client Secret changed in each phase"  # bundle, new leaf, new CA alone
+    assert writer.failed == 0, f"{writer.failed} writes failed: {writer.errors[-3:]}"
+    assert writer.ok > 100, writer.ok
+    assert {m.name: m.id for m in kv.members(0, 1, 2)} == ids, "a restart keeps every member"
+
+    new_ca = secret(admin, namespace, "kv-ca")["tls.crt"]
+    assert new_ca != old_ca
+    for purpose in certificates.PURPOSES:
+        data = secret(admin, namespace, f"kv-{purpose}-tls")
+        assert data["ca.crt"] == new_ca and certificates.signed_by(data["tls.crt"], new_ca)
+    only_new = client_tls(admin, namespace, "kv")
+    assert only_new.ca == new_ca
+    # Every member serves a certificate of the new CA and refuses a client certificate of the old one.
+    # Every member serves a certificate of the new CA to a client that trusts it alone, and refuses the old
+    # CA's client certificate; a client that trusts only the old CA no longer reaches any.
+    old_cert = ClientTLS(ca=new_ca, cert=original.cert, key=original.key)
+    for url in urls:
+        assert refusal(url, only_new) is None, f"{url}: a client with only the new CA: {refusal(url, only_new)}"
+        assert refusal(url, old_cert), f"{url}: the old CA's client certificate is still accepted"
+        assert refusal(url, original), f"{url}: still serves a certificate of the old CA"
+    asyncio.run(check(urls, writer.acked, only_new))
 
 def test_disabled_speaks_http_and_warns(admin: str, operator: Operator, namespace: str) -> None:
     create(admin, contract.KIND_XLINE, "plain", namespace, tls={"provider": "disabled"})

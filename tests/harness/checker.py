@@ -40,8 +40,9 @@ class Writer(threading.Thread):
     """
 
     def __init__(self, endpoints: list[str], tls: ClientTLS | None = None, timeout: float = 2.0,
-                 deadline: float | None = None) -> None:
+                 deadline: float | None = None, lifetime: float = 300.0) -> None:
         super().__init__(daemon=True)
+        self.lifetime = lifetime
         self.endpoints = endpoints
         self.tls = tls
         self.timeout = timeout
@@ -53,16 +54,26 @@ class Writer(threading.Thread):
         self.acked: dict[str, Ack] = {}
         self.longest_stall = 0.0
         self.last_ok: float | None = None
+        self._followed = self.tls  # what `follow` last gave, picked up by the next write
+
+    def follow(self, tls: ClientTLS) -> None:
+        """The client re-read its TLS material (a CA rotation changed its Secret): the next writes use `tls`."""
+        self._followed = tls
 
     def run(self) -> None:
         asyncio.run(self._run())
 
     async def _run(self) -> None:
         clients = [MemberClient(u, self.tls, timeout=self.timeout) for u in self.endpoints]
-        deadline = time.monotonic() + 300  # a writer never outlives a test by much
+        deadline = time.monotonic() + self.lifetime  # a writer never outlives a test by much
         attempt = 0
         try:
             while not self.done.is_set() and time.monotonic() < deadline:
+                if self._followed is not self.tls:
+                    for client in clients:
+                        await client.close()
+                    self.tls = self._followed
+                    clients = [MemberClient(u, self.tls, timeout=self.timeout) for u in self.endpoints]
                 wrote = False
                 began = time.monotonic()
                 while True:

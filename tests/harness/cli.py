@@ -19,6 +19,8 @@ from pathlib import Path
 from tests.harness.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+# `kubectl raftset`: the plugin's console script, where pip installed it.
+PLUGIN = str(Path(sys.executable).parent / "kubectl-raftset")
 
 
 def _stat(pid: int) -> tuple[int, str, int] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,12 @@ from tools.devcluster import operatorpod
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = ("statefulset", "kruise")
+# kopf's retries of a failed watch, shortened (RAFTSET_API_ERROR_BACKOFFS; its default gives up
+# after 1+1+2+3+5+8+13+21 s): an operator that would give up on a forbidden watch, and exit,
+# does so 4 s after it started watching.
+BACKOFFS = (1, 1, 2)
+# An operator still up this long after it started did not give up on any watch.
+ESCALATION_S = sum(BACKOFFS) + 15
 KRUISE_CRD = f"{ADVANCED_STATEFULSET.plural}.{ADVANCED_STATEFULSET.group}"
 
 
@@ -65,7 +72,7 @@ def started_operator(admin: str, deployment: dict[str, Any], host: str, workdir:
     workdir.mkdir(parents=True, exist_ok=True)
     spec = operatorpod.installed(operatorpod.container_spec(
         deployment, host=host, ports=operatorpod.free_ports(deployment, host), bin_dir=Path(sys.executable).parent))
-    spec = dataclasses.replace(spec, env={**spec.env, **env})
+    spec = dataclasses.replace(spec, env={**spec.env, "RAFTSET_API_ERROR_BACKOFFS": ",".join(map(str, BACKOFFS)), **env})
     identity = operatorpod.service_account_kubeconfig(admin, spec.namespace, spec.service_account,
                                                       workdir / "operator.kubeconfig")
     return operatorpod.OperatorPod(spec, identity, workdir).start()
@@ -74,3 +81,14 @@ def started_operator(admin: str, deployment: dict[str, Any], host: str, workdir:
 def kruise_crd(crds: list[dict[str, Any]]) -> dict[str, Any]:
     """OpenKruise's Advanced StatefulSet CRD among its CRDs (tools.devcluster.plane.kruise_manifests)."""
     return next(c for c in crds if c["metadata"]["name"] == KRUISE_CRD)
+
+
+def assert_never_exited(pod: operatorpod.OperatorPod, since: float) -> None:
+    """Still the first process, with the shortened retries in force, and up for longer than kopf
+    then takes to give up on a forbidden watch."""
+    time.sleep(max(0.0, since + ESCALATION_S - time.monotonic()))
+    said = f"API errors retried after {', '.join(map(str, BACKOFFS))} s, then given up"
+    log = pod.log.read_text()
+    assert said in log, f"the operator does not say {said!r}, so the window proves nothing:\n{log[-3000:]}"
+    assert pod.restarts == 0 and pod.proc is not None and pod.proc.alive(), \
+        f"the operator exited ({pod.restarts} restarts):\n" + log[-3000:]

@@ -67,9 +67,11 @@ class Toxiproxy:
     def proxy(self, name: str, listen: str, upstream: str) -> None:
         self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream, "enabled": True})
 
-    def latency(self, name: str, one_way_ms: int, jitter_ms: int = 0) -> None:
-        """Delay both directions of the proxy's connections by `one_way_ms` (+- jitter)."""
-        for stream in ("upstream", "downstream"):
+    def latency(self, name: str, one_way_ms: int, jitter_ms: int = 0,
+                streams: tuple[str, ...] = ("upstream", "downstream")) -> None:
+        """Delay both directions of the proxy's connections (or only `streams`; downstream: server to
+        client) by `one_way_ms` (+- jitter)."""
+        for stream in streams:
             self._call("POST", f"/proxies/{name}/toxics", {
                 "name": f"latency-{stream}", "type": "latency", "stream": stream,
                 "attributes": {"latency": one_way_ms, "jitter": jitter_ms},

@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftset import contract
-from tests.harness.install import KRUISE_CRD, installed_operator, kruise_crd
+from tests.harness.install import KRUISE_CRD, assert_never_exited, installed_operator, kruise_crd
 from tests.harness.operator import api, kubectl, wait_for
 from tests.harness.view import ClusterView
 from tools.devcluster import operatorpod, plane
@@ -29,10 +29,6 @@ from tools.devcluster import operatorpod, plane
 pytestmark = pytest.mark.k8s
 
 TIMEOUT = 60
-# kopf retries a watch that answers 403 Forbidden after 1+1+2+3+5+8+13+21 s (its default
-# settings.networking.error_backoffs), then gives up and the operator exits: an operator that
-# is still up this long after its first reconcile did not give up on any watch.
-ESCALATION_S = 54 + 15
 
 
 @pytest.fixture(scope="module")
@@ -114,13 +110,6 @@ def metric(pod: operatorpod.OperatorPod, name: str, labels: dict[str, str]) -> f
             if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
                 return sample.value
     return None
-
-
-def assert_never_exited(pod: operatorpod.OperatorPod, since: float) -> None:
-    """Still the first process, and up for longer than kopf takes to give up on a forbidden watch."""
-    time.sleep(max(0.0, since + ESCALATION_S - time.monotonic()))
-    assert pod.restarts == 0 and pod.proc is not None and pod.proc.alive(), \
-        f"the operator exited ({pod.restarts} restarts):\n" + pod.log.read_text()[-3000:]
 
 
 def clusters(admin: str, namespace: str) -> tuple[ClusterView, ClusterView]:

@@ -39,6 +39,19 @@ def test_renames_are_an_input_of_the_digest() -> None:
     assert build.inputs_digest(build.ETCD, "go1.26") != build.inputs_digest(build.ETCD, "go1.25")
 
 
+def test_a_component_with_its_own_source_is_rebuilt_when_a_go_file_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = tmp_path / "go" / "lincheck"
+    module.mkdir(parents=True)
+    for name in ("go.mod", "go.sum", "main.go", "model.go"):
+        (module / name).write_text((build.LINCHECK.module_dir / name).read_text())
+    monkeypatch.setattr(versions, "GO_DIR", tmp_path / "go")
+    before = build.inputs_digest(build.LINCHECK, "go1.26")
+    (module / "model.go").write_text((module / "model.go").read_text() + "\n// changed\n")
+    assert build.inputs_digest(build.LINCHECK, "go1.26") != before
+    assert build.LINCHECK in build.COMPONENTS and build.LINCHECK.out_dir.name == f"lincheck-{versions.PORCUPINE}"
+
+
 def test_xline_paths_are_keyed_by_commit_and_toolchain(_cache: Path) -> None:
     x = xline.XLINE
     assert x.out_dir == _cache / "bin" / "xline-71479a4f-rust1.74.0"
@@ -230,3 +243,10 @@ def test_a_static_build_is_an_input_of_the_digest_only_where_asked() -> None:
     assert build.COREDNS.static and not build.KUBE.static
     dynamic = dataclasses.replace(build.COREDNS, static=False)
     assert build.inputs_digest(dynamic, "go1.26") != build.inputs_digest(build.COREDNS, "go1.26")
+
+
+def test_the_modules_of_every_missing_component_but_the_first_download_while_it_builds() -> None:
+    """The first one's build downloads its own; one built from its own source copy downloads that in its build."""
+    assert build.prefetched([build.ETCD, build.KUBE, build.PROMTOOL, build.KWOK]) == [build.KUBE, build.KWOK]
+    assert build.prefetched([build.KUBE]) == []
+    assert build.prefetched([]) == []

@@ -282,7 +282,7 @@ def test_dockerfile_runs_as_the_deployments_non_root_user() -> None:
     pod = only(render("overlays/statefulset"), "Deployment", OPERATOR)["spec"]["template"]["spec"]
     assert (int(user[0]), int(user[1])) == (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"])
     assert int(user[0]) != 0
-    for folder in ("raftset/", "operator/", "sidecar/"):
+    for folder in ("raftset/", "operator/", "sidecar/", "plugin/"):
         assert f"COPY {folder} {folder}" in dockerfile
 
 
@@ -341,9 +341,9 @@ def test_the_image_installs_only_the_shipped_namespace() -> None:
     """Dev tooling (tools/: the control-plane builder, the stand-in kubelet, crdgen) never ships."""
     dockerfile = (ROOT / "Dockerfile").read_text()
     copied = {src for line in re.findall(r"^COPY (?!--from)(.+)$", dockerfile, re.M) for src in line.split()[:-1]}
-    assert copied == {"pyproject.toml", "README.md", "raftset/", "operator/", "sidecar/"}
+    assert copied == {"pyproject.toml", "README.md", "raftset/", "operator/", "sidecar/", "plugin/"}
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    assert setuptools["packages"] == ["raftset", "raftset.operator", "raftset.sidecar"]
+    assert setuptools["packages"] == ["raftset", "raftset.operator", "raftset.sidecar", "raftset.plugin"]
     assert not list((ROOT / "raftset").rglob("devcluster")) and not (ROOT / "raftset" / "crdgen.py").exists()
 
 
@@ -352,5 +352,5 @@ def test_a_modules_path_names_it() -> None:
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     for package, folder in setuptools["package-dir"].items():
         assert folder.endswith(package.replace(".", "/")), (package, folder)
-    for folder in ("raftset", "operator/raftset", "sidecar/raftset"):
+    for folder in ("raftset", "operator/raftset", "sidecar/raftset", "plugin/raftset"):
         assert not (ROOT / folder / "__init__.py").exists(), f"{folder} must stay a namespace portion"

@@ -183,7 +183,8 @@ def test_project_tls_adds_the_loopback_address_and_keeps_names_usages_and_the_ca
     files = {"ca.crt": ca.cert_pem, "client.crt": leaves["client"].cert_pem, "client.key": leaves["client"].key_pem}
     for purpose in ("server", "peer"):
         files[f"{purpose}.crt"], files[f"{purpose}.key"] = leaves[purpose].cert_pem, leaves[purpose].key_pem
-    out = podrunner.project_tls(files, ca, "127.150.3.12")
+    other = certificates.build_ca("another-ca", now)
+    out = podrunner.project_tls(files, [other, ca], "127.150.3.12")  # each leaf re-issued by its own signer
     for purpose in ("server", "peer"):
         pair = certificates.KeyPair(out[f"{purpose}.crt"], out[f"{purpose}.key"])
         assert certificates.matches_key(pair) and certificates.signed_by(pair.cert_pem, ca.cert_pem)
@@ -194,7 +195,9 @@ def test_project_tls_adds_the_loopback_address_and_keeps_names_usages_and_the_ca
     assert {k: out[k] for k in ("ca.crt", "client.crt", "client.key")} == \
         {k: files[k] for k in ("ca.crt", "client.crt", "client.key")}
     with pytest.raises(ValueError, match="cert-manager"):
-        podrunner.project_tls(files, None, "127.150.3.12")
+        podrunner.project_tls(files, [], "127.150.3.12")
+    with pytest.raises(ValueError, match="no key of the CA that signed server.crt"):
+        podrunner.project_tls(files, [other], "127.150.3.12")
 
 
 def test_grace_defaults_like_kubernetes() -> None:
@@ -342,3 +345,15 @@ def test_the_pods_ready_condition_as_listed() -> None:
     assert not podrunner.pod_ready({"status": {"conditions": [{"type": "Ready", "status": "False"},
                                                               {"type": "Initialized", "status": "True"}]}})
     assert not podrunner.pod_ready({"status": {}})
+
+
+def test_an_engine_not_built_yet_is_said_not_substituted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make run` builds Xline in the background: a pod of it meanwhile gets a note, not another engine."""
+    from tools.devcluster import build, xline
+
+    monkeypatch.setenv("RAFTSET_CACHE", str(tmp_path))
+    (build.ETCDS[1].out_dir).mkdir(parents=True)  # only an older etcd is built
+    path, note = podrunner.store_build("xline", f"ghcr.io/xline-kv/xline:v{xline.XLINE.version}")
+    assert path == xline.XLINE.out_dir and note is not None and "not built yet" in note
+    path, note = podrunner.store_build("etcd", f"gcr.io/etcd-development/etcd:v{build.ETCD.version}")
+    assert path == build.ETCDS[1].out_dir and note is not None and build.ETCDS[1].version in note

@@ -38,6 +38,12 @@ def test_the_hash_check_interval_is_a_setting_and_zero_turns_it_off() -> None:
     assert config.parse([], {**ENV, "RAFTSET_HASH_CHECK_INTERVAL": "0"}).hash_check_interval == 0.0
 
 
+def test_the_peer_status_timeout_is_a_setting() -> None:
+    assert config.parse([], ENV).peer_status_timeout == 2.0
+    assert config.parse(["--peer-status-timeout", "5"], ENV).peer_status_timeout == 5.0
+    assert config.parse([], {**ENV, "RAFTSET_PEER_STATUS_TIMEOUT": "0.5"}).peer_status_timeout == 0.5
+
+
 def test_flags_override_the_environment() -> None:
     s = config.parse(["--engine", "xline", "--workload-kind", "AdvancedStatefulSet", "--clean-grace", "7"], ENV)
     assert (s.engine, s.backend.name, s.clean_grace) == (engines.XLINE, "AdvancedStatefulSet", 7.0)
@@ -61,6 +67,7 @@ def test_tls_switches_every_url_to_https() -> None:
     ({"RAFTSET_HEARTBEAT_INTERVAL": "0"}, "positive"),
     ({"RAFTSET_CLEAN_GRACE": "soon"}, "seconds"),
     ({"RAFTSET_HASH_CHECK_INTERVAL": "-1"}, "RAFTSET_HASH_CHECK_INTERVAL"),
+    ({"RAFTSET_PEER_STATUS_TIMEOUT": "0"}, "RAFTSET_PEER_STATUS_TIMEOUT"),
     ({"RAFTSET_HTTP_ADDRESS": "8080"}, "host:port"),
     ({"RAFTSET_REPAIR_POLICY": "automatic"}, "RAFTSET_REPAIR_POLICY"),
     ({"RAFTSET_CRASH_LOOP_RESTARTS": "0"}, "RAFTSET_CRASH_LOOP_RESTARTS"),

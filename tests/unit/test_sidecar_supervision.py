@@ -217,3 +217,21 @@ def test_the_test_fault_hook_is_never_rendered_into_a_pod(tls: str) -> None:
     names = {e["name"] for c in [*template["spec"].get("initContainers", []), *template["spec"]["containers"]]
              for e in c.get("env", [])}
     assert "RAFTSET_POD_NAME" in names and TEST_FAULT_DIR_ENV not in names
+
+
+async def test_a_step_holds_at_its_own_point_until_its_file_is_removed(tmp_path: Path) -> None:
+    """Clean's `clean-locked` point (tests/etcd/test_membership_lock.py): the step waits there, says so,
+    and goes on once released; without the fault directory the point costs nothing."""
+    loops = Loops(5.0, env={TEST_FAULT_DIR_ENV: str(tmp_path)})
+    (tmp_path / "clean-locked.hang").touch()
+    held = asyncio.create_task(loops.test_hold("clean-locked"))
+    for _ in range(100):
+        if (tmp_path / "clean-locked.hanging").exists():
+            break
+        await asyncio.sleep(0.01)
+    assert (tmp_path / "clean-locked.hanging").exists() and not held.done()
+    (tmp_path / "clean-locked.hang").unlink()
+    await asyncio.wait_for(held, timeout=5)
+    assert not (tmp_path / "clean-locked.hanging").exists()
+    await asyncio.wait_for(Loops(5.0, env={}).test_hold("clean-locked"), timeout=1)
+    await asyncio.wait_for(loops.test_hold("another-point"), timeout=1)  # no file: no hold

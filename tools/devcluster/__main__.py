@@ -11,12 +11,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from raftset import contract
-from tools.devcluster import build, certmanager, nodes, operatorpod, plane, s3, shutdown, xline
+from tools.devcluster import build, certmanager, nodes, operatorpod, plane, procs, s3, shutdown, xline
 from tools.devcluster.podrunner import PodRunner, pod_ip
 
 REPO = Path(__file__).resolve().parents[2]
@@ -198,8 +199,74 @@ def backup_guide(endpoint: str) -> str:
 """
 
 
+# Built by `make run` after its guide, for nothing it shows (the `cert-manager` TLS provider's
+# tests; `make test` builds everything before it starts anyway).
+ALSO_BUILT = (certmanager.CERT_MANAGER.name,)
+
+
+@dataclass
+class Landing:
+    """A build `make run` does not wait for, and what it does once that build is there."""
+
+    name: str  # as `python -m tools.devcluster build` names it
+    built: Callable[[], bool]
+    then: Callable[[], None]
+    done: bool = False
+
+
+def go_built(component: build.Component) -> Callable[[], bool]:
+    digest = build.inputs_digest(component, build.go_version(component.module_dir))
+    return lambda: build.is_built(component, digest)
+
+
+def xline_built() -> bool:
+    return xline.is_built(xline.XLINE, xline.inputs_digest(xline.XLINE))
+
+
+class BackgroundBuild:
+    """The builds `make run` does not wait for, at nice 19 in their own process group (stopped
+    with everything else), logged to a file; each landing's step runs once its build is there."""
+
+    def __init__(self, workdir: Path, landings: list[Landing]) -> None:
+        self.landings = landings
+        self.supervisor = procs.Supervisor(workdir / "logs")
+        self.proc: procs.Proc | None = None
+
+    def start(self) -> None:
+        """The steps of what is built already, at once; then the build of the rest."""
+        self.poll()
+        names = [landing.name for landing in self.landings if not landing.done]
+        self.proc = self.supervisor.start(
+            "build", ["nice", "-n", "19", sys.executable, "-m", "tools.devcluster", "build", *names, *ALSO_BUILT],
+            env=os.environ, cwd=REPO)
+
+    @property
+    def log(self) -> Path:
+        return self.supervisor.log_dir / "build.log"
+
+    def pending(self, name: str) -> bool:
+        return any(landing.name == name and not landing.done for landing in self.landings)
+
+    def poll(self) -> None:
+        """Run the step of each build that landed; say once if the build failed."""
+        for landing in self.landings:
+            if not landing.done and landing.built():
+                landing.then()
+                landing.done = True
+        if self.proc is not None and not self.proc.alive():
+            code, self.proc = self.proc.popen.returncode, None
+            left = [landing.name for landing in self.landings if not landing.done]
+            if code != 0:
+                print(f"the background build failed (exit {code}){'; not built: ' + ', '.join(left) if left else ''}"
+                      f"; log: {self.log}", flush=True)
+
+    def stop(self) -> None:
+        self.supervisor.stop_all()
+
+
 def _print_guide(kubeconfig: str, overlay: str, endpoints: str | None, workdir: Path,
-                 operator: operatorpod.OperatorPod, store: s3.S3Server | None = None) -> None:
+                 operator: operatorpod.OperatorPod, store: s3.S3Server | None = None,
+                 background: BackgroundBuild | None = None) -> None:
     kept = ("the leader pod stays: the operator reserves the followers' ordinals (RESERVED)"
             if overlay == "kruise" else "demo-3 and demo-4 go; a leader among them hands leadership off first")
     guide = f"""
@@ -209,6 +276,11 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
   kubectl get etcdc,xc                       # READY 3/3 and the LEADER, from the members' heartbeats
   kubectl get pods -L raftset.dev/role       # one leader, two followers
   kubectl scale etcdc {DEMO} --replicas=5
+"""
+    if background is not None and background.pending(xline.XLINE.name):
+        guide += f"""
+  # XlineCluster {DEMO_XLINE} is applied once Xline's build lands (nice 19, in the background;
+  # about 25 min on a 2-core machine; log: {background.log}). make run says when.
 """
     if endpoints:
         guide += f"""
@@ -226,6 +298,11 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
 """
     if store is not None:
         guide += backup_guide(store.endpoint)
+    elif background is not None and background.pending(build.VERSITYGW.name):
+        guide += f"""
+  # backups: the S3 store (versitygw) starts once its build lands (log: {background.log});
+  # make run then prints its lines.
+"""
     guide += f"""
 operator: log {operator.log}, pid in {operator.pid_file} (kill -9 it: it is restarted, as kubelet would)
 logs: {workdir}   Ctrl-C stops everything.
@@ -241,10 +318,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     operator: operatorpod.OperatorPod | None = None
     runner: PodRunner | None = None
     store: s3.S3Server | None = None
+    background: BackgroundBuild | None = None
     workdir: Path | None = None
     try:
         kubeconfig = os.environ.get("KUBECONFIG")
         if not kubeconfig:
+            # Only what the etcd demo needs before anything shows (issue 31): the rest follows.
+            build.ensure_all(build.PLANE)
             p = plane.start(full=True, log=print)
             kubeconfig = p.kubeconfig
         workdir = p.workdir if p else Path(tempfile.mkdtemp(prefix="raftset-run-"))
@@ -257,13 +337,35 @@ def cmd_run(args: argparse.Namespace) -> int:
             runner.__enter__()
             prefix = runner.addresses.prefix("default", DEMO)
             endpoints = ",".join(f"http://{pod_ip(prefix, o)}:{contract.CLIENT_PORT}" for o in range(5))
-            # A real S3 store for spec.backup, on loopback as the members are (a cluster of our
-            # own KUBECONFIG runs its pods elsewhere: they could not reach it).
-            store = _start_backup_store(kubeconfig, workdir)
-        demos = [_demo_cluster(), _demo_cluster(contract.KIND_XLINE, DEMO_XLINE)]
-        _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(demos))
-        _print_guide(kubeconfig, args.overlay, endpoints, workdir, operator, store)
+        if p is None:  # another cluster runs the pods from images: nothing to build here
+            demos = [_demo_cluster(), _demo_cluster(contract.KIND_XLINE, DEMO_XLINE)]
+            _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(demos))
+        else:
+            _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(_demo_cluster()))
+            guided = False
+
+            def start_store() -> None:
+                # A real S3 store for spec.backup, on loopback as the members are (a cluster of our
+                # own KUBECONFIG runs its pods elsewhere: they could not reach it).
+                nonlocal store
+                store = _start_backup_store(kubeconfig, workdir)
+                if guided:
+                    print(f"versitygw is built: the S3 store for backups runs{backup_guide(store.endpoint)}", flush=True)
+
+            def apply_xline_demo() -> None:
+                _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(_demo_cluster(contract.KIND_XLINE, DEMO_XLINE)))
+                if guided:
+                    print(f"Xline is built: XlineCluster {DEMO_XLINE} applied (kubectl get xc)", flush=True)
+
+            background = BackgroundBuild(workdir, [
+                Landing(build.VERSITYGW.name, go_built(build.VERSITYGW), start_store),
+                Landing(xline.XLINE.name, xline_built, apply_xline_demo)])
+            background.start()
+            guided = True
+        _print_guide(kubeconfig, args.overlay, endpoints, workdir, operator, store, background)
         while p is None or not p.dead():
+            if background is not None:
+                background.poll()
             time.sleep(1)
         # Unexpected: `run` lasts until a stop signal.
         print(f"control plane component(s) exited: {', '.join(p.dead())}; logs in {p.workdir / 'logs'}", flush=True)
@@ -273,6 +375,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     finally:
         shutdown.shield()
+        if background is not None:
+            background.stop()
         if runner is not None:
             runner.close()
         if store is not None:

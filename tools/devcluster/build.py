@@ -69,6 +69,8 @@ class Component:
     tags: tuple[str, ...] = ()
     # No cgo: a static binary that runs on an image with no libc (the lab's CoreDNS).
     static: bool = False
+    # The wrapper module holds the component's own Go source: its *.go files are inputs too.
+    own_source: bool = False
 
     @property
     def module_dir(self) -> Path:
@@ -228,11 +230,25 @@ COREDNS = Component(
     static=True,  # its image holds the binary alone
 )
 
-# What the local control plane runs; `make controlplane` (and CI) builds every component.
-PLANE = (*ETCDS, KUBE, KRUISE, KWOK)
-# Besides: the S3 server (backups), the fault-injection proxy, promtool (tests, bench) and Helm
-# (the chart's tests).
-COMPONENTS = (*PLANE, VERSITYGW, TOXIPROXY, PROMTOOL, HELM)
+# The robustness campaign's linearizability checker (issue 27): porcupine with our own
+# register-per-key model (why not etcd's: docs/robustness.md, "The checker").
+LINCHECK = Component(
+    name="lincheck",
+    version=versions.PORCUPINE,
+    module="lincheck",
+    packages=(".",),
+    binaries=("lincheck",),
+    own_source=True,
+)
+
+# What the local control plane runs, and all `make run` builds before it shows anything (its etcd
+# is the demo's too); versitygw, Xline and cert-manager follow in the background
+# (tools/devcluster/__main__.py).
+PLANE = (ETCD, KUBE, KRUISE, KWOK)
+# `make controlplane` (and so `make test`) builds every component: besides, the older etcd minors
+# (upgrades), the fault-injection proxy, promtool (tests, bench), Helm (the chart's tests) and the
+# linearizability checker.
+COMPONENTS = (*ETCDS, KUBE, KRUISE, KWOK, VERSITYGW, TOXIPROXY, PROMTOOL, HELM, LINCHECK)
 # Built only when named (`build kubenode coredns`): no tier of `make test` runs real nodes yet.
 REAL_NODE = (KUBENODE, COREDNS)
 
@@ -284,6 +300,9 @@ def inputs_digest(component: Component, go_version: str) -> str:
     if component.static:
         inputs += ("static",)
     h.update(repr(inputs).encode())
+    if component.own_source:
+        for path in sorted(component.module_dir.glob("*.go")):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 
 
@@ -412,6 +431,28 @@ def ensure(component: Component, log: Callable[[str], None] = print) -> float:
     return took
 
 
+def prefetched(missing: Iterable[Component]) -> list[Component]:
+    """Whose modules to download while the first missing one builds (each `go build` downloads
+    its own, one after the other; downloading waits on the network, compiling on the CPU).
+    A component built from a copy of its own source downloads that first, in its build."""
+    return [c for c in list(missing)[1:] if c.source_module is None]
+
+
+def _download(component: Component) -> subprocess.Popen:
+    """`go list -deps` of the component's packages: it downloads exactly the modules they import."""
+    return subprocess.Popen(["go", "list", "-deps", "-f", "{{.ImportPath}}", *component.packages],
+                            cwd=component.module_dir, env=go_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
 def ensure_all(components: tuple[Component, ...] = COMPONENTS, log: Callable[[str], None] = print) -> dict[str, float]:
-    return {f"{c.name}-{c.version}": ensure(c, log) for c in components}
+    missing = [c for c in components if not is_built(c, inputs_digest(c, go_version(c.module_dir)))]
+    # A failed download is the build's to report: it downloads again and says why.
+    downloads = [_download(c) for c in prefetched(missing)]
+    try:
+        return {f"{c.name}-{c.version}": ensure(c, log) for c in components}
+    finally:
+        for download in downloads:
+            download.kill()
+            download.wait()
 

@@ -38,7 +38,7 @@ import random
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -185,7 +185,12 @@ def _store_builds() -> dict[str, list[tuple[str, Path]]]:
 def store_build(engine: str, image: str) -> tuple[Path, str | None]:
     """The cached build the store runs: the one its image's version names, else the engine's
     default, with a note saying so (a substitute is said, never silent)."""
-    builds = _store_builds()[engine]
+    known = _store_builds()[engine]
+    # `make run` builds only the default etcd before it starts, Xline in the background.
+    builds = [(v, path) for v, path in known if path.is_dir()]
+    if not builds:
+        default_version, default_dir = known[0]
+        return default_dir, f"{engine} {default_version} is not built yet: its store cannot start until it is"
     version = versions.of_image(image)
     exact = next((path for v, path in builds if v == version), None)
     if exact is not None:
@@ -287,18 +292,21 @@ def loopback_leaf(cert_pem: bytes, purpose: str, ip: str) -> certificates.LeafSp
         client_auth=x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH in usages)
 
 
-def project_tls(files: Mapping[str, bytes], ca: certificates.KeyPair | None, ip: str) -> dict[str, bytes]:
+def project_tls(files: Mapping[str, bytes], cas: Sequence[certificates.KeyPair], ip: str) -> dict[str, bytes]:
     """The `tls` volume's files as the member on `ip` needs them: the server and peer
-    certificates re-issued by the cluster's CA to name `ip` too. Without the CA's key
-    (a user's issuer signed them) the member cannot be served on loopback: ValueError."""
-    if ca is None:
-        raise ValueError("TLS by cert-manager: its certificates name the pods' DNS names, not the loopback "
-                         "address the member would serve on here, and the runner holds no key of its CA")
+    certificates re-issued by the CA that signed them (one of `cas`, the CA key pairs the runner
+    has seen) to name `ip` too. Without that CA's key (a user's issuer signed them) the member
+    cannot be served on loopback: ValueError."""
     out = dict(files)
     now = datetime.now(timezone.utc)
     for cert_path, (key_path, purpose) in _REISSUED.items():
         if cert_path in files:
-            pair = certificates.issue(ca, loopback_leaf(files[cert_path], purpose, ip), now)
+            issuer = next((ca for ca in cas if certificates.signed_by(files[cert_path], ca.cert_pem)), None)
+            if issuer is None:
+                raise ValueError(f"TLS by cert-manager or another issuer: its certificates name the pods' DNS names, "
+                                 f"not the loopback address the member would serve on here, and the runner holds "
+                                 f"no key of the CA that signed {cert_path}")
+            pair = certificates.issue(issuer, loopback_leaf(files[cert_path], purpose, ip), now)
             out[cert_path], out[key_path] = pair.cert_pem, pair.key_pem
     return out
 
@@ -618,6 +626,9 @@ class PodRunner:
         self._skipped: set[str] = set()
         self._lost: set[str] = set()  # namespace/pod whose next pod starts on a new, empty volume
         self._waiting: dict[str, str] = {}  # by pod uid: why it could not start yet
+        # Every CA key pair read from a cluster's CA Secret: a leaf is re-issued by its own signer, so a
+        # pod restarted mid-rotation (its leaves still the old CA's, that CA's Secret gone) serves as it would.
+        self._cas: list[certificates.KeyPair] = []
         self._thread = threading.Thread(target=self._loop, name="podrunner", daemon=True)
 
     def __enter__(self) -> PodRunner:
@@ -779,11 +790,11 @@ class PodRunner:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            ca = None
         else:
             stored = certificates.read_secret({"data": ca_secret.data})
-            ca = stored[0] if stored else None
-        return project_tls(files, ca, ip)
+            if stored and stored[0] not in self._cas:
+                self._cas.append(stored[0])
+        return project_tls(files, self._cas, ip)
 
     def _warn_not_run(self, pod: dict[str, Any], reason: str) -> None:
         """A Warning Event on the pod and on its cluster: `kubectl describe` shows why nothing runs."""

@@ -33,7 +33,7 @@ PACKAGES = ("python3-minimal", "libpython3.11-stdlib", "python3-venv", "python-i
 PYTHON_ENV = ("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8")
 IMAGE = "localhost/raftset"
 # The Dockerfile's context: what its COPY lines read (tests/unit/test_kustomize.py checks the list).
-CONTEXT = ("Dockerfile", "pyproject.toml", "README.md", "raftset", "operator", "sidecar")
+CONTEXT = ("Dockerfile", "pyproject.toml", "README.md", "raftset", "operator", "sidecar", "plugin")
 SKIP = ("__pycache__", ".egg-info", ".pyc")
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # Debian's path, on the host and in the image
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,6 +18,8 @@ VERSITYGW = "v1.8.0"
 TOXIPROXY = "v2.5.0"
 # github.com/prometheus/prometheus v0.316.0 is Prometheus 3.16.0 (its VERSION file): promtool.
 PROMETHEUS = "v0.316.0"
+# The linearizability checker's porcupine; names the cache directory of lincheck (go/lincheck).
+PORCUPINE = "v1.3.1"
 # Helm 3: the chart in charts/raftset is linted, rendered, installed and upgraded with it.
 HELM = "v3.22.0"
 # Its client-go (k8s.io/client-go v0.37 is Kubernetes 1.37): the Kubernetes version that

@@ -20,6 +20,7 @@ from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
 from raftset.operator.settings import Settings
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 
+log = logging.getLogger(__name__)
 SETTINGS = Settings.from_env()
 # Only what the install enables and allows is watched: kopf ends the operator on a forbidden watch.
 WATCHES = watches.decided()
@@ -37,6 +38,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         prefix=prefix, key="last-handled-configuration")
     settings.posting.level = logging.WARNING  # handler failures become Events; progress is ours to announce
     settings.watching.server_timeout = 300
+    settings.networking.error_backoffs = SETTINGS.api_error_backoffs
+    log.info("API errors retried after %s s, then given up", ", ".join(f"{d:g}" for d in SETTINGS.api_error_backoffs))
     memo.runtime = Runtime(settings=SETTINGS, kube=Kube(load_config()), watches=WATCHES)
     for forbidden in WATCHES.forbidden:
         memo.runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)

@@ -44,6 +44,9 @@ class Settings:
     diagnosis_seconds: float = 15.0
     stuck_seconds: float = STUCK_AFTER_SECONDS  # a step Raft has not confirmed by then is Degraded
     metrics_address: str = ""  # host:port of /metrics; "" serves none (the manager Deployment sets it)
+    # The delays of kopf's retries of a failed API call or watch, after which it gives up (a watch
+    # given up on ends the operator: its Deployment restarts it). kopf's own default.
+    api_error_backoffs: tuple[float, ...] = (1, 1, 2, 3, 5, 8, 13, 21)
 
     def resync_period(self, degraded: bool) -> float:
         """How long a full re-apply may wait: shorter while the cluster is Degraded."""
@@ -72,4 +75,18 @@ class Settings:
             diagnosis_seconds=float(env.get("RAFTSET_DIAGNOSIS_SECONDS", cls.diagnosis_seconds)),
             stuck_seconds=float(env.get("RAFTSET_STEP_STUCK_SECONDS", cls.stuck_seconds)),
             metrics_address=env.get("RAFTSET_METRICS_ADDRESS", cls.metrics_address),
+            api_error_backoffs=backoffs(env.get("RAFTSET_API_ERROR_BACKOFFS"), cls.api_error_backoffs),
         )
+
+
+def backoffs(listed: str | None, default: tuple[float, ...]) -> tuple[float, ...]:
+    """RAFTSET_API_ERROR_BACKOFFS: comma-separated seconds, at least one, none negative."""
+    if listed is None:
+        return default
+    try:
+        delays = tuple(float(d) for d in listed.split(",") if d.strip())
+    except ValueError:
+        delays = ()
+    if not delays or any(d < 0 for d in delays):
+        raise ValueError(f"RAFTSET_API_ERROR_BACKOFFS must list seconds, e.g. '1,1,2,3', not {listed!r}")
+    return delays

@@ -154,7 +154,7 @@ class Agent:
     async def statuses(self, members: Sequence[Member]) -> dict[int, Status | None]:
         """Status of every member by id; None where it did not answer as itself."""
         urls = {m.id: m.client_urls[0] for m in members if m.client_urls}
-        answers = await self.etcd().statuses(urls.values(), timeout=2.0)
+        answers = await self.etcd().statuses(urls.values(), timeout=self.settings.peer_status_timeout)
         out: dict[int, Status | None] = {}
         for m in members:
             st = answers.get(urls.get(m.id, ""))
@@ -172,7 +172,7 @@ class Agent:
         if self.settings.engine.capabilities.linearizable_member_list:
             client, members = await etcd.member_list(urls)
             return client, members, True
-        answers = await etcd.statuses(urls, timeout=2.0)
+        answers = await etcd.statuses(urls, timeout=self.settings.peer_status_timeout)
         leader = next((u for u, st in answers.items() if st is not None and st.is_leader), None)
         if leader is not None:
             with contextlib.suppress(EtcdClientError):

@@ -42,6 +42,7 @@ class Cleaner(Shell):
             agent.metrics.outcome(STEP_CLEAN, "none")
             return
         async with agent.local.lock(LOCK_NAME, timeout=10) as held:
+            await agent.loops.test_hold("clean-locked")
             again = await self._decide(await agent.local.member_list(), kept, now, track=False)
             if again.remove != decision.remove:
                 agent.metrics.outcome(STEP_CLEAN, "changed")

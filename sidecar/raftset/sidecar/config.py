@@ -44,6 +44,8 @@ _VARS: tuple[tuple[str, str, str, str | None], ...] = (
     (SidecarEnv.POLL_INTERVAL, "--poll-interval", "seconds between polls of the local member's status", "2"),
     (SidecarEnv.CLEAN_INTERVAL, "--clean-interval", "seconds between membership-clean rounds", "30"),
     (SidecarEnv.CLEAN_GRACE, "--clean-grace", "seconds a member must be absent before clean removes it", "300"),
+    (SidecarEnv.PEER_STATUS_TIMEOUT, "--peer-status-timeout",
+     "seconds to wait for each other member's Status; one that does not answer in time counts as down", "2"),
     (SidecarEnv.LEAVE_TIMEOUT, "--leave-timeout",
      "upper bound in seconds for one leave; below the pod's terminationGracePeriodSeconds", "45"),
     (SidecarEnv.LOOP_STALL, "--loop-stall",
@@ -174,6 +176,7 @@ class Settings:
     clean_interval: float
     clean_grace: float
     leave_timeout: float
+    peer_status_timeout: float
     loop_stall: float
     options: Mapping[str, str] = field(default_factory=dict)
     listen_metrics_url: str = ""
@@ -309,6 +312,7 @@ def from_values(raw: Mapping[str, str]) -> Settings:
         clean_interval=_seconds(raw, SidecarEnv.CLEAN_INTERVAL),
         clean_grace=_seconds(raw, SidecarEnv.CLEAN_GRACE, allow_zero=True),
         leave_timeout=_seconds(raw, SidecarEnv.LEAVE_TIMEOUT),
+        peer_status_timeout=_seconds(raw, SidecarEnv.PEER_STATUS_TIMEOUT),
         loop_stall=_seconds(raw, SidecarEnv.LOOP_STALL),
         options={str(k): "" if v is None else str(v) for k, v in options.items()},
         log_level=raw[SidecarEnv.LOG_LEVEL].upper(),

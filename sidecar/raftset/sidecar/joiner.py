@@ -41,7 +41,9 @@ class Joiner(Shell):
             if progressed:
                 backoff.reset()
                 continue
-            if await agent.sleep(backoff.next()):
+            delay = backoff.next()
+            log.info("join: no progress; next attempt in %.2f s", delay)
+            if await agent.sleep(delay):
                 return
 
     async def view(self) -> tuple[join.JoinView, MemberClient | None, list[str]]:
@@ -70,7 +72,7 @@ class Joiner(Shell):
         formed = False
         if not alone and urls:
             # The initial set bootstraps together only while no member ever had a leader.
-            answers = await agent.etcd().statuses(urls, timeout=2.0)
+            answers = await agent.etcd().statuses(urls, timeout=settings.peer_status_timeout)
             formed = join.cluster_formed(leases, settings.pod_name, [st for st in answers.values() if st is not None])
         view = join.JoinView(
             name=settings.pod_name, ordinal=settings.ordinal, peer_url=settings.peer_url, kept=kept,

@@ -21,11 +21,6 @@ from raftset.sidecar.plumbing import API_ERRORS, RETRYABLE, Shell
 log = logging.getLogger("raftset.sidecar")
 
 
-# How long the survivor waits for each peer's Status before it forces: a peer that does not
-# answer in this time is counted as having no leader to offer.
-PEER_STATUS_TIMEOUT = 2.0
-
-
 class Recoverer(Shell):
     forced: RecoveryRecord | None = None  # set once this pod's store was told to start alone
     refused: str = ""  # the last refusal told in an Event: each one is told once, not every round
@@ -41,7 +36,8 @@ class Recoverer(Shell):
             return []
         kept = self.settings.backend.kept(workload) if workload else []
         urls = self.agent.candidates(kept, await self.agent.kube.member_leases(self.settings.cluster))
-        answers = await self.agent.etcd().statuses(urls, timeout=PEER_STATUS_TIMEOUT)
+        # A peer that does not answer in time is counted as having no leader to offer.
+        answers = await self.agent.etcd().statuses(urls, timeout=self.settings.peer_status_timeout)
         return [st for st in answers.values() if st is not None]
 
     async def survivor_members(self, record: RecoveryRecord) -> list[Member] | None:

@@ -41,7 +41,8 @@ Outcome = Literal["ok", "expected", "unexpected"]
 # the file is removed (the hook writes `<loop>.hanging` while it holds, so a test can wait for
 # the hold instead of guessing when the next round starts) and `<loop>.raise` makes its rounds
 # raise, so the etcd tier can prove that /livez notices and the e2e tier can hold a state that
-# a loop would otherwise end. Never set in a rendered pod (tests/unit/test_sidecar_supervision.py
+# a loop would otherwise end. A step may name a point of its own (`Loops.test_hold`: clean's
+# `clean-locked`, inside the membership lock). Never set in a rendered pod (tests/unit/test_sidecar_supervision.py
 # checks); unset, the hook is one empty-string check per round.
 TEST_FAULT_DIR_ENV = "RAFTSET_TEST_FAULT_DIR"
 TEST_FAULT_POLL_S = 0.1
@@ -197,12 +198,19 @@ class Loops:
         return delay
 
     async def _test_fault(self, name: str) -> None:
+        await self.test_hold(name)
+        if self._fault_dir and os.path.exists(os.path.join(self._fault_dir, f"{name}.raise")):
+            raise RuntimeError(f"test fault in the {name} loop")
+
+    async def test_hold(self, point: str) -> None:
+        """Test-only: wait here while `<point>.hang` exists in the fault directory (a loop's name
+        holds its next round; a step's point, such as `clean-locked`, holds that step)."""
         if not self._fault_dir:
             return
-        hang = os.path.join(self._fault_dir, f"{name}.hang")
+        hang = os.path.join(self._fault_dir, f"{point}.hang")
         if os.path.exists(hang):
-            log.warning("%s loop: test fault: hanging until %s is removed", name, hang)
-            holding = os.path.join(self._fault_dir, f"{name}.hanging")
+            log.warning("%s: test fault: hanging until %s is removed", point, hang)
+            holding = os.path.join(self._fault_dir, f"{point}.hanging")
             open(holding, "w").close()
             try:
                 while os.path.exists(hang):
@@ -210,6 +218,4 @@ class Loops:
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(holding)
-            log.warning("%s loop: test fault: released", name)
-        if os.path.exists(os.path.join(self._fault_dir, f"{name}.raise")):
-            raise RuntimeError(f"test fault in the {name} loop")
+            log.warning("%s: test fault: released", point)

@@ -1,0 +1,181 @@
+"""The fault catalog (issue 27, item 3), so far for the `etcd` tier's lab: one context manager per
+fault, which injects it on entry and ends it on exit (as kubelet, or the network, would).
+
+Present: SIGKILL of a member's store (the leader's or a follower's) and of a sidecar, a store
+paused (SIGSTOP) past the election timeout, and a sidecar's Lease writes refused by the API while
+Raft is healthy, a sidecar's clock skewed (libfaketime), and a member's data volume full (a
+size-limited tmpfs: mounting needs root, as the lab's loopback addresses do), and a member cut
+off from the leader (Toxiproxy). Not yet: the operator's SIGKILL (no operator runs in the lab) and
+a member cut off from every peer (the lab's one Toxiproxy per member's peer port cuts only links
+whose both ends are proxied, and every member dials from 127.0.0.1); nor `make run` and real nodes.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+from tests.harness import quorum
+from tests.harness.lab import Lab
+from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers
+
+
+@contextmanager
+def store_killed(lab: Lab, ordinal: int) -> Iterator[None]:
+    """A crash of the store: SIGKILL, no preStop hook; on exit kubelet starts it again in the same
+    pod (same data, same member). The sidecar keeps running."""
+    pod = lab.pod(ordinal)
+    store = pod.containers.store
+    assert store is not None and store.alive(), f"ordinal {ordinal}: no store running to kill"
+    pod.containers.supervisor.kill(store)
+    try:
+        yield
+    finally:
+        pod.start_store()
+
+
+@contextmanager
+def sidecar_killed(lab: Lab, ordinal: int) -> Iterator[None]:
+    """A crash of the sidecar: SIGKILL; on exit kubelet starts the container again in the same pod
+    (its emptyDir, and so its startup file, kept). The store keeps running."""
+    pod = lab.pod(ordinal)
+    sidecar = pod.containers.sidecar
+    assert sidecar is not None and sidecar.alive(), f"ordinal {ordinal}: no sidecar running to kill"
+    pod.containers.supervisor.kill(sidecar)
+    try:
+        yield
+    finally:
+        pod.restart_sidecar()
+
+
+@contextmanager
+def store_paused(lab: Lab, ordinal: int, at_least: float) -> Iterator[None]:
+    """A frozen store (a stalled process or VM): SIGSTOP, so it answers neither peers nor clients,
+    for at least `at_least` seconds (give more than the election timeout for a paused leader to be
+    replaced); SIGCONT on exit."""
+    store = lab.pod(ordinal).store
+    assert store is not None and store.poll() is None, f"ordinal {ordinal}: no store running to pause"
+    os.kill(store.pid, signal.SIGSTOP)
+    until = time.monotonic() + at_least
+    try:
+        yield
+        time.sleep(max(0.0, until - time.monotonic()))
+    finally:
+        os.kill(store.pid, signal.SIGCONT)
+
+
+@contextmanager
+def leases_refused(lab: Lab, ordinal: int) -> Iterator[None]:
+    """A sidecar's path to the API cut: every write of its heartbeat Lease refused (an admission
+    policy), while the store and Raft carry on. Entered once a write is refused, left once one passes."""
+    with quorum.lease_writes_refused(lab.core.api_client, lab.namespace, [lab.pod(ordinal).name]):
+        yield
+
+
+# Debian's libfaketime (`make system-deps`).
+LIBFAKETIME = "/usr/lib/*/faketime/libfaketime.so.1"
+CLOCK_OFFSET_FILE = "clock-offset"
+
+
+def skewable_clocks(lab: Lab, ordinals: Iterable[int]) -> None:
+    """Before these pods start: their sidecars run under libfaketime, which reads the clock's offset
+    from a file on every call (`clock_skewed` writes it), so that a skew needs no restart. Only the
+    wall clock moves: the monotonic clock (asyncio's timers) stays true, as NTP leaves it."""
+    found = glob.glob(LIBFAKETIME)
+    assert found, f"libfaketime not installed ({LIBFAKETIME}): make system-deps"
+    for ordinal in ordinals:
+        pod = lab.pod(ordinal)
+        pod.root.mkdir(parents=True, exist_ok=True)
+        offset = pod.root / CLOCK_OFFSET_FILE
+        offset.write_text("+0\n")
+        pod.env_extra.update(LD_PRELOAD=found[0], FAKETIME_TIMESTAMP_FILE=str(offset), FAKETIME_NO_CACHE="1",
+                             DONT_FAKE_MONOTONIC="1")
+
+
+@contextmanager
+def clock_skewed(lab: Lab, ordinal: int, seconds: int) -> Iterator[None]:
+    """A sidecar's wall clock `seconds` ahead (behind, if negative); true again on exit.
+    Needs `skewable_clocks` before the pod started."""
+    offset = lab.pod(ordinal).root / CLOCK_OFFSET_FILE
+    assert offset.is_file(), f"ordinal {ordinal}: skewable_clocks before the pod starts"
+    offset.write_text(f"{seconds:+d}s\n")
+    try:
+        yield
+    finally:
+        offset.write_text("+0\n")
+
+
+BALLAST = "ballast"
+
+
+@contextmanager
+def small_volumes(lab: Lab, ordinals: Iterable[int], size_mb: int) -> Iterator[None]:
+    """Before these pods start: each one's data volume a tmpfs of `size_mb` (etcd preallocates 64 MiB
+    of WAL), so that `volume_full` can fill it. Unmounted lazily on exit: the store may still hold
+    files open until the lab kills it."""
+    mounted = []
+    try:
+        for ordinal in ordinals:
+            volume = lab.pod(ordinal).data_dir.parent
+            volume.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(volume)],
+                           check=True)
+            mounted.append(volume)
+        yield
+    finally:
+        for volume in mounted:
+            subprocess.run(["umount", "--lazy", str(volume)], check=False)
+
+
+@contextmanager
+def volume_full(lab: Lab, ordinal: int) -> Iterator[None]:
+    """A member's data volume full: a ballast file takes every free byte (`small_volumes` first). On
+    exit the ballast goes, and kubelet starts the store again if the full disk made it exit."""
+    pod = lab.pod(ordinal)
+    ballast = pod.data_dir.parent / BALLAST
+    chunk = b"\0" * (1 << 20)
+    with open(ballast, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(chunk)
+                f.flush()
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+    try:
+        yield
+    finally:
+        ballast.unlink()
+        store = pod.containers.store
+        if store is None or not store.alive():
+            pod.start_store()
+
+
+@contextmanager
+def peers_proxied(lab: Lab, ordinals: Iterable[int]) -> Iterator[Toxiproxy]:
+    """Before these pods start: a Toxiproxy in front of each one's peer port, for `cut_off`."""
+    with Toxiproxy(lab.workdir / "toxiproxy") as proxy:
+        route_peers(lab, proxy, ordinals)
+        yield proxy
+
+
+@contextmanager
+def cut_off(proxy: Toxiproxy, ordinal: int, leader: int) -> Iterator[None]:
+    """`ordinal` and the leader exchange nothing; the third member still hears both. etcd peers dial
+    each other both ways and a stream carries both directions, so a link is cut only where the
+    proxies of both ends are: these two go, the third's carries the rest. Clients still reach
+    `ordinal`: its serializable reads lag, its linearizable ones cannot reach the leader."""
+    names = (peer_proxy_name(ordinal), peer_proxy_name(leader))
+    for name in names:
+        proxy.set_enabled(name, False)
+    try:
+        yield
+    finally:
+        for name in names:
+            proxy.set_enabled(name, True)

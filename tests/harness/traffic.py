@@ -1,0 +1,248 @@
+"""Client traffic with a recorded history, watchers, and the verdict of `lincheck` on them.
+
+`Traffic` runs concurrent clients on its own event loop (a thread, like checker.Writer). Each
+client is sequential: it puts unique values, reads linearizably and serializably, deletes, and
+compare-and-swaps keys under a prefix, recording every operation (history.Op). Any error is an
+unknown outcome: the operation is recorded without a return time and the client goes on.
+Watchers follow the prefix from the revision the traffic started at. On stop, one last
+linearizable read of every key is recorded too, so that a write lost at the end is seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import subprocess
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from etcd3aio.kv import KVService, prefix_range_end
+
+from raftset.etcdclient import ClientTLS, EtcdClientError, MemberClient
+from tests.harness.history import Kind, Op, to_json
+from tests.harness.watchcheck import Event, watch_problems
+from tools.devcluster import build
+
+PREFIX = "/traffic/"
+# How often each client picks each operation.
+MIX: dict[tuple[Kind, bool], int] = {("put", False): 3, ("get", False): 3, ("get", True): 2,
+                                     ("delete", False): 1, ("cas", False): 2}
+
+
+class TrafficClient(MemberClient):
+    """A MemberClient with the calls the traffic makes, answering what the history records."""
+
+    async def put_at(self, key: str, value: str) -> int:
+        r = await self._call("Put", lambda: self._kv.put(key, value, timeout=self.timeout))
+        return int(r.header.revision)
+
+    async def get_at(self, key: str, serializable: bool) -> tuple[int, bytes | None, int]:
+        """(header revision, value or None, mod revision)."""
+        r = await self._call("Range", lambda: self._kv.get(key, serializable=serializable, timeout=self.timeout))
+        if not r.kvs:
+            return int(r.header.revision), None, 0
+        return int(r.header.revision), bytes(r.kvs[0].value), int(r.kvs[0].mod_revision)
+
+    async def delete_at(self, key: str) -> tuple[int, int]:
+        r = await self._call("DeleteRange", lambda: self._kv.delete(key, timeout=self.timeout))
+        return int(r.header.revision), int(r.deleted)
+
+    async def compare_and_swap(self, key: str, expect: str | None, value: str) -> tuple[int, bool]:
+        """Put `value` if the key holds `expect` (None: if it is absent)."""
+        compare = (KVService.txn_compare_version(key, 0) if expect is None
+                   else KVService.txn_compare_value(key, expect))
+        r = await self._call("Txn", lambda: self._kv.txn(
+            [compare], success=[KVService.txn_op_put(key, value)], failure=[], timeout=self.timeout))
+        return int(r.header.revision), bool(r.succeeded)
+
+    async def watch_prefix(self, prefix: str, start: int, sink: list[Event]) -> None:
+        """Append every event under `prefix` from revision `start` to `sink`, until cancelled."""
+        async for response in self._watch.watch(prefix, prefix_range_end(prefix), start_revision=start):
+            for e in response.events:
+                kind = "delete" if int(e.type) == 1 else "put"
+                sink.append(Event(int(e.kv.mod_revision), bytes(e.kv.key).decode(), kind,
+                                  "" if kind == "delete" else bytes(e.kv.value).decode()))
+
+
+@dataclass(eq=False)  # a Thread must stay hashable
+class Traffic(threading.Thread):
+    """`clients` sequential clients over `endpoints` (client n talks to endpoint n mod len, or
+    every one to `pin`), on `keys` keys under `prefix`, plus `watchers` watchers from the starting
+    revision. Two runs on one store need prefixes of their own: each history starts from absent keys."""
+
+    endpoints: Sequence[str]
+    prefix: str = PREFIX
+    clients: int = 8
+    keys: int = 6
+    watchers: int = 1
+    pin: str | None = None
+    tls: ClientTLS | None = None
+    timeout: float = 2.0
+    seed: int = 27
+    history: list[Op] = field(default_factory=list)
+    events: list[list[Event]] = field(default_factory=list)
+    start_revision: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__(daemon=True)
+        self.done = threading.Event()
+        self.started_clients = threading.Event()
+        self.crashed: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as exc:  # reported by stop(): a history cut short must not pass as whole
+            self.crashed = exc
+            self.started_clients.set()
+
+    def stop(self, timeout: float = 30.0) -> Traffic:
+        self.done.set()
+        self.join(timeout)
+        if self.is_alive():
+            raise AssertionError("the traffic did not stop")
+        if self.crashed is not None:
+            raise AssertionError(f"the traffic crashed: {self.crashed!r}") from self.crashed
+        return self
+
+    def endpoint(self, client: int) -> str:
+        return self.pin or self.endpoints[client % len(self.endpoints)]
+
+    async def _run(self) -> None:
+        self.start_revision = await self._first_answer(lambda c: c.revision()) + 1
+        self.events = [[] for _ in range(self.watchers)]
+        watch_clients = [TrafficClient(self.endpoint(n), self.tls, timeout=self.timeout) for n in range(self.watchers)]
+        watches = [asyncio.create_task(c.watch_prefix(self.prefix, self.start_revision, sink))
+                   for c, sink in zip(watch_clients, self.events)]
+        try:
+            self.started_clients.set()
+            await asyncio.gather(*(self._client(n) for n in range(self.clients)))
+            await self._final_reads()
+            await self._catch_up(watches)
+        finally:
+            for task in watches:
+                task.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+            for c in watch_clients:
+                await c.close()
+
+    async def _first_answer(self, call: Callable[[TrafficClient], Awaitable[int]]) -> int:
+        for url in [self.pin] if self.pin else self.endpoints:
+            try:
+                async with TrafficClient(url, self.tls, timeout=self.timeout) as c:
+                    return await call(c)
+            except EtcdClientError as exc:
+                self.errors.append(str(exc))
+        raise AssertionError(f"no endpoint answered: {self.errors[-3:]}")
+
+    async def _client(self, n: int) -> None:
+        rng = random.Random(self.seed * 1000 + n)
+        kinds, weights = zip(*MIX.items())
+        seen: dict[str, str | None] = {}  # what this client last read or wrote per key
+        count = 0
+        backoff = 0.0
+        async with TrafficClient(self.endpoint(n), self.tls, timeout=self.timeout) as client:
+            while not self.done.is_set():
+                (kind, serializable), = rng.choices(kinds, weights)
+                key = f"{self.prefix}{rng.randrange(self.keys)}"
+                count += 1
+                value = f"c{n}-{count}" if kind in ("put", "cas") else ""
+                op = await self._record(client, n, kind, serializable, key, value, seen.get(key))
+                self.history.append(op)
+                if not op.unknown:
+                    seen[key] = _held_after(op, seen.get(key))
+                # After a failure, back off: a member that is down refuses at once, and hundreds of
+                # writes with unknown outcomes on a few keys are more than porcupine can search.
+                backoff = 0.0 if not op.unknown else min(max(2 * backoff, 0.25), 2.0)
+                await asyncio.sleep(backoff or 0.005)
+
+    async def _record(self, client: TrafficClient, n: int, kind: Kind, serializable: bool, key: str,
+                      value: str, expect: str | None) -> Op:
+        base = Op(client=n, op=kind, key=key, call=time.monotonic_ns(), returned=None, value=value,
+                  expect=expect if kind == "cas" else None, serializable=serializable, endpoint=client.url)
+        try:
+            if kind == "put":
+                answer: dict[str, object] = {"revision": await client.put_at(key, value)}
+            elif kind == "get":
+                revision, got, mod = await client.get_at(key, serializable)
+                answer = {"revision": revision, "found": got is not None, "got": (got or b"").decode(),
+                          "mod_revision": mod}
+            elif kind == "delete":
+                revision, deleted = await client.delete_at(key)
+                answer = {"revision": revision, "deleted": deleted}
+            else:
+                revision, succeeded = await client.compare_and_swap(key, expect, value)
+                answer = {"revision": revision, "succeeded": succeeded}
+        except EtcdClientError as exc:
+            self.errors.append(str(exc))
+            return base
+        return dataclasses.replace(base, returned=time.monotonic_ns(), **answer)  # type: ignore[arg-type]
+
+    async def _final_reads(self) -> None:
+        """A linearizable read of every key, by a client of its own, from the first endpoint that answers."""
+        client_id = self.clients
+        for k in range(self.keys):
+            key = f"{self.prefix}{k}"
+            for url in [self.pin] if self.pin else self.endpoints:
+                async with TrafficClient(url, self.tls, timeout=self.timeout) as client:
+                    op = await self._record(client, client_id, "get", False, key, "", None)
+                self.history.append(op)
+                if not op.unknown:
+                    break
+                client_id += 1  # after an unknown outcome, a client's next operation is a new client's
+
+    async def _catch_up(self, watches: list[asyncio.Task[None]], timeout: float = 10.0) -> None:
+        """Give the watchers time to deliver up to the newest acknowledged revision."""
+        horizon = self.horizon()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(events and events[-1].revision >= horizon for events in self.events) or horizon < self.start_revision:
+                return
+            if any(task.done() for task in watches):
+                return
+            await asyncio.sleep(0.1)
+
+    def horizon(self) -> int:
+        """The newest revision a client was told it wrote at."""
+        return max((op.revision for op in self.history if op.acknowledged_write), default=0)
+
+    def watch_problems(self) -> list[str]:
+        return [f"watcher {n}: {p}" for n, events in enumerate(self.events)
+                for p in watch_problems(events, self.history, self.start_revision, self.horizon())]
+
+
+def _held_after(op: Op, before: str | None) -> str | None:
+    """What the key held just after `op`, as far as its client knows."""
+    if op.op == "put" or (op.op == "cas" and op.succeeded):
+        return op.value
+    if op.op == "get":
+        return op.got if op.found else None
+    if op.op == "delete":
+        return None
+    return before
+
+
+@dataclass(frozen=True)
+class Verdict:
+    linearizable: bool
+    summary: str  # lincheck's one line
+    html: Path | None  # porcupine's visualization, written on a violation
+
+
+def lincheck(ops: Sequence[Op], html: Path, timeout: float = 120.0) -> Verdict:
+    """Run the checker on a history; the visualization lands at `html` when it says no, and the
+    history itself beside it (`.json`) in any case."""
+    build.ensure(build.LINCHECK, log=lambda _: None)
+    history = html.with_suffix(".json")
+    history.write_text(to_json(ops))
+    proc = subprocess.run([str(build.LINCHECK.binary("lincheck")), "-html", str(html), str(history)],
+                          capture_output=True, text=True, timeout=timeout)
+    if proc.returncode not in (0, 1):
+        raise AssertionError(f"lincheck gave no verdict (exit {proc.returncode}): {proc.stdout}{proc.stderr}")
+    ok = proc.returncode == 0
+    return Verdict(ok, proc.stdout.strip(), None if ok else html)
