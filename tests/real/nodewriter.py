@@ -1,7 +1,8 @@
 """The acknowledged-write checker, run inside a lab node's namespace (the members' addresses and
 DNS names exist only there): `python -m tests.real.nodewriter '<json>'` optionally moves the
 leadership to a named member, writes until `stop_file` exists (or for `seconds`), checks the
-`check_endpoints`, and prints one JSON line: the writer's counts, the verdict and the member list."""
+`check_endpoints`, and prints one JSON line: the leader before writing, the writer's counts, the
+verdict and the member list."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def main(args: dict) -> dict:
     out: dict[str, object] = {}
     if args.get("leader_to"):
         out["leader_before"] = asyncio.run(_move_leader(args["endpoints"], tls, args["leader_to"]))
+    else:
+        out["leader_before"] = asyncio.run(_leader(args["endpoints"], tls))[0]
     writer = checker.Writer(args["endpoints"], tls)
     writer.start()
     deadline = time.monotonic() + args["seconds"]
