@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from raftset.etcdclient import ClientTLS, MemberClient
+from raftset.sidecar.io.etcdclient import ClientTLS, MemberClient
 from tests.harness import checker
 
 
