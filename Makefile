@@ -7,7 +7,7 @@ OVERLAY ?= kruise
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 
-.PHONY: help deps venv system-deps controlplane test unit run bench generate clean
+.PHONY: help deps venv system-deps realnode-deps controlplane test unit run bench generate clean
 
 help:
 	@echo "make run    - local control plane + operator + a sample cluster (or use \$$KUBECONFIG)"
@@ -30,6 +30,17 @@ system-deps:
 	  && ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler libclang-dev clang libfaketime; }
 	@rustup toolchain list | grep -q '^1\.74\.0-' || rustup toolchain install 1.74.0 --profile minimal
+
+# The real-node lab's runtime (docs/devcluster.md, "Real nodes: status"): Debian's containerd 1.6,
+# runc 1.1 and CNI plugins 1.1, socat for the apiserver's bridge out of the lab, iptables for kube-proxy.
+# Not part of `deps` yet: no tier of `make test` runs real nodes. On a host with systemd, apt
+# starts a system containerd too; the lab never uses it (each node runs its own).
+realnode-deps:
+	@command -v containerd >/dev/null && command -v runc >/dev/null && test -x /usr/lib/cni/bridge \
+	  && command -v socat >/dev/null && command -v iptables >/dev/null \
+	  && command -v mmdebstrap >/dev/null && command -v buildah >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    containerd runc containernetworking-plugins socat iptables mmdebstrap buildah; }
 
 # etcd 3.5/3.6/3.7, kube-apiserver, controller-manager, scheduler, OpenKruise, kwok and Xline,
 # cert-manager's controller (and versitygw, Toxiproxy, promtool, Helm), built once into a cache (Xline from $$RAFTSET_XLINE_SOURCE and

@@ -103,7 +103,7 @@ def engine_ready(engine_under_test: EngineUnderTest) -> EngineUnderTest:
     return engine_under_test
 
 
-TIERS = ("unit", "etcd", "k8s", "e2e")
+TIERS = ("unit", "etcd", "k8s", "e2e", "real")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

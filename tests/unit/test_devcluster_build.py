@@ -206,6 +206,45 @@ def test_without_an_archive_the_source_is_fetched_by_its_commands(tmp_path: Path
     assert [p.name for p in failing.root.parent.iterdir()] == [xline.XLINE.source_root.name]
 
 
+def test_the_node_binaries_build_at_the_planes_release_in_their_own_module() -> None:
+    """kube's stamp stays valid: kubelet and kube-proxy have a wrapper module of their own,
+    whose graph keeps every version kube pins (so Go's build cache serves the shared packages)."""
+    node, kube = build.KUBENODE, build.KUBE
+    assert node.version == kube.version and node.ldflags == kube.ldflags
+    assert node.module_dir != kube.module_dir and node.out_dir.name == f"kubenode-{versions.KUBERNETES}"
+    pins = re.compile(r"^(?:require )?\s*(\S+) (?:=> \S+ )?(v\S+)", re.M)  # requires and replaces
+    kube_pins = dict(pins.findall((kube.module_dir / "go.mod").read_text()))
+    node_pins = dict(pins.findall((node.module_dir / "go.mod").read_text()))
+    shared = set(kube_pins) & set(node_pins) - {"k8s.io/kube-proxy"}
+    assert "k8s.io/kubernetes" in shared and len(shared) > 100
+    assert {m: node_pins[m] for m in shared} == {m: kube_pins[m] for m in shared}
+    assert build.COREDNS.version == versions.COREDNS == "v1.12.3"
+    assert set(build.REAL_NODE).isdisjoint(build.COMPONENTS), "`make controlplane` does not build them yet"
+
+
+@pytest.mark.parametrize(("goflags", "args"), [
+    ("", ["-p", "2"]),
+    ("-mod=mod", ["-p", "2"]),
+    ("-p=1", []),
+    ("-trimpath -p 1", []),
+])
+def test_a_callers_parallelism_wins(goflags: str, args: list[str]) -> None:
+    assert build.parallelism_args(goflags) == args
+
+
+def test_the_callers_goflags_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOFLAGS", "-p=1")
+    assert build.go_env()["GOFLAGS"] == "-mod=readonly -buildvcs=false -p=1"
+    monkeypatch.delenv("GOFLAGS")
+    assert build.go_env()["GOFLAGS"] == "-mod=readonly -buildvcs=false"
+
+
+def test_a_static_build_is_an_input_of_the_digest_only_where_asked() -> None:
+    assert build.COREDNS.static and not build.KUBE.static
+    dynamic = dataclasses.replace(build.COREDNS, static=False)
+    assert build.inputs_digest(dynamic, "go1.26") != build.inputs_digest(build.COREDNS, "go1.26")
+
+
 def test_the_modules_of_every_missing_component_but_the_first_download_while_it_builds() -> None:
     """The first one's build downloads its own; one built from its own source copy downloads that in its build."""
     assert build.prefetched([build.ETCD, build.KUBE, build.PROMTOOL, build.KWOK]) == [build.KUBE, build.KWOK]

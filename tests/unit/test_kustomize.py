@@ -266,14 +266,19 @@ def test_samples_render_one_cluster_per_kind() -> None:
 
 def test_dockerfile_runs_as_the_deployments_non_root_user() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
-    froms = re.findall(r"^FROM (\S+)", dockerfile, re.M)
-    # The etcd image only lends etcdutl (the sidecar's restore), of the default etcd release; the
-    # Rust stage builds xlineutl from the Xline commit and toolchain the tests build.
+    # The bases are build arguments (the real-node lab passes local ones); by default the etcd
+    # image only lends etcdutl (the sidecar's restore), of the default etcd release, and the Rust
+    # stage builds xlineutl from the Xline commit and toolchain the tests build.
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", dockerfile, re.M))
+    stages = re.findall(r"^FROM \S+ AS (\S+)$", dockerfile, re.M)
+    froms = [re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], f) for f in re.findall(r"^FROM (\S+)", dockerfile, re.M)]
     rust = f"rust:{versions.RUST_TOOLCHAIN}-bookworm"
-    assert froms and all(f in ("python:3.11-slim", engines.ETCD.image(), rust) for f in froms)
+    assert froms and all(f in ("python:3.11-slim", engines.ETCD.image(), rust, *stages) for f in froms)
+    assert args["XLINEUTL_FROM"] in stages
     assert "COPY --from=etcd /usr/local/bin/etcdutl /usr/local/bin/etcdutl" in dockerfile
     assert re.search(rf"git -C /xline checkout {versions.XLINE_COMMIT}\b", dockerfile)
-    assert "COPY --from=xline /xline/target/release/xlineutl /usr/local/bin/xlineutl" in dockerfile
+    assert "install -m 0755 target/release/xlineutl /usr/local/bin/xlineutl" in dockerfile
+    assert "COPY --from=xline /usr/local/bin/xlineutl /usr/local/bin/xlineutl" in dockerfile
     (user,) = re.findall(r"^USER (\d+):(\d+)$", dockerfile, re.M)
     pod = only(render("overlays/statefulset"), "Deployment", OPERATOR)["spec"]["template"]["spec"]
     assert (int(user[0]), int(user[1])) == (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"])

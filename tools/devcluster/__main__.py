@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from raftset import contract
-from tools.devcluster import build, certmanager, operatorpod, plane, procs, s3, shutdown, xline
+from tools.devcluster import build, certmanager, nodes, operatorpod, plane, procs, s3, shutdown, xline
 from tools.devcluster.podrunner import PodRunner, pod_ip
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ SOURCE_BUILT: dict[str, tuple[str, Callable[[], float]]] = {
     xline.XLINE.name: (xline.XLINE.label, xline.ensure),
     certmanager.CERT_MANAGER.name: (f"cert-manager-{certmanager.CERT_MANAGER.version}", certmanager.ensure),
 }
-COMPONENT_NAMES = sorted({c.name for c in build.COMPONENTS} | set(SOURCE_BUILT))
+COMPONENT_NAMES = sorted({c.name for c in (*build.COMPONENTS, *build.REAL_NODE)} | set(SOURCE_BUILT))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -45,6 +45,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"unknown component(s) {sorted(unknown)}; choose from {COMPONENT_NAMES}")
     chosen = tuple(c for c in build.COMPONENTS if not args.components or c.name in args.components)
+    chosen += tuple(c for c in build.REAL_NODE if c.name in args.components)
     took = build.ensure_all(chosen)
     for name, (label, ensure) in SOURCE_BUILT.items():
         if not args.components or name in args.components:
@@ -73,6 +74,35 @@ def cmd_up(args: argparse.Namespace) -> int:
         shutdown.shield()
         if p is not None:
             p.stop()
+        shutdown.stopped()
+    return 0
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    """The real-node lab (docs/devcluster.md, "Real nodes: status") until a stop signal."""
+    if args.sweep:
+        swept = nodes.sweep()
+        print(f"swept {len(swept)} abandoned run(s): {swept}" if swept else "no abandoned run")
+        return 1 if any(swept.values()) else 0
+    shutdown.on_stop_signals()
+    run: nodes.Lab | None = None
+    try:
+        run = nodes.start(args.count, log=print)
+        print(f"\nexport KUBECONFIG={run.kubeconfig}")
+        print(f"kubectl get nodes -o wide   # run {run.plan.run_id}, logs in {run.workdir / 'logs'}")
+        print("Ctrl-C, SIGTERM or SIGHUP stops it.", flush=True)
+        while not run.supervisor.dead():
+            time.sleep(1)
+        raise SystemExit(f"lab process(es) exited: {[p.name for p in run.supervisor.dead()]}; "
+                         f"logs in {run.workdir / 'logs'} (removed with the lab)")
+    except KeyboardInterrupt as stop:
+        print(f"\nstopping ({stop})", flush=True)
+    finally:
+        shutdown.shield()
+        if run is not None:
+            problems = run.stop()
+            print("stopped: every process, namespace, cgroup and file of the lab removed" if not problems
+                  else f"stopped, but: {problems}", flush=True)
         shutdown.stopped()
     return 0
 
@@ -366,12 +396,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse from the cache) the control-plane binaries")
     # No argparse `choices` here: with nargs="*" it rejects the empty default on Python < 3.12.
-    b.add_argument("components", nargs="*", help=f"any of {', '.join(COMPONENT_NAMES)}; default: all")
+    b.add_argument("components", nargs="*", help=f"any of {', '.join(COMPONENT_NAMES)}; default: all but the real-node lab's "
+                   f"{', '.join(c.name for c in build.REAL_NODE)}")
     b.set_defaults(func=cmd_build)
     up = sub.add_parser("up", help="start the control plane and keep it until Ctrl-C/SIGTERM")
     up.add_argument("--apiserver-only", action="store_true", help="etcd + kube-apiserver only")
     up.add_argument("--workdir", help="keep certificates, kubeconfig and logs here instead of a temp dir")
     up.set_defaults(func=cmd_up)
+    nd = sub.add_parser("nodes", help="the real-node lab (kubelet, containerd) until Ctrl-C/SIGTERM")
+    nd.add_argument("--count", type=int, default=3, help="nodes, one per zone (zone-a, zone-b, zone-c, zone-a, ...)")
+    nd.add_argument("--sweep", action="store_true",
+                    help="only tear down runs whose owner was killed (start does this too)")
+    nd.set_defaults(func=cmd_nodes)
     run = sub.add_parser("run", help="control plane and pod runner (unless $KUBECONFIG is set) + overlay + operator + demo")
     run.add_argument("--overlay", default="kruise", choices=("kruise", "statefulset"))
     run.set_defaults(func=cmd_run)

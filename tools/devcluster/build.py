@@ -67,6 +67,8 @@ class Component:
     source_module: str | None = None
     source_edits: tuple[SourceEdit, ...] = ()
     tags: tuple[str, ...] = ()
+    # No cgo: a static binary that runs on an image with no libc (the lab's CoreDNS).
+    static: bool = False
     # The wrapper module holds the component's own Go source: its *.go files are inputs too.
     own_source: bool = False
 
@@ -207,6 +209,27 @@ HELM = Component(
     ),
 )
 
+# The real-node lab's node binaries (docs/devcluster.md, "Real nodes"): the control plane's
+# Kubernetes release in a wrapper module of its own, whose graph adds what only they import
+# (kube's stamp stays valid; the shared packages come from Go's build cache).
+KUBENODE = Component(
+    name="kubenode",
+    version=versions.KUBERNETES,
+    module="kubenode",
+    packages=("k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"),
+    binaries=("kubelet", "kube-proxy"),
+    ldflags=_kube_version_ldflags(versions.KUBERNETES),
+)
+
+COREDNS = Component(
+    name="coredns",
+    version=versions.COREDNS,
+    module="coredns",
+    packages=("github.com/coredns/coredns",),
+    binaries=("coredns",),
+    static=True,  # its image holds the binary alone
+)
+
 # The robustness campaign's linearizability checker (issue 27): porcupine with our own
 # register-per-key model (why not etcd's: docs/robustness.md, "The checker").
 LINCHECK = Component(
@@ -226,14 +249,24 @@ PLANE = (ETCD, KUBE, KRUISE, KWOK)
 # (upgrades), the fault-injection proxy, promtool (tests, bench), Helm (the chart's tests) and the
 # linearizability checker.
 COMPONENTS = (*ETCDS, KUBE, KRUISE, KWOK, VERSITYGW, TOXIPROXY, PROMTOOL, HELM, LINCHECK)
+# Built only when named (`build kubenode coredns`): no tier of `make test` runs real nodes yet.
+REAL_NODE = (KUBENODE, COREDNS)
 
 
 def go_env() -> dict[str, str]:
     """Never fetch a toolchain; go.sum (committed) is the integrity check, not the sumdb,
     which does not serve every module version the proxy serves."""
     env = dict(os.environ)
-    env.update(GOTOOLCHAIN="local", GOSUMDB="off", GOFLAGS="-mod=readonly -buildvcs=false")
+    caller = os.environ.get("GOFLAGS", "")
+    env.update(GOTOOLCHAIN="local", GOSUMDB="off", GOFLAGS=" ".join(("-mod=readonly -buildvcs=false", caller)).strip())
     return env
+
+
+def parallelism_args(goflags: str) -> list[str]:
+    """Two packages at once, unless the caller's GOFLAGS sets `-p` (`GOFLAGS=-p=1` beside other work)."""
+    if any(flag == "-p" or flag.startswith("-p=") for flag in goflags.split()):
+        return []
+    return ["-p", "2"]
 
 
 def _go(args: list[str], cwd: Path | None, capture: bool = False, env: dict[str, str] | None = None) -> str:
@@ -264,6 +297,8 @@ def inputs_digest(component: Component, go_version: str) -> str:
         inputs += (component.renames,)
     if component.source_module:
         inputs += (component.source_module, component.source_edits, component.tags)
+    if component.static:
+        inputs += ("static",)
     h.update(repr(inputs).encode())
     if component.own_source:
         for path in sorted(component.module_dir.glob("*.go")):
@@ -361,8 +396,8 @@ def _build(component: Component, digest: str, log: Callable[[str], None]) -> Non
     with installing(component.name, component.out_dir, digest) as out:
         scratch = out.parent  # removed with `out`'s temporary directory
         ldflags = " ".join(("-s", "-w", *component.ldflags))
-        args = ["build", "-p", "2", "-trimpath", "-ldflags", ldflags]
-        env: dict[str, str] = {}
+        args = ["build", *parallelism_args(os.environ.get("GOFLAGS", "")), "-trimpath", "-ldflags", ldflags]
+        env: dict[str, str] = {"CGO_ENABLED": "0"} if component.static else {}
         if component.tags:
             args += ["-tags", ",".join(component.tags)]
         if component.source_module:

@@ -125,3 +125,12 @@ def make_pki(out: Path, server_ips: list[str]) -> Pki:
         sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     return Pki(ca=ca, apiserver=apiserver, admin=admin, sa_public=sa_public, sa_private=sa_private)
+
+
+def issue_client(ca: KeyPair, cn: str, org: str, out: Path, stem: str) -> KeyPair:
+    """A client certificate signed by the plane's CA (a node's `system:node:<name>` in
+    `system:nodes`, for the Node authorizer)."""
+    ca_key = serialization.load_pem_private_key(ca.key.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+    ca_cert = x509.load_pem_x509_certificate(ca.cert.read_bytes())
+    return _leaf(ca_key, ca_cert, _name(cn, org), ExtendedKeyUsageOID.CLIENT_AUTH, [], out, stem)

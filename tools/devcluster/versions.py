@@ -33,6 +33,8 @@ ETCD = ("3.7.3", "3.6.16", "3.5.35")
 XLINE = "0.6.1"
 XLINE_COMMIT = "71479a4f"
 RUST_TOOLCHAIN = "1.74.0"
+# The real-node lab's cluster DNS.
+COREDNS = "v1.12.3"
 # cert-manager's controller, from the source snapshot in ../shared/cert-manager/ (certmanager.py).
 CERT_MANAGER = "v1.21.1"
 

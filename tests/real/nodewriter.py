@@ -1,0 +1,75 @@
+"""The acknowledged-write checker, run inside a lab node's namespace (the members' addresses and
+DNS names exist only there): `python -m tests.real.nodewriter '<json>'` optionally moves the
+leadership to a named member, writes until `stop_file` exists (or for `seconds`), checks the
+`check_endpoints`, and prints one JSON line: the leader before writing, the writer's counts, the
+verdict and the member list."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+from raftset.sidecar.io.etcdclient import ClientTLS, MemberClient
+from tests.harness import checker
+
+
+async def _members(endpoint: str, tls: ClientTLS) -> list[dict[str, object]]:
+    async with MemberClient(endpoint, tls, timeout=10) as client:
+        return [{"id": m.id, "name": m.name, "peer_urls": list(m.peer_urls), "learner": m.is_learner}
+                for m in await client.member_list()]
+
+
+async def _leader(endpoints: list[str], tls: ClientTLS) -> tuple[str, int]:
+    """The leader's client URL and member id, as the first member that answers reports it."""
+    for endpoint in endpoints:
+        async with MemberClient(endpoint, tls, timeout=10) as client:
+            leader = (await client.status()).leader
+        for other in endpoints:
+            async with MemberClient(other, tls, timeout=10) as client:
+                if (await client.status()).member_id == leader:
+                    return other, leader
+    raise AssertionError(f"no leader among {endpoints}")
+
+
+async def _move_leader(endpoints: list[str], tls: ClientTLS, name: str) -> str:
+    url, _ = await _leader(endpoints, tls)
+    target = next(m for m in await _members(endpoints[0], tls) if m["name"] == name)
+    async with MemberClient(url, tls, timeout=10) as client:
+        await client.move_leader(int(target["id"]), timeout=30)
+    return (await _leader(endpoints, tls))[0]
+
+
+def main(args: dict) -> dict:
+    tls_dir = Path(args["tls_dir"])
+    tls = ClientTLS(ca=(tls_dir / "ca.crt").read_bytes(), cert=(tls_dir / "tls.crt").read_bytes(),
+                    key=(tls_dir / "tls.key").read_bytes())
+    out: dict[str, object] = {}
+    if args.get("leader_to"):
+        out["leader_before"] = asyncio.run(_move_leader(args["endpoints"], tls, args["leader_to"]))
+    else:
+        out["leader_before"] = asyncio.run(_leader(args["endpoints"], tls))[0]
+    writer = checker.Writer(args["endpoints"], tls)
+    writer.start()
+    deadline = time.monotonic() + args["seconds"]
+    stop_file = Path(args["stop_file"]) if args.get("stop_file") else None
+    if stop_file:
+        print(json.dumps({"writing": True}), flush=True)
+    while time.monotonic() < deadline and not (stop_file and stop_file.exists()):
+        time.sleep(0.2)
+    writer.stop()
+    out.update(ok=writer.ok, failed=writer.failed, errors=writer.errors[:5], longest_stall=writer.longest_stall)
+    check_endpoints = args.get("check_endpoints") or args["endpoints"]
+    try:
+        verdict = asyncio.run(checker.check(check_endpoints, writer.acked, tls))
+        out["verdict"] = {"acknowledged": verdict.acknowledged, "revision": verdict.revision}
+    except AssertionError as e:
+        out["verdict_error"] = str(e)
+    out["members"] = asyncio.run(_members(check_endpoints[0], tls))
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(json.loads(sys.argv[1]))))
