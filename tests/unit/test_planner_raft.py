@@ -267,3 +267,16 @@ def test_serving_reads_running_pods_that_are_not_terminating_and_ignores_strays(
     pods = [listed(pod(0)), listed(pod(1), deleting=True), listed(pod(2), "Pending"), listed(f"{CLUSTER}-canary"),
             listed(pod(4))]
     assert serving_ordinals(pods, CLUSTER) == frozenset({0, 4})
+
+
+@pytest.mark.parametrize("step", [leave(3), join(2)])
+def test_a_stuck_steps_message_stays_the_same_from_round_to_round(step: ScaleStep) -> None:
+    """The Degraded message is what its one Warning Event says: a count of seconds in it made a new
+    Warning every round (every 5 s) for as long as the step stayed stuck (seen on real nodes)."""
+    entries = [raft_member(0), raft_member(1), raft_member(3)]
+    started = replace(step, started=rfc3339(NOW - timedelta(seconds=STUCK_AFTER_SECONDS)))
+    messages = {plan(CLUSTER, STATEFULSET, 2, (3, []), members([0, 1], 0), raft(entries, 0),
+                     NOW + timedelta(seconds=later), pending=started).message for later in (0, 5, 300)}
+    assert len(messages) == 1, messages
+    [message] = messages
+    assert started.started in message and f"{STUCK_AFTER_SECONDS:.0f} s" in message

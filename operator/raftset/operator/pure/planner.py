@@ -304,10 +304,12 @@ def plan(
             overdue = _seconds_since(pending.started, now)
             if overdue < stuck_after:
                 return Plan(replicas, reserved, "wait", waiting, record=pending)
+            # The same words every round: the message is the Degraded condition's, whose change is an Event.
             return Plan(replicas, reserved, "wait",
-                        f"{waiting}: not confirmed {overdue:.0f} s after the step began (its "
-                        f"{'leave' if pending.action == SCALE_IN else 'join'} was refused or never ran); "
-                        f"no further step until it is", record=pending, stuck=STUCK_REASONS[pending.action])
+                        f"{waiting}: not confirmed within {stuck_after:.0f} s of the step's start at "
+                        f"{pending.started} (its {'leave' if pending.action == SCALE_IN else 'join'} was refused "
+                        f"or never ran); no further step until it is", record=pending,
+                        stuck=STUCK_REASONS[pending.action])
     if desired == replicas:
         return Plan(replicas, reserved, "steady", f"{replicas} members as desired")
     if raft is None:
