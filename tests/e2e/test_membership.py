@@ -65,6 +65,8 @@ def test_a_refused_leave_blocks_the_next_step_and_is_reported(
             return st if row["inRaft"] and row["id"] == member_id(4) and not row["healthy"] else None
 
         st = wait_for(reported, STEP_TIMEOUT, "refuse-4's member in Raft, reported unhealthy")
+        # Rounds later, still stuck: told once (its message named a count of seconds, a new Warning each round).
+        assert [reason for reason, _ in c.events()].count("LeaveStuck") == 1, c.events()
         assert any("runs no pod for ordinal 4" in d for d in st["disagreements"])
         # Outlasting a step (RAFTSET_STEP_STUCK_SECONDS), the disagreement gets one Warning, once.
         def disagreement_events() -> list[str]:
