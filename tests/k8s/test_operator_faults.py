@@ -94,6 +94,15 @@ def test_a_sidecar_whose_clock_is_60_s_behind_stalls_nothing(kube_apiserver: Any
     create(kubeconfig, "EtcdCluster", "skew", namespace, workloadKind="StatefulSet")
     custom = client.CustomObjectsApi(api(kubeconfig))
     apps = client.AppsV1Api(api(kubeconfig))
+    # A scale-in step reads the pods (its quorum guard believes them over a heartbeat): no kubelet
+    # here, so they are created Running, as a kubelet would report them.
+    core = client.CoreV1Api(api(kubeconfig))
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})
+    for ordinal in range(3):
+        pod = contract.pod_name("skew", ordinal)
+        core.create_namespaced_pod(namespace, {"metadata": {"name": pod, "labels": contract.selector_labels("skew")},
+                                               "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}})
+        core.patch_namespaced_pod_status(pod, namespace, {"status": {"phase": "Running"}})
 
     def obj() -> dict[str, Any]:
         return custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters",
