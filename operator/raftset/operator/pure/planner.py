@@ -23,7 +23,7 @@ from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.pure.scale_step import SCALE_IN, SCALE_OUT, ScaleStep
 from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.times import parse_rfc3339, rfc3339
-from raftset.workloads import Backend, kept_ordinals
+from raftset.workloads import Backend, being_deleted, kept_ordinals
 from raftset.operator.pure.events import Event
 
 
@@ -403,7 +403,7 @@ def serving_ordinals(pods: Iterable[Mapping[str, Any]], cluster: str) -> frozens
     for pod in pods:
         meta = pod.get("metadata") or {}
         ordinal = contract.member_ordinal(cluster, str(meta.get("name", "")))
-        if ordinal is not None and not meta.get("deletionTimestamp") and (pod.get("status") or {}).get("phase") == "Running":
+        if ordinal is not None and not being_deleted(pod) and (pod.get("status") or {}).get("phase") == "Running":
             found.add(ordinal)
     return frozenset(found)
 
