@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raftset import contract
-from raftset.sidecar.pure.leave import Fate, decide, fate, transfer_target
+from raftset.sidecar.pure.leave import Fate, decide, fate, transfer_target, wants_terminating
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 from tests.unit.sidecar_data import member, mid, status
 
@@ -158,3 +158,18 @@ def test_a_scaled_away_member_removes_itself_where_only_its_removal_keeps_quorum
     sts_ = {mid(i): None if i == 1 else status(i, leader=0) for i in range(4)}
     got = decide(Fate(True, "away"), mid(3), members, sts_, {mid(i): i for i in range(4)}, [0, 1, 2])
     assert got.remove, got
+
+
+def test_a_leader_hands_off_only_to_a_member_whose_pod_is_not_terminating() -> None:
+    """Every pod deleted at once (a lights-out, a namespace-wide `kubectl delete pods`): a target that is
+    itself terminating would try to hand leadership on again and time out, staggering the stops."""
+    got = decide(Fate(False, "restart"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1, 2], terminating={1})
+    assert got.move_leader_to == mid(0)
+    alone = decide(Fate(False, "restart"), mid(2), MEMBERS, statuses(leader=2), ORD, [0, 1, 2], terminating={0, 1})
+    assert alone.move_leader_to is None and "terminating" in alone.reason
+
+
+def test_the_terminating_pods_are_read_only_by_a_leader_that_would_hand_off() -> None:
+    assert wants_terminating(statuses(leader=2), mid(2), hand_off=True)
+    assert not wants_terminating(statuses(leader=0), mid(2), hand_off=True)
+    assert not wants_terminating(statuses(leader=2), mid(2), hand_off=False)

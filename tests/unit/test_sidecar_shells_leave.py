@@ -56,3 +56,20 @@ async def test_a_pod_not_terminating_does_nothing(tmp_path: Path) -> None:
     shell, _ = leave_shell(tmp_path, raft, 2, terminating=False)
     first = await shell.leave("preStop")
     assert first["action"] == "none" and raft.calls == [] and shell.state.phase == "started"
+
+
+async def test_a_restarting_leader_hands_off_to_a_member_whose_pod_is_not_terminating(tmp_path: Path) -> None:
+    raft = three_voters(leader=2)
+    shell, kube = leave_shell(tmp_path, raft, 3, terminating=True)
+    kube.pods.update({"demo-0": pod("demo-0", terminating=False), "demo-1": pod("demo-1", terminating=True)})
+    result = await shell.leave("preStop")
+    assert result["moved_leader_to"] == f"{mid(0):x}" and raft.calls == [f"move leader {mid(0):x}"]
+
+
+async def test_a_leader_whose_peers_all_terminate_stops_without_a_hand_off(tmp_path: Path) -> None:
+    """A lights-out: every pod deleted at once; a hand-off to a terminating member only delays every stop."""
+    raft = three_voters(leader=2)
+    shell, kube = leave_shell(tmp_path, raft, 3, terminating=True)
+    kube.pods.update({"demo-0": pod("demo-0", terminating=True), "demo-1": pod("demo-1", terminating=True)})
+    result = await shell.leave("preStop")
+    assert result["moved_leader_to"] is None and raft.calls == [] and "terminating" in result["reason"]

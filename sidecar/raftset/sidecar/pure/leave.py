@@ -9,7 +9,7 @@ mark and the workload write, and a restart in that window must keep its member.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,31 +57,45 @@ class LeaveDecision:
 
 def transfer_target(
     own_id: int, members: Sequence[Member], statuses: Mapping[int, Status | None],
-    ordinal_of: Mapping[int, int | None], kept: Sequence[int],
+    ordinal_of: Mapping[int, int | None], kept: Sequence[int], terminating: Collection[int] = (),
 ) -> int | None:
-    """The healthiest voting member to lead next: kept ordinals first, most caught up."""
+    """The healthiest voting member to lead next: kept ordinals first, most caught up; never one
+    whose own pod is terminating (it would hand leadership on again, or stop under it)."""
     candidates = []
     for m in members:
         status = statuses.get(m.id)
         if m.id == own_id or m.is_learner or not m.started or status is None or status.problems:
             continue
         ordinal = ordinal_of.get(m.id)
+        if ordinal in terminating:
+            continue
         candidates.append((ordinal in kept, status.raft_applied_index, -(ordinal or 0), m.id))
     return max(candidates)[-1] if candidates else None
+
+
+def wants_terminating(statuses: Mapping[int, Status | None], own_id: int, *, hand_off: bool) -> bool:
+    """Whether `decide` needs the members' pods read: only a leader that may hand off chooses a target."""
+    own = statuses.get(own_id)
+    return hand_off and own is not None and own.is_leader
 
 
 def decide(
     fate: Fate, own_id: int, members: Sequence[Member], statuses: Mapping[int, Status | None],
     ordinal_of: Mapping[int, int | None], kept: Sequence[int], *, hand_off: bool = True,
+    terminating: Collection[int] = (),
 ) -> LeaveDecision:
     """Hand leadership away if we lead; remove ourselves if scaled away and quorum allows.
 
     `hand_off` is the engine's capability: where MoveLeader is not safe (Xline), a leaving
     leader does not move leadership, and the others elect a new leader once it is gone.
+    `terminating` holds the ordinals whose pods the API showed terminating just now.
     """
     own = statuses.get(own_id)
     leading = own is not None and own.is_leader
-    target = transfer_target(own_id, members, statuses, ordinal_of, kept) if leading and hand_off else None
+    target = transfer_target(own_id, members, statuses, ordinal_of, kept, terminating) if leading and hand_off else None
+    if leading and hand_off and target is None and terminating:
+        fate = Fate(fate.scaled_away, f"{fate.reason}; no leadership hand-off: every other voter's pod is "
+                                      f"terminating or unhealthy")
     if leading and not hand_off:
         fate = Fate(fate.scaled_away, f"{fate.reason}; no leadership hand-off (MoveLeader is not safe on this "
                                       f"engine): an election follows this member's exit")

@@ -20,7 +20,7 @@ from raftset.sidecar.pure import leave
 from raftset.sidecar.pure.backoff import Backoff
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
-from raftset.sidecar.shells.plumbing import LOCK_NAME, RETRYABLE, report
+from raftset.sidecar.shells.plumbing import API_ERRORS, LOCK_NAME, RETRYABLE, report
 from raftset.workloads import being_deleted
 
 log = logging.getLogger("raftset.sidecar")
@@ -72,8 +72,11 @@ class LeaveShell:
         client, members = await self.peers.etcd().member_list([settings.client_url, *self.peers.candidates(kept, [])])
         statuses = await self.peers.statuses(members)
         ordinals = self.peers.ordinals(members)
-        decision = leave.decide(fate, own_id, members, statuses, ordinals, kept,
-                              hand_off=settings.engine.capabilities.hand_off)
+        hand_off = settings.engine.capabilities.hand_off
+        terminating = await self._terminating(ordinals, own_id) if leave.wants_terminating(
+            statuses, own_id, hand_off=hand_off) else set()
+        decision = leave.decide(fate, own_id, members, statuses, ordinals, kept, hand_off=hand_off,
+                                terminating=terminating)
         result: dict[str, Any] = {"final": True, "scaled_away": fate.scaled_away, "reason": decision.reason,
                                   "moved_leader_to": None, "removed": False}
         if decision.move_leader_to is not None:
@@ -91,6 +94,22 @@ class LeaveShell:
                 await self.kube.delete_lease(contract.lease_name(settings.pod_name))
         result["action"] = "removed" if result["removed"] else "kept"
         return result
+
+    async def _terminating(self, ordinals: dict[int, int | None], own_id: int) -> set[int]:
+        """The other members' ordinals whose pods the API shows terminating now. A pod that cannot be
+        read counts as not terminating: the hand-off then goes as it did before this was read."""
+        found = set()
+        for member_id, ordinal in ordinals.items():
+            if member_id == own_id or ordinal is None:
+                continue
+            try:
+                pod = await self.kube.pod(self.settings.naming.pod(ordinal))
+            except API_ERRORS as exc:
+                log.warning("leave: could not read the pod of ordinal %d: %s", ordinal, exc)
+                continue
+            if being_deleted(pod):
+                found.add(ordinal)
+        return found
 
     async def _remove_self(self, fate: leave.Fate, own_id: int, others: list[str],
                            ordinals: dict[int, int | None], kept: list[int]) -> leave.LeaveDecision:
