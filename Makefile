@@ -5,6 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 OVERLAY ?= kruise
 PYTEST_ARGS ?=
+WORKERS ?= 3
 BENCH_ARGS ?=
 
 .PHONY: help deps venv system-deps realnode-deps controlplane test unit run bench generate clean
@@ -51,11 +52,11 @@ controlplane: venv
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-# Two workers: the e2e files on one, the other tiers on the other, which then takes the e2e files
-# still queued (see tests/harness/work_units.py).
+# Three workers, each taking the longest queued work unit (the unit tier, or a test file) when it is
+# free (tests/harness/work_units.py); the tests mostly wait, so a third worker on two cores pays.
 # The slowest tests are listed at the end: where the warm run's wall time goes.
 test: deps controlplane
-	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n 2 --durations=40 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n $(WORKERS) --durations=40 $(PYTEST_ARGS)
 
 run: deps
 	$(PY) -m tools.devcluster run --overlay $(OVERLAY)

@@ -115,23 +115,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """`make test` runs `pytest -n 2`: the unit, etcd and k8s tiers on one worker, the e2e files on
-    the other; the tiers' worker then takes the e2e files still queued (tests/harness/work_units.py).
-    The tests mostly wait on timers (grace periods, heartbeats, elections), so two side by side take
-    about as long as the longer one."""
+    """`make test` runs `pytest -n 3`: a free worker takes the longest queued work unit, the unit
+    tier or a test file (tests/harness/work_units.py). The tests mostly wait on timers (grace
+    periods, heartbeats, elections), so more workers than cores still shorten the run."""
     from xdist.scheduler import LoadScopeScheduling
 
     class WorkUnitScheduling(LoadScopeScheduling):
-        def __init__(self, config: pytest.Config, log: object) -> None:
-            super().__init__(config, log)
-            self.roles: dict[object, str] = {}  # a worker's role, fixed at its first unit
-
         def _split_scope(self, nodeid: str) -> str:
             return work_units.unit_of(nodeid)
 
         def _assign_work_unit(self, node: object) -> None:
-            role = self.roles.setdefault(node, work_units.role_of(self.workqueue))
-            self.workqueue.move_to_end(work_units.next_unit(self.workqueue, role), last=False)
+            queued = {unit: len(tests) for unit, tests in self.workqueue.items()}
+            self.workqueue.move_to_end(work_units.next_unit(queued), last=False)
             super()._assign_work_unit(node)  # takes the queue's first unit
 
     return WorkUnitScheduling(config, log)

@@ -1,70 +1,71 @@
-"""How `make test`'s two workers share the tests (the policy; tests/conftest.py wires it to xdist).
+"""How `make test`'s workers share the tests (the policy; tests/conftest.py wires it to xdist).
 
-A work unit is the tests one worker runs in a row. The unit, etcd and k8s tiers and the bench
-tests are one unit (`TIERS`): they share a worker's session fixtures (one kube-apiserver, one
-versitygw) and run serially, the bench smoke run last. Each e2e file is a unit: its tests share a
-module's operator and the worker's control plane, started at the worker's first e2e file.
+A work unit is the tests one worker runs in a row: the unit tier whole (quick, and one import of
+everything), and every other test file on its own. A worker's session fixtures (a bare
+kube-apiserver, a versitygw, a full control plane) start at its first test that asks for them, so
+any worker can take any unit; an e2e file's tests share a module's operator.
 
-The first worker takes the tiers, the second the e2e files, longest first. When the tiers are
-done while e2e files are still queued, the tiers' worker takes them too, shortest first, on a
-control plane of its own, so that the two workers finish close together. Nothing is taken from
-the tiers: a worker runs them whole, as before, so a run is never slower than the plain split by
-more than one e2e file and a plane's start.
+Whenever a worker is free it takes the longest queued unit (longest processing time first): the
+long e2e files start at once and the short files fill the ends, so the workers finish close
+together. A unit's length is its measured seconds in CI where known (`SECONDS`), else an estimate
+from its number of tests: a stale or missing entry costs balance, never a test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable, Mapping
 
-TIERS = "tiers"
-E2E = "tests/e2e/"
-# Approximate seconds of each e2e file in CI (warm, 2 cores; from the 40 slowest of `make test`'s
-# --durations on 2026-11-27, the shorter tests guessed): they only order the files, so a stale or
-# missing entry (DEFAULT_SECONDS) costs balance, never a test.
+UNIT_TIER = "tests/unit/"
+# Seconds of each unit in CI (warm, 2 cores, `make test`'s timeline of 2026-11-27: the e2e files;
+# the tiers' files estimated until the per-file timeline measures them).
 SECONDS = {
-    "tests/e2e/test_fullstack.py": 600,
-    "tests/e2e/test_operator.py": 450,
+    UNIT_TIER: 90,
+    "tests/bench/test_smoke.py": 290,
+    "tests/e2e/test_fullstack.py": 780,
+    "tests/e2e/test_operator.py": 120,
     "tests/e2e/test_quorum_loss_resume.py": 340,
-    "tests/e2e/test_tls_rbac.py": 450,  # + the CA rotation through real members (~170 s), 2026-11-28
-    "tests/e2e/test_step_guards.py": 240,
-    "tests/e2e/test_backups.py": 200,
-    "tests/e2e/test_make_run.py": 165,
-    "tests/e2e/test_kubectl_plugin.py": 150,  # alone with a plane's start: 143.5 s (load 10), 166.9 s (load 17)
-    "tests/e2e/test_quorum_loss_leases_refused.py": 142,
-    "tests/e2e/test_install_matrix.py": 45,  # two tests of 21 s (kopf retries shortened), 2026-11-28
-    "tests/e2e/test_quorum_loss_survivors.py": 128,
+    "tests/e2e/test_tls_rbac.py": 210,
+    "tests/e2e/test_step_guards.py": 250,
+    "tests/e2e/test_backups.py": 230,
+    "tests/e2e/test_make_run.py": 210,
+    "tests/e2e/test_kubectl_plugin.py": 45,
+    "tests/e2e/test_quorum_loss_leases_refused.py": 153,
+    "tests/e2e/test_install_matrix.py": 43,
+    "tests/e2e/test_quorum_loss_survivors.py": 120,
     "tests/e2e/test_repair.py": 100,
-    "tests/e2e/test_quorum_loss_silent.py": 85,
-    "tests/e2e/test_membership.py": 68,
-    "tests/e2e/test_operator_faults.py": 57,
-    "tests/e2e/test_left_raft.py": 42,
-    "tests/e2e/test_operator_ha.py": 35,
-    "tests/e2e/test_helm_install.py": 35,
-    "tests/e2e/test_pod_readiness.py": 35,  # one test each, under the 40 slowest's 36 s
-    "tests/e2e/test_replace_narration.py": 35,
+    "tests/e2e/test_quorum_loss_silent.py": 95,
+    "tests/e2e/test_membership.py": 55,
+    "tests/e2e/test_operator_faults.py": 40,
+    "tests/e2e/test_left_raft.py": 41,
+    "tests/e2e/test_operator_ha.py": 37,
+    "tests/e2e/test_helm_install.py": 21,
+    "tests/e2e/test_pod_readiness.py": 27,
+    "tests/e2e/test_replace_narration.py": 41,
     "tests/e2e/test_controlplane.py": 30,
+    "tests/etcd/test_backups.py": 300,
 }
-DEFAULT_SECONDS = 60
+# Seconds per test of a file missing from `SECONDS`, by the folder it is in.
+PER_TEST_SECONDS = {"tests/e2e/": 45, "tests/etcd/": 12, "tests/k8s/": 8}
+DEFAULT_PER_TEST_SECONDS = 10
 
 
 def unit_of(nodeid: str) -> str:
-    """The work unit a test belongs to: its e2e file, or the tiers."""
+    """The work unit a test belongs to: the unit tier, or its file."""
     path = nodeid.split("::", 1)[0]
-    return path if path.startswith(E2E) else TIERS
+    return UNIT_TIER if path.startswith(UNIT_TIER) else path
 
 
-def role_of(queued: Collection[str]) -> str:
-    """A worker's role, fixed at its first unit: the tiers' worker while the tiers are unclaimed,
-    an e2e worker after that."""
-    return TIERS if TIERS in queued else E2E
+def estimate(unit: str, tests: int) -> float:
+    """A unit's expected seconds: measured, or by its folder's pace per test."""
+    if unit in SECONDS:
+        return SECONDS[unit]
+    folder = next((f for f in PER_TEST_SECONDS if unit.startswith(f)), "")
+    return tests * PER_TEST_SECONDS.get(folder, DEFAULT_PER_TEST_SECONDS)
 
 
-def next_unit(queued: Collection[str], role: str) -> str:
-    """The unit a worker of `role` takes next from the queued ones (at least one)."""
-    files = sorted((u for u in queued if u != TIERS), key=lambda u: SECONDS.get(u, DEFAULT_SECONDS))
-    if role == TIERS:
-        return TIERS if TIERS in queued else files[0]
-    return files[-1] if files else TIERS
+def next_unit(queued: Mapping[str, int]) -> str:
+    """The unit a free worker takes next: the longest of the queued ones (unit → its number of tests)."""
+    return max(queued, key=lambda unit: (estimate(unit, queued[unit]), unit))
 
 
 def spans(finished: Iterable[tuple[str, str, float]]) -> dict[str, list[tuple[str, float, float]]]:
