@@ -13,6 +13,7 @@ import ipaddress
 import random
 import socket
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,27 @@ class Block:
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
 
 
-def pick_block(rng: random.Random | None = None) -> Block:
-    """A random /20 from 127.64.0.0/10, away from the 127.0.0.x addresses tools default to."""
+def pick_block(rng: random.Random | None = None, bound: frozenset[ipaddress.IPv4Address] | None = None) -> Block:
+    """A random /20 from 127.64.0.0/10, away from the 127.0.0.x addresses tools default to, and
+    none that a running plane's servers already bound to (`make test`'s workers each start some)."""
     rng = rng or random.SystemRandom()
-    block = ipaddress.ip_network(f"127.{rng.randrange(64, 128)}.{rng.randrange(0, 256, 16)}.0/20")
-    assert block.subnet_of(LOOPBACK)
-    return Block(block)
+    taken = bound_addresses() if bound is None else bound
+    for _ in range(256):
+        block = ipaddress.ip_network(f"127.{rng.randrange(64, 128)}.{rng.randrange(0, 256, 16)}.0/20")
+        assert block.subnet_of(LOOPBACK)
+        if not any(address in block for address in taken):
+            return Block(block)
+    raise RuntimeError("no free 127.x.y.0/20 block in 256 tries")
+
+
+def bound_addresses(table: str = "/proc/net/tcp") -> frozenset[ipaddress.IPv4Address]:
+    """The IPv4 addresses some TCP socket on this machine is bound to (the kernel's table)."""
+    try:
+        lines = Path(table).read_text().splitlines()[1:]
+    except OSError:
+        return frozenset()
+    return frozenset(ipaddress.IPv4Address(socket.ntohl(int(line.split()[1].split(":")[0], 16)))
+                     for line in lines if line.split())
 
 
 def free_port(host: str) -> int:
