@@ -129,6 +129,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             self.workqueue.move_to_end(work_units.next_unit(queued), last=False)
             super()._assign_work_unit(node)  # takes the queue's first unit
 
+        def _reschedule(self, node: object) -> None:
+            # A worker holds its last test until the next one arrives (pytest's teardown needs the
+            # next item), so it commits to its next unit then, not two tests early as xdist would:
+            # a long unit taken early could wait while another worker idles.
+            if self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
+                return
+            super()._reschedule(node)
+
     return WorkUnitScheduling(config, log)
 
 
