@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,10 +40,15 @@ class StoreError(Exception):
         self.message = message
 
 
+def still() -> None:
+    """No one to tell about progress."""
+
+
 class Upload(Protocol):
     upload_id: str  # what the store's listing of incomplete uploads calls this one
 
-    def part(self, data: bytes) -> None: ...
+    # `progress` is called as the part's bytes go out: a part over a slow link is moving, not stuck.
+    def part(self, data: bytes, progress: Callable[[], None] = still) -> None: ...
     def complete(self) -> None: ...
     def abort(self) -> None: ...
 
@@ -105,10 +111,11 @@ class _S3Upload:
         self.upload_id = store.call(lambda c: c.create_multipart_upload(Bucket=store.bucket, Key=key))["UploadId"]
         self.parts: list[dict[str, Any]] = []
 
-    def part(self, data: bytes) -> None:
+    def part(self, data: bytes, progress: Callable[[], None] = still) -> None:
         number = len(self.parts) + 1
         answer = self.store.call(lambda c: c.upload_part(
-            Bucket=self.store.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number, Body=data))
+            Bucket=self.store.bucket, Key=self.key, UploadId=self.upload_id, PartNumber=number,
+            Body=_ReportingBody(data, progress)))
         self.parts.append({"PartNumber": number, "ETag": answer["ETag"]})
 
     def complete(self) -> None:
@@ -123,6 +130,19 @@ class _S3Upload:
                 Bucket=self.store.bucket, Key=self.key, UploadId=self.upload_id))
         except StoreError:
             pass
+
+
+class _ReportingBody(io.BytesIO):
+    """A part's body that calls `progress` for each block the HTTP connection reads to send."""
+
+    def __init__(self, data: bytes, progress: Callable[[], None]) -> None:
+        super().__init__(data)
+        self._progress = progress
+
+    def read(self, size: int | None = -1) -> bytes:
+        block = super().read(size)
+        self._progress()
+        return block
 
 
 class S3Store:
@@ -294,7 +314,7 @@ class _FileUpload:
         except OSError as exc:
             raise _os_error(exc, str(path)) from exc
 
-    def part(self, data: bytes) -> None:
+    def part(self, data: bytes, progress: Callable[[], None] = still) -> None:
         try:
             self.fh.write(data)
         except OSError as exc:

@@ -32,7 +32,7 @@ from raftset import backups, times
 from raftset.backups import Manifest
 from raftset.engines import Engine, RestoreConfig
 from raftset.sidecar.io.etcdclient import EtcdClientError, MemberClient
-from raftset.sidecar.io.objectstore import PART_SIZE, ObjectStore, StoreError, Upload
+from raftset.sidecar.io.objectstore import PART_SIZE, ObjectStore, StoreError, Upload, still
 from raftset.sidecar.pure import uploads
 
 log = logging.getLogger(__name__)
@@ -55,18 +55,14 @@ class Target:
     cluster_uid: str = ""  # the cluster object's metadata.uid, recorded in each manifest
 
 
-def _still() -> None:
-    """No one to tell about progress."""
-
-
 async def take(client: MemberClient, store: ObjectStore, target: Target, engine: str, now: datetime,
                *, part_size: int = PART_SIZE, in_flight: set[str] | None = None,
-               progress: Callable[[], None] = _still) -> Manifest:
+               progress: Callable[[], None] = still) -> Manifest:
     """One backup of the member `client` talks to; raises StoreError with the reason on failure.
 
     While its upload is open, its id is in `in_flight`: a sweep given the same set leaves it alone.
     `progress` is called (from this thread or a worker thread) for every snapshot chunk received,
-    every part uploaded and every chunk read back: a long backup is moving, not stuck.
+    every block of a part sent and every chunk read back: a long backup is moving, not stuck.
     """
     try:
         revision, _ = await client.get_prefix(REVISION_PROBE)
@@ -88,8 +84,7 @@ async def take(client: MemberClient, store: ObjectStore, target: Target, engine:
         progress()
         if len(buffer) >= part_size:
             data, buffer = bytes(buffer), bytearray()
-            await asyncio.to_thread(upload.part, data)
-            progress()
+            await asyncio.to_thread(upload.part, data, progress)
 
     completed = False
     try:
