@@ -319,6 +319,7 @@ class _FileUpload:
             self.fh.write(data)
         except OSError as exc:
             raise _os_error(exc, str(self.path)) from exc
+        progress()  # one block: a local write does not wait on a link
 
     def complete(self) -> None:
         try:
