@@ -13,8 +13,9 @@ from raftset import contract
 from raftset.operator.components import registry
 from raftset.operator.components.backup_requests import BackupRequests
 from raftset.operator.components.protocol import Round
-from raftset.operator.pure.planner import Plan
-from tests.unit.builders import NOW, body, cluster
+from raftset.operator.pure.planner import Plan, plan
+from raftset.operator.pure.scale_step import SCALE_IN
+from tests.unit.builders import CLUSTER, NOW, body, cluster, members, raft_of
 
 pytestmark = pytest.mark.unit
 
@@ -103,3 +104,64 @@ async def test_a_quiet_round_writes_nothing_but_still_decides_quorum_loss() -> N
     current, failed = await registry.walk(kube, a_round(obj, workload=live, write=False))  # type: ignore[arg-type]
     assert not failed and kube.applied == [] and kube.deleted == []
     assert [c.type for c in current.conditions] == ["QuorumLost"]
+
+
+class PodsKube(FakeKube):
+    """`pods` listed for every pod list (an unreachable apiserver when None); no other object listed."""
+
+    def __init__(self, objects: Mapping[tuple[str, str], dict[str, Any]], pods: list[dict[str, Any]] | None) -> None:
+        super().__init__(objects)
+        self.pods = pods
+
+    async def list(self, api_version: str, kind: str, namespace: str | None, selector: str, *,
+                   fields: str = "") -> list[dict[str, Any]]:
+        if kind != "Pod":
+            return []
+        if self.pods is None:
+            raise ApiException(status=503, reason="Service Unavailable")
+        return self.pods
+
+
+def a_scale_in_round(disrupted: dict[str, str]) -> tuple[Round, dict[tuple[str, str], dict[str, Any]]]:
+    """4 voters on a StatefulSet of 4, desired 3, leader 3 (so the victim): the plan takes the step."""
+    heartbeats = members(range(4), 3)
+    raft = raft_of(heartbeats)
+    c = cluster(replicas=3, tls={"provider": "disabled"})
+    live = {"metadata": {"name": "demo", "annotations": {}}, "spec": {"replicas": 4}}
+    step = plan(CLUSTER, c.backend, 3, c.backend.scale(live), heartbeats, raft, NOW, serving=frozenset(range(4)))
+    assert step.action == SCALE_IN
+    budget = {"metadata": {"name": "demo"}, "status": {"disruptedPods": disrupted}}
+    current = Round(cluster=c, plan=step, workload=live, marked_pods=(), now=NOW, write=True, body=body(),
+                    heartbeats=heartbeats, raft=raft)
+    return current, {("PodDisruptionBudget", "demo"): budget}
+
+
+def running(ordinal: int) -> dict[str, Any]:
+    return {"metadata": {"name": f"demo-{ordinal}", "creationTimestamp": "2026-01-01T11:00:00Z"},
+            "status": {"phase": "Running"}}
+
+
+@pytest.mark.parametrize(("disrupted", "taken"), [({}, True), ({"demo-0": "2026-01-01T11:59:59Z"}, False)])
+async def test_the_scale_in_step_goes_after_the_budget_left_the_victim_out_and_only_on_the_pods_read_then(
+        disrupted: dict[str, str], taken: bool) -> None:
+    """An eviction let through just before the budget changed (`disruptedPods`) holds the step (issue 26)."""
+    current, objects = a_scale_in_round(disrupted)
+    kube = PodsKube(objects, [running(o) for o in range(4)])
+    after, failed = await registry.walk(kube, current)  # type: ignore[arg-type]
+    kinds = [m["kind"] for m in kube.applied]
+    assert not failed and kinds.index("PodDisruptionBudget") < kinds.index("StatefulSet")
+    (budget,) = [m for m in kube.applied if m["kind"] == "PodDisruptionBudget"]
+    assert budget["spec"]["selector"]["matchExpressions"][0]["values"] == ["demo-3"]
+    (workload,) = [m for m in kube.applied if m["kind"] == "StatefulSet"]
+    assert workload["spec"]["replicas"] == (3 if taken else 4)
+    assert (after.plan.action, after.plan.refused) == ((SCALE_IN, False) if taken else ("wait", True))
+    assert taken or "demo-0 not serving" in after.plan.message
+
+
+async def test_an_unreachable_apiserver_after_the_budget_change_takes_no_step() -> None:
+    """The pods cannot be read once the budget left the victim out: no evidence, no step."""
+    current, objects = a_scale_in_round({})
+    kube = PodsKube(objects, None)
+    after, failed = await registry.walk(kube, current)  # type: ignore[arg-type]
+    assert failed and after.problem is not None and after.problem[0] == "ApplyFailed"
+    assert "StatefulSet" not in [m["kind"] for m in kube.applied]

@@ -16,10 +16,11 @@ pytestmark = pytest.mark.unit
 
 def test_components_run_upstream_first() -> None:
     """Pods must find their Secrets and claim sizes; the workload goes after its objects; the quorum-loss
-    writes go last, on the workload the round settled (backup requests wait for nothing)."""
+    writes go last, on the workload the round settled (backup requests wait for nothing). A scale-in step's
+    guard reads the pods after the budget left the victim out, and before the workload takes the step."""
     names = [c.name for c in registry.COMPONENTS]
     assert names == ["backup-requests", "tls", "claims", "pod-marks", "member-rbac", "services", "disruption-budget",
-                     "workload", "pod-restarts", "leases", "quorum-loss"]
+                     "scale-in-guard", "workload", "pod-restarts", "leases", "quorum-loss"]
     assert len(set(names)) == len(names)
 
 

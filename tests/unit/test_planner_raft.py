@@ -280,3 +280,19 @@ def test_a_stuck_steps_message_stays_the_same_from_round_to_round(step: ScaleSte
     assert len(messages) == 1, messages
     [message] = messages
     assert started.started in message and f"{STUCK_AFTER_SECONDS:.0f} s" in message
+
+
+def test_a_pod_the_budget_lists_disrupted_is_not_serving_until_a_new_one_of_its_name_is_created() -> None:
+    """An eviction let the pod go (the budget's `disruptedPods`) but its deletion may not be written yet."""
+    evicted_at = rfc3339(NOW)
+
+    def listed(name: str, created: timedelta) -> dict[str, object]:
+        return {"metadata": {"name": name, "creationTimestamp": rfc3339(NOW + created)}, "status": {"phase": "Running"}}
+    pods = [listed(pod(0), timedelta(hours=-1)), listed(pod(1), timedelta(seconds=1)),
+            listed(pod(2), timedelta(0)), listed(pod(3), timedelta(hours=-1))]
+    disrupted = {pod(0): evicted_at, pod(1): evicted_at, pod(2): evicted_at}
+    # 0: the evicted pod itself; 1: created after the eviction, a new pod; 2: the same second, counted evicted.
+    assert serving_ordinals(pods, CLUSTER, disrupted) == frozenset({1, 3})
+    assert serving_ordinals(pods, CLUSTER, {pod(3): "garbled"}) == frozenset({0, 1, 2})
+    unstamped = [{"metadata": {"name": pod(0)}, "status": {"phase": "Running"}}]
+    assert serving_ordinals(unstamped, CLUSTER, {pod(0): evicted_at}) == frozenset()

@@ -10,7 +10,8 @@ import pytest
 
 from raftset import contract
 from raftset.operator.pure.scale_step import SCALE_IN, ScaleStep, parse_step
-from raftset.operator.components.disruption_budget import pod_disruption_budget
+from raftset.operator.components.disruption_budget import disrupted_pods, leaving_pods, pod_disruption_budget
+from raftset.operator.pure.planner import Plan
 from raftset.operator.components.member_rbac import member_rbac
 from raftset.operator.components.services import client_service, peer_service
 from raftset.operator.components.workload import workload_manifest
@@ -454,3 +455,30 @@ def test_an_indexed_object_is_a_copy_without_managed_fields() -> None:
     kept["metadata"]["annotations"]["a"] = "c"
     assert obj["spec"]["replicas"] == 3 and obj["metadata"]["annotations"]["a"] == "b"
     assert "managedFields" in obj["metadata"]
+
+
+def test_pdb_leaves_the_leaving_pods_out_by_name_and_restores_the_plain_selector_without_them() -> None:
+    """A scale-in step's victim stops counting as available before the step: the other members must
+    make up the quorum of the voters Raft still counts, the victim included (issue 26)."""
+    c = cluster(replicas=3)
+    pdb = pod_disruption_budget(c, 4, ["demo-3", "demo-3"])
+    assert pdb is not None and pdb["spec"] == {"minAvailable": 3, "selector": {
+        "matchLabels": contract.selector_labels("demo"),
+        "matchExpressions": [{"key": "statefulset.kubernetes.io/pod-name", "operator": "NotIn", "values": ["demo-3"]}]}}
+    assert pod_disruption_budget(c, 3, []) == pod_disruption_budget(c, 3)
+    assert "matchExpressions" not in pod_disruption_budget(c, 3)["spec"]["selector"]  # type: ignore[index]
+
+
+def test_the_leaving_pods_are_the_steps_victim_and_the_victim_raft_has_yet_to_confirm() -> None:
+    step = ScaleStep(SCALE_IN, "demo-4", "04", 100, "2026-01-01T00:00:00Z")
+    taking = Plan(4, (), SCALE_IN, "", scale_away=("demo-4",), record=step)
+    waiting = Plan(4, (), "wait", "", record=step)
+    joining = Plan(5, (), "wait", "", record=ScaleStep("scale-out", "demo-4", "", 100, "2026-01-01T00:00:00Z"))
+    refused = Plan(5, (), "wait", "", refused=True)
+    assert [leaving_pods(p) for p in (taking, waiting, joining, refused)] == [("demo-4",), ("demo-4",), (), ()]
+
+
+def test_disrupted_pods_are_read_from_the_budgets_status() -> None:
+    assert disrupted_pods(None) == {} == disrupted_pods({"status": {}}) == disrupted_pods({})
+    assert disrupted_pods({"status": {"disruptedPods": {"demo-0": "2026-01-01T00:00:00Z"}}}) == \
+        {"demo-0": "2026-01-01T00:00:00Z"}

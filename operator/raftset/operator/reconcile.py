@@ -295,8 +295,10 @@ async def components(runtime: Runtime, observed: Observed, outcome: Outcome) -> 
     current, failed = await walk(runtime.kube, current)
     if write and not failed:
         runtime.applied_at[key] = now.timestamp()
+    # The scale-in guard may have held the step on what it read after the budget changed.
     return dataclasses.replace(outcome, round=current, workload=current.workload, problem=current.problem,
-                               conditions=current.conditions)
+                               conditions=current.conditions, plan=current.plan,
+                               stepping=outcome.stepping and current.plan.action in planner.STEP_REASONS)
 
 
 async def narrate(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcome:

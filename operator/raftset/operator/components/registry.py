@@ -2,7 +2,8 @@
 
 Backup requests first (they wait for nothing); TLS material and claims next, because pods must
 find their Secrets and sizes; then the pod marks, the member RBAC, the Services, the
-PodDisruptionBudget, the workload and, on a roll, the one pod that restarts; the quorum-loss
+PodDisruptionBudget (which leaves a scale-in step's victim out first), the scale-in step's guard on
+the pods read after it, the workload and, on a roll, the one pod that restarts; the quorum-loss
 writes last, on the workload the round settled. Each component renders from plain data and writes
 through the `KubeAPI` protocol; whether a round writes at all is decided once, by
 `OperatorSettings.write_due`.
@@ -16,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset.operator.components.backup_requests import BackupRequests
 from raftset.operator.components.claims import VolumeClaims
-from raftset.operator.components.disruption_budget import DisruptionBudget
+from raftset.operator.components.disruption_budget import DisruptionBudget, ScaleInGuard
 from raftset.operator.components.leases import HeartbeatLeases
 from raftset.operator.components.member_rbac import MemberRBAC
 from raftset.operator.components.pod_marks import PodMarks
@@ -37,6 +38,7 @@ COMPONENTS: tuple[Component, ...] = (
     MemberRBAC(),
     Services(),
     DisruptionBudget(),
+    ScaleInGuard(),
     Workload(),
     PodRestarts(),
     HeartbeatLeases(),

@@ -397,15 +397,28 @@ def plan(
                 hand_off_from=leaving, hand_off=hand_off, record=record)
 
 
-def serving_ordinals(pods: Iterable[Mapping[str, Any]], cluster: str) -> frozenset[int]:
-    """The ordinals whose member pod the API lists Running and not terminating (strays ignored)."""
+def serving_ordinals(pods: Iterable[Mapping[str, Any]], cluster: str,
+                     disrupted: Mapping[str, str] | None = None) -> frozenset[int]:
+    """The ordinals whose member pod the API lists Running and not terminating (strays ignored), but for
+    the pods `disrupted` (a budget's `disruptedPods`: name -> when the Eviction API let it go), whose
+    deletion may not be written yet; a pod created after that moment is a new one of the same name."""
     found = set()
     for pod in pods:
         meta = pod.get("metadata") or {}
-        ordinal = contract.member_ordinal(cluster, str(meta.get("name", "")))
-        if ordinal is not None and not being_deleted(pod) and (pod.get("status") or {}).get("phase") == "Running":
+        name = str(meta.get("name", ""))
+        ordinal = contract.member_ordinal(cluster, name)
+        if ordinal is not None and not _evicted(meta, (disrupted or {}).get(name)) and not being_deleted(pod) \
+                and (pod.get("status") or {}).get("phase") == "Running":
             found.add(ordinal)
     return frozenset(found)
+
+
+def _evicted(meta: Mapping[str, Any], disrupted_at: str | None) -> bool:
+    """An unreadable time on either side counts as evicted: the guard then waits for the entry to go."""
+    if disrupted_at is None:
+        return False
+    created, evicted = parse_rfc3339(meta.get("creationTimestamp")), parse_rfc3339(disrupted_at)
+    return created is None or evicted is None or created <= evicted
 
 
 def stale_marks(cluster: str, plan: Plan, marked_pods: Iterable[str]) -> list[str]:
