@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from raftset.operator.alarms import Alarm
+from raftset.operator.alarms import ClusterAlarm
 from raftset.operator.pure.wakeup import Wake
 
 pytestmark = pytest.mark.unit
@@ -22,7 +22,7 @@ def _never(wake: Wake, now: datetime) -> Wake | None:
 
 
 async def test_a_ring_ends_the_sleep_at_once() -> None:
-    alarm = Alarm()
+    alarm = ClusterAlarm()
     alarm.set(_in(3600))
     sleeper = asyncio.create_task(alarm.sleep(_never))
     await asyncio.sleep(0.01)
@@ -32,14 +32,14 @@ async def test_a_ring_ends_the_sleep_at_once() -> None:
 
 
 async def test_a_ring_during_a_round_is_kept_for_the_next_sleep() -> None:
-    alarm = Alarm()
+    alarm = ClusterAlarm()
     alarm.ring()
     alarm.set(_in(3600))  # the round that was running when it rang sets the alarm afterwards
     await asyncio.wait_for(alarm.sleep(_never), 1)
 
 
 async def test_the_wake_up_time_ends_the_sleep_unless_postponed() -> None:
-    alarm = Alarm()
+    alarm = ClusterAlarm()
     alarm.set(_in(0.05))
     asked: list[Wake] = []
 
@@ -52,7 +52,7 @@ async def test_the_wake_up_time_ends_the_sleep_unless_postponed() -> None:
 
 
 async def test_an_earlier_wake_up_set_while_asleep_is_kept() -> None:
-    alarm = Alarm()
+    alarm = ClusterAlarm()
     alarm.set(_in(3600))
     sleeper = asyncio.create_task(alarm.sleep(_never))
     await asyncio.sleep(0.01)
@@ -61,7 +61,7 @@ async def test_an_earlier_wake_up_set_while_asleep_is_kept() -> None:
 
 
 async def test_without_a_wake_up_only_a_ring_ends_the_sleep() -> None:
-    alarm = Alarm()
+    alarm = ClusterAlarm()
     sleeper = asyncio.create_task(alarm.sleep(_never))
     await asyncio.sleep(0.05)
     assert not sleeper.done()

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.unit
 @pytest.mark.parametrize(("message", "dropped"), [
     ("Handler 'drift-apps-v1-statefulsets' succeeded.", True),
     ("Handler 'pods-ring' succeeded.", True),
+    ("Handler 'leases-ring' succeeded.", True),
     ("Handler 'etcd-annotations' succeeded.", True),
     ("Handler 'etcd-create' succeeded.", False),
     ("Handler 'etcd-update/spec' succeeded.", False),

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from raftset.operator.pure.wakeup import Wake
 
 
-class Alarm:
+class ClusterAlarm:
     """Rung (a round is due now) or set (a round is due at `wake.at` unless `recheck` postpones it)."""
 
     def __init__(self) -> None:

@@ -249,6 +249,20 @@ for _engine in engines.ENGINES.values():
             memo.runtime.ring(key)
 
 
+def _deleted(type: str | None, **_: Any) -> bool:
+    return type == "DELETED"
+
+
+@_if_watched(watches.LEASES, kopf.on.event(*watches.LEASES.resource, labels={contract.LABEL_INSTANCE: kopf.PRESENT},
+                                            when=_deleted, id="leases-ring"))
+async def lease_deleted(namespace: str, name: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:
+    """A Lease gone (a member removed, a cluster released): kopf's indices drop it without a call to them."""
+    key = (namespace, labels[contract.LABEL_INSTANCE])
+    if hasattr(memo, "runtime"):
+        memo.runtime.heard.get(key, {}).pop(name, None)
+        memo.runtime.ring(key)
+
+
 @_if_watched(watches.PODS, kopf.on.event(*watches.PODS.resource, labels={contract.LABEL_NAME: contract.MANAGER},
                                           id="pods-ring"))
 async def pod_changed(namespace: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 
-_ROUTINE = re.compile(r"Handler '(drift-[^']*|pods-ring|[a-z]+-annotations)' succeeded\.")
+_ROUTINE = re.compile(r"Handler '(drift-[^']*|pods-ring|leases-ring|[a-z]+-annotations)' succeeded\.")
 
 
 def routine(message: str) -> bool:

@@ -28,7 +28,7 @@ import kopf
 from raftset import contract
 from raftset.membership import RaftMembership, parse_membership
 from raftset.operator import watches
-from raftset.operator.alarms import Alarm
+from raftset.operator.alarms import ClusterAlarm
 from raftset.operator.components import narration
 from raftset.operator.components.diagnosis import find_cause
 from raftset.operator.components.protocol import Problem, Round
@@ -72,13 +72,13 @@ class Runtime:
     diagnosed: dict[Key, Diagnosed] = field(default_factory=dict)
     # Each cluster's alarm (raftset.operator.alarms), and each heartbeat Lease as last heard, so that a
     # renewal that changes nothing the decisions read rings none (raftset.operator.pure.wakeup).
-    alarms: dict[Key, Alarm] = field(default_factory=dict)
+    alarms: dict[Key, ClusterAlarm] = field(default_factory=dict)
     heard: dict[Key, dict[str, wakeup.Heard]] = field(default_factory=dict)
     annotations_seen: dict[Key, dict[str, str]] = field(default_factory=dict)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
-    def alarm(self, key: Key) -> Alarm:
-        return self.alarms.get(key) or self.alarms.setdefault(key, Alarm())
+    def alarm(self, key: Key) -> ClusterAlarm:
+        return self.alarms.get(key) or self.alarms.setdefault(key, ClusterAlarm())
 
     def ring(self, key: Key) -> None:
         """Something `key` reads changed: its next round is due now (once its alarm exists: before
