@@ -351,6 +351,21 @@ def _one_way(row: Mapping[str, Any]) -> int:
     return int(row.get("one_way_ms") or 0)
 
 
+def _operator_versions(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line per size measured on both versions: the baseline's figure, then this checkout's."""
+    by = {(r.get("version", operator_cost.VERSION), r["clusters"]): r for r in rows}
+    lines = []
+    for (version, count), mine in sorted(by.items(), key=lambda item: item[0][1]):
+        base = by.get((operator_cost.BASELINE, count))
+        if version != operator_cost.VERSION or base is None:
+            continue
+        pairs = [(f"{k}", base.get(k), mine.get(k)) for k in
+                 ("cpu_rest_pct", "rss_mib", "spec_to_patch_p95_ms", "cpu_churn_pct", "churn_p95_ms")]
+        lines.append(f"- {count} clusters, baseline \u2192 this: "
+                     + ", ".join(f"`{k}` {a} \u2192 {b}" for k, a, b in pairs if a is not None or b is not None))
+    return "\n".join(lines)
+
+
 def plot_operator(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
     """CPU and RSS at rest and the spec-change latency against the number of clusters, a line per version."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
@@ -691,6 +706,8 @@ same way. Churn (at the largest size): {p.get('churn_per_s', 0):g} spec changes 
 that time, `churn_p50_ms`/`churn_p95_ms` each change's time until its StatefulSet's generation moved
 (one watch of the StatefulSets), a change not there {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s after
 the last counted at {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s (`churn_timed_out`).
+
+{_operator_versions(results['operator'])}
 
 ![operator cost]({img[PLOTS[3]]})
 
