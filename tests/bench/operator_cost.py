@@ -41,6 +41,8 @@ HEARTBEAT_S = 10.0  # the sidecar's default RAFTSET_HEARTBEAT_INTERVAL; Lease du
 POLL_S = 0.02
 SPEC_CHANGE_TIMEOUT_S = 30.0  # a change not in the workload by then is counted at this (a lower bound)
 MAX_TIMEOUTS = 3
+RESUME_S = 300.0
+HANDLED = f"{contract.GROUP}/last-handled-configuration"  # kopf's diffbase (raftset.operator.handlers.configure)
 
 
 class Heartbeats(threading.Thread):
@@ -106,12 +108,14 @@ def _create(kubeconfig: str, namespace: str, names: Sequence[str]) -> None:
 
 
 def _settled(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: str) -> set[str]:
-    """Clusters with their StatefulSet and a status for their current generation."""
+    """Clusters with their StatefulSet, a status for their current generation, and kopf's record that
+    its create handler is done (a round other than that handler's may have written the rest first)."""
     workloads = {w.metadata.name for w in apps.list_namespaced_stateful_set(namespace).items}
     clusters = custom.list_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters")
     return {c["metadata"]["name"] for c in clusters["items"]
             if c["metadata"]["name"] in workloads
-            and (c.get("status") or {}).get("observedGeneration") == c["metadata"]["generation"]}
+            and (c.get("status") or {}).get("observedGeneration") == c["metadata"]["generation"]
+            and HANDLED in (c["metadata"].get("annotations") or {})}
 
 
 def _wait_settled(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: str, names: Sequence[str],
@@ -190,17 +194,28 @@ def _churn(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: s
     listed = apps.list_namespaced_stateful_set(namespace)
     generation = {w.metadata.name: w.metadata.generation for w in listed.items}
     stream = watch.Watch()
+    done = threading.Event()
+
+    def seen(name: str, moved_to: int) -> None:
+        with lock:
+            change = sent.get(name)
+            if change is not None and moved_to > change[1]:
+                latencies.append((time.monotonic() - change[0]) * 1000)
+                del sent[name]
 
     def follow() -> None:
-        for event in stream.stream(apps.list_namespaced_stateful_set, namespace,
-                                   resource_version=listed.metadata.resource_version,
-                                   timeout_seconds=int(seconds + SPEC_CHANGE_TIMEOUT_S + 30)):
-            meta = event["object"].metadata
-            with lock:
-                change = sent.get(meta.name)
-                if change is not None and meta.generation > change[1]:
-                    latencies.append((time.monotonic() - change[0]) * 1000)
-                    del sent[meta.name]
+        version = listed.metadata.resource_version
+        while not done.is_set():
+            try:
+                for event in stream.stream(apps.list_namespaced_stateful_set, namespace, resource_version=version,
+                                           timeout_seconds=int(seconds + SPEC_CHANGE_TIMEOUT_S + 30)):
+                    seen(event["object"].metadata.name, event["object"].metadata.generation)
+                    version = event["object"].metadata.resource_version
+            except Exception:  # noqa: BLE001 - the stream broke (a timeout, a 410): list, then watch again
+                again = apps.list_namespaced_stateful_set(namespace)
+                for workload in again.items:
+                    seen(workload.metadata.name, workload.metadata.generation)
+                version = again.metadata.resource_version
 
     follower = threading.Thread(target=follow, daemon=True, name="bench-churn-watch")
     follower.start()
@@ -220,6 +235,7 @@ def _churn(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: s
             if not sent:
                 break
         time.sleep(0.2)
+    done.set()
     stream.stop()
     with lock:
         timed_out = len(sent)
@@ -230,9 +246,9 @@ def _churn(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: s
 
 
 def _resumed(operator: Operator, count: int, log: Callable[[str], None]) -> float:
-    """Seconds until a just-started operator ran a reconcile per cluster (its resume rounds), at most STALL_S."""
+    """Seconds until a just-started operator ran a reconcile per cluster (its resume rounds), at most RESUME_S."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < STALL_S:
+    while time.monotonic() - t0 < RESUME_S:
         try:
             if operator.all_reconciles() >= count:
                 break
@@ -240,7 +256,7 @@ def _resumed(operator: Operator, count: int, log: Callable[[str], None]) -> floa
             pass  # its metrics are not served yet
         time.sleep(1.0)
     else:
-        log(f"  operator: fewer than {count} reconciles {STALL_S:.0f}s after its start")
+        log(f"  operator: fewer than {count} reconciles {RESUME_S:.0f}s after its start")
     return time.monotonic() - t0
 
 

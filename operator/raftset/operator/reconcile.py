@@ -81,10 +81,11 @@ class Runtime:
         return self.alarms.get(key) or self.alarms.setdefault(key, ClusterAlarm())
 
     def ring(self, key: Key) -> None:
-        """Something `key` reads changed: its next round is due now (once its alarm exists: before
-        that, the cluster's first round, kopf's create or resume handler, reads it anyway)."""
+        """Something `key` reads changed: its next round is due now, once a round has set its alarm.
+        Before that the cluster's first round (kopf's create or resume handler) reads it anyway; a
+        ring meanwhile would only run that round twice over, a thousand times at once in a burst."""
         alarm = self.alarms.get(key)
-        if alarm is not None:
+        if alarm is not None and alarm.wake is not None:
             alarm.ring()
 
     def forget(self, key: Key) -> None:
