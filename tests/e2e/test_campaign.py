@@ -145,6 +145,7 @@ class Run:
             leader = self.leader()
             target = next(o for o in sorted(self.serving(), reverse=True) if o not in (leader, avoid))
         pod = contract.pod_name(self.kv.name, target)
+        print(f"{self.case.id}: {fault} on {pod}, members serving {self.serving()}")
         if fault in (campaign.LEADER_KILLED, campaign.FOLLOWER_KILLED):
             self.runner.supervisor.kill(self.running(pod, "store"))
         elif fault == campaign.SIDECAR_KILLED:
@@ -166,7 +167,9 @@ class Run:
         return sorted(int(p.rsplit("-", 1)[1]) for p in self.kv.pods())
 
     def leader(self) -> int:
-        return wait_for(lambda: self.kv.leader(*self.serving()), STEP_S, "a leader")
+        found = wait_for(lambda: (leader := self.kv.leader(*self.serving())) is not None and (leader,), STEP_S,
+                         "a leader")  # a tuple: ordinal 0 is a leader too
+        return found[0]
 
     def ids(self, ordinals: Any) -> dict[str, int]:
         return {m.name: m.id for m in self.kv.members(*ordinals)}
