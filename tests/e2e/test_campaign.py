@@ -203,7 +203,8 @@ class Run:
             lost = int(found.group(1)) if found else 0
         result = Result(self.case, len(ops), int(not verdict.linearizable) + len(watch) + len(identity), lost,
                         campaign.longest_unavailability((op.call, op.returned) for op in ops))
-        print(f"{self.case.id}: {result}; {verdict.summary}; writer {writer.ok} ok, {writer.failed} failed")
+        print(f"{self.case.id}: {result}; {verdict.summary}; writer {writer.ok} ok, {writer.failed} failed; "
+              f"{len(watch)} watch problems, first {watch[:3]}; identity problems {identity}")
         if RESULTS:
             campaign.save(result, Path(RESULTS))
         assert verdict.linearizable, verdict.summary
