@@ -97,6 +97,9 @@ class Run:
         if action in (campaign.SCALE_IN, campaign.SCALE_OUT):
             kv.scale(self.final)
             wait_for(lambda: kv.workload()["spec"]["replicas"] != self.initial, STEP_S, "the first scaling step")
+            if action == campaign.SCALE_OUT:  # in the middle: the first new member's store started, joining
+                first = contract.pod_name(kv.name, self.initial)
+                wait_for(lambda: self.alive(first, "store"), STEP_S, f"{first}'s store started")
             self.fault()
             wait_for(lambda: len(kv.pods()) == self.final, STEP_S, f"{self.final} pods")
         elif action == campaign.ROLL:
@@ -143,7 +146,8 @@ class Run:
             target = self.leader()
         else:
             leader = self.leader()
-            target = next(o for o in sorted(self.serving(), reverse=True) if o not in (leader, avoid))
+            target = next(o for o in sorted(self.serving(), reverse=True) if o not in (leader, avoid)
+                          and self.alive(contract.pod_name(self.kv.name, o), "store"))  # a joining pod may have none yet
         pod = contract.pod_name(self.kv.name, target)
         print(f"{self.case.id}: {fault} on {pod}, members serving {self.serving()}")
         if fault in (campaign.LEADER_KILLED, campaign.FOLLOWER_KILLED):
@@ -204,7 +208,7 @@ class Run:
         result = Result(self.case, len(ops), int(not verdict.linearizable) + len(watch) + len(identity), lost,
                         campaign.longest_unavailability((op.call, op.returned) for op in ops))
         print(f"{self.case.id}: {result}; {verdict.summary}; writer {writer.ok} ok, {writer.failed} failed; "
-              f"{len(watch)} watch problems, first {watch[:3]}; identity problems {identity}")
+              f"{len(watch)} watch problems, first {watch[:3]}; identity and agreement problems {identity}")
         if RESULTS:
             campaign.save(result, Path(RESULTS))
         assert verdict.linearizable, verdict.summary

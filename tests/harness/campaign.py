@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -165,7 +166,6 @@ def write_table(doc: Path, rendered: str) -> None:
 
 def main() -> None:
     """`make robustness`'s last step: the table from the saved results."""
-    import sys
     results_dir, doc = Path(sys.argv[1]), Path(sys.argv[2])
     write_table(doc, table(cases(), load(results_dir)))
 
