@@ -8,12 +8,13 @@ PYTEST_ARGS ?=
 WORKERS ?= 3
 BENCH_ARGS ?=
 
-.PHONY: help deps venv system-deps realnode-deps controlplane test unit run bench generate clean
+.PHONY: help deps venv system-deps realnode-deps controlplane test unit run bench robustness generate clean
 
 help:
 	@echo "make run    - local control plane + operator + a sample cluster (or use \$$KUBECONFIG)"
 	@echo "make test   - every test tier: unit, etcd, k8s, e2e"
 	@echo "make bench  - benchmarks, results in docs/benchmarks.md"
+	@echo "make robustness - the whole robustness campaign, its table in docs/robustness.md"
 
 deps: venv system-deps
 
@@ -57,6 +58,15 @@ unit: venv
 # The slowest tests are listed at the end: where the warm run's wall time goes.
 test: deps controlplane
 	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n $(WORKERS) --durations=40 $(PYTEST_ARGS)
+
+# The whole campaign (tests/harness/campaign.py), one case at a time (hours on 2 cores); each
+# case's result is saved, and the table in docs/robustness.md is written from what ran.
+CAMPAIGN_RESULTS ?= .robustness
+robustness: deps controlplane
+	rm -rf $(CAMPAIGN_RESULTS)
+	RAFTSET_CAMPAIGN=all RAFTSET_CAMPAIGN_RESULTS=$(CAMPAIGN_RESULTS) $(PY) -m pytest tests/e2e/test_campaign.py \
+	  -m e2e -n 0 $(PYTEST_ARGS); status=$$?; \
+	  $(PY) -m tests.harness.campaign $(CAMPAIGN_RESULTS) docs/robustness.md && exit $$status
 
 run: deps
 	$(PY) -m tools.devcluster run --overlay $(OVERLAY)

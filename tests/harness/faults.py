@@ -5,8 +5,8 @@ Present: SIGKILL of a member's store (the leader's or a follower's) and of a sid
 paused (SIGSTOP) past the election timeout, and a sidecar's Lease writes refused by the API while
 Raft is healthy, a sidecar's clock skewed (libfaketime), and a member's data volume full (a
 size-limited tmpfs: mounting needs root, as the lab's loopback addresses do), and a member cut
-off from the leader (Toxiproxy). Not yet: the operator's SIGKILL (no operator runs in the lab) and
-a member cut off from every peer (the lab's one Toxiproxy per member's peer port cuts only links
+off from the leader (Toxiproxy), and the operator's SIGKILL (the e2e tier's operator; none runs in
+the lab). Not yet: a member cut off from every peer (the lab's one Toxiproxy per member's peer port cuts only links
 whose both ends are proxied, and every member dials from 127.0.0.1); nor `make run` and real nodes.
 """
 
@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 
 from tests.harness import quorum
 from tests.harness.lab import Lab
+from tests.harness.operator import Operator
 from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers
 
 
@@ -175,3 +176,18 @@ def cut_off(proxy: Toxiproxy, ordinal: int, leader: int) -> Iterator[None]:
     finally:
         for name in names:
             proxy.set_enabled(name, True)
+
+
+@contextmanager
+def operator_killed(operator: Operator, down_for: float = 2.0) -> Iterator[None]:
+    """SIGKILL of the operator (no finalizer runs, no step is finished), its next replica started
+    `down_for` seconds later on exit, as its Deployment would: it must resume from the API alone.
+    The e2e tier's operator (tests/harness/operator.py); no operator runs in the `etcd` tier's lab."""
+    assert operator.alive(), "no operator running to kill"
+    operator.kill()
+    until = time.monotonic() + down_for
+    try:
+        yield
+        time.sleep(max(0.0, until - time.monotonic()))
+    finally:
+        operator.start()
