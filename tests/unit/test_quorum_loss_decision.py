@@ -129,6 +129,16 @@ def test_one_recovery_at_a_time_reported_step_by_step_until_every_member_votes()
     assert d.finish and d.condition.reason == "Recovered" and d.events[-1][1] == "QuorumRecovered"
 
 
+def test_a_finished_recovery_stays_told_on_the_next_rounds_until_the_quorum_changes() -> None:
+    """The round right after the one that finished (woken at once by the record's removal) kept
+    'Recovered' only while rounds came 5 s apart: before, QuorumHealthy replaced it in the same second."""
+    done = decide(view(HEALTHY, record=RECORD, raft=raft(0, 1, 2))).condition
+    after = decide(view(HEALTHY, raft=raft(0, 1, 2), previous=done))
+    assert (after.condition, after.events, after.finish) == (done, (), False)
+    lost_again = decide(view(LOST, previous=done)).condition
+    assert lost_again.status is True and lost_again.reason != "Recovered"
+
+
 def test_a_recovery_whose_members_all_rejoined_between_two_reconciles_still_tells_writes_restored() -> None:
     recovering = decide(view([beat(1)], record=RECORD, request="auto")).condition
     assert recovering.status is True and recovering.reason == "Recovering"

@@ -73,6 +73,19 @@ def test_at_rest_is_steady_available_and_neither_progressing_nor_degraded() -> N
     assert not wakeup.at_rest("steady", {})
 
 
+@pytest.mark.parametrize(("reason", "resting"), [
+    ("QuorumHealthy", True), ("Recovered", True),
+    ("Rejoining", False), ("Recovering", False), ("QuorumLost", False), ("SurvivorsNotAnswering", False),
+    ("MembersUnseen", False),
+])
+def test_a_quorum_loss_or_a_recovery_under_way_is_motion_even_when_available(reason: str, resting: bool) -> None:
+    """After a recovery the cluster is Available again while members rejoin (Rejoining): its end is
+    looked for at the recheck pace, as the timer did, not only when an event comes."""
+    quorum = {"type": "QuorumLost", "status": "False" if resting or reason == "Rejoining" else "True",
+              "reason": reason}
+    assert wakeup.at_rest("steady", {"conditions": [*AVAILABLE["conditions"], quorum]}) is resting
+
+
 def test_renewals_alone_postpone_the_stale_wake_up() -> None:
     before = members([0, 1], leader=0, overrides={1: {"age": 25}})
     wake = next_wake(NOW, recheck_seconds=5, resting=True, resync_at=NOW + 600 * S, heartbeats=before)

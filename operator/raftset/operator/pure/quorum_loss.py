@@ -161,6 +161,10 @@ def decide(view: QuorumView) -> QuorumDecision:
             return QuorumDecision(healthy, drop_request=True, events=(Event("Warning", "RecoveryRefused",
                 f"recover-quorum={view.request} refused: the cluster has quorum ({healthy.message}); "
                 "nothing was changed"),))
+        # The last recovery's end stays told until the quorum changes again: the round right after
+        # the one that finished it (woken by the record's removal) would otherwise replace it at once.
+        if view.previous is not None and view.previous.reason == "Recovered":
+            return QuorumDecision(view.previous)
         return QuorumDecision(healthy)
     if unseen(view):
         # No verdict on records not seen renewed: the status says what it said, a request waits.

@@ -25,6 +25,7 @@ from raftset import contract
 from raftset.operator.pure.freshness import Sighting
 from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.operator.pure.lasting import Seen
+from raftset.operator.pure.quorum_loss import CONDITION as QUORUM_CONDITION
 from raftset.operator.pure.scale_step import ScaleStep
 from raftset.times import parse_rfc3339
 
@@ -74,11 +75,21 @@ def refresh_at(shown: Mapping[str, Any], computed: Mapping[str, Any], refresh_se
     return min(due, default=None)
 
 
+# The QuorumLost reasons of a cluster whose quorum is whole and no recovery runs
+# (raftset.operator.pure.quorum_loss); its other reasons (Rejoining: Available again, members
+# still to come back) are a recovery under way.
+QUORUM_AT_REST = frozenset({"QuorumHealthy", "Recovered"})
+
+
 def at_rest(action: str, status: Mapping[str, Any]) -> bool:
-    """Steady, Available, neither Progressing nor Degraded: nothing is waited for but events."""
-    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    return (action == "steady" and conditions.get("Available") == "True"
-            and conditions.get("Progressing") != "True" and conditions.get("Degraded") != "True")
+    """Steady, Available, neither Progressing nor Degraded, no quorum loss nor recovery under way:
+    nothing is waited for but events."""
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    quorum = conditions.get(QUORUM_CONDITION)
+    return (action == "steady" and conditions.get("Available", {}).get("status") == "True"
+            and conditions.get("Progressing", {}).get("status") != "True"
+            and conditions.get("Degraded", {}).get("status") != "True"
+            and (quorum is None or quorum.get("reason") in QUORUM_AT_REST))
 
 
 def next_wake(now: datetime, *, recheck_seconds: float, resting: bool, resync_at: datetime,
