@@ -32,7 +32,7 @@ from raftset.sidecar.pure import uploads
 from raftset.sidecar.io import snapshots
 from raftset.sidecar.io import objectstore
 from raftset.sidecar.io.etcdclient import MemberClient
-from raftset.sidecar.io.objectstore import PART_SIZE, S3Settings, S3Store, StoreError
+from raftset.sidecar.io.objectstore import PART_SIZE, S3Settings, S3Store, StoreError, still
 from tests.harness.checker import Writer, check
 from tests.harness.lab import Lab, http_get
 from tests.harness.operator import install_crds
@@ -268,8 +268,8 @@ async def test_faults_leave_latest_alone_and_say_why(
                 upload = self.inner.begin(key)
                 real_part = upload.part
 
-                def part(data: bytes) -> None:
-                    real_part(data)
+                def part(data: bytes, progress: Callable[[], None] = still) -> None:
+                    real_part(data, progress)
                     s3_server.proc.popen.kill()  # SIGKILL: no goodbye to the client
                     s3_server.proc.popen.wait(10)
                 upload.part = part  # type: ignore[method-assign]
@@ -418,8 +418,8 @@ class PausesAfterFirstPart:
         upload = self.inner.begin(key)
         real_part = upload.part
 
-        def part_then_wait(data: bytes) -> None:
-            real_part(data)
+        def part_then_wait(data: bytes, progress: Callable[[], None] = still) -> None:
+            real_part(data, progress)
             self.first_part.set()
             assert self.go_on.wait(60), "never told to go on"
         upload.part = part_then_wait  # type: ignore[method-assign]
