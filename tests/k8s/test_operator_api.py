@@ -147,65 +147,81 @@ def test_a_skipped_minor_or_a_downgrade_is_refused(kube_apiserver: Any, bare_ope
     assert store_image().endswith(":v3.6.16"), "the refused change touched nothing"
 
 
+class FourVoters:
+    """A 4-member cluster on a bare apiserver, leader 3, with its pods Running and Ready as a kubelet
+    reports them (and labelled as the StatefulSet controller labels them) and heartbeats confirmed,
+    fresh for 600 s: the scale-in tests' starting point. There are no controllers here."""
+
+    def __init__(self, kubeconfig: str, operator: Operator, namespace: str, name: str) -> None:
+        self.namespace, self.name = namespace, name
+        create(kubeconfig, "EtcdCluster", name, namespace, workloadKind="StatefulSet", replicas=4,
+               storage={"ephemeral": True})
+        self.core = client.CoreV1Api(api(kubeconfig))
+        self.apps = client.AppsV1Api(api(kubeconfig))
+        self.custom = client.CustomObjectsApi(api(kubeconfig))
+        self.leases = client.CoordinationV1Api(api(kubeconfig))
+        wait_for(lambda: self.replicas() == 4, 30, "the StatefulSet")
+        self.core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})
+        for ordinal in range(4):
+            self.run_pod(ordinal)
+        self.beat_all()
+        operator.rounds_pass(namespace, name)
+        self.beat_all()  # renewed once the operator saw them: confirmed
+        wait_for(lambda: condition(self.cluster(), "Available").get("status") == "True", 30, "Available with 4 members")
+
+    def run_pod(self, ordinal: int) -> None:
+        pod = contract.pod_name(self.name, ordinal)
+        labels = {**contract.selector_labels(self.name), "statefulset.kubernetes.io/pod-name": pod}
+        self.core.create_namespaced_pod(self.namespace, {"metadata": {"name": pod, "labels": labels},
+                                                         "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}})
+        # Running and Ready, as a kubelet reports: the Eviction API lets a pod that is not Ready go whatever
+        # the budget's generation (it counts as unhealthy already).
+        self.core.patch_namespaced_pod_status(pod, self.namespace, {"status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+
+    def beat_all(self) -> None:
+        for ordinal in range(4):
+            body = heartbeat_lease(self.namespace, self.name, contract.pod_name(self.name, ordinal),
+                                   member_id=member_id(ordinal),
+                                   role=contract.ROLE_LEADER if ordinal == 3 else contract.ROLE_FOLLOWER,
+                                   lease_seconds=600)
+            apply_lease(self.leases, self.namespace, body)
+        apply_lease(self.leases, self.namespace, membership_lease(
+            self.namespace, self.name, 3, {o: False for o in range(4)}, index=100, lease_seconds=600))
+
+    def cluster(self) -> dict[str, Any]:
+        return self.custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, self.namespace,
+                                                        "etcdclusters", self.name)
+
+    def replicas(self) -> int:
+        return self.apps.read_namespaced_stateful_set(self.name, self.namespace).spec.replicas
+
+
 def test_a_kept_members_terminating_pod_holds_a_scale_in_its_fresh_heartbeat_would_allow(
         kube_apiserver: Any, bare_operator: Operator, namespace: str) -> None:
     """A node drain evicts a kept member's pod in the second the planner would remove another: the
     evicted pod's heartbeat is still fresh (found on real nodes, issue 26). 4 voters, leader 3: a
     scale-in to 3 would leave 2 serving of 4. The planner believes the pod list read for the step."""
     kubeconfig = kube_apiserver.kubeconfig
-    name = "drain"
-    create(kubeconfig, "EtcdCluster", name, namespace, workloadKind="StatefulSet", replicas=4,
-           storage={"ephemeral": True})
-    core = client.CoreV1Api(api(kubeconfig))
-    apps = client.AppsV1Api(api(kubeconfig))
-    leases = client.CoordinationV1Api(api(kubeconfig))
-    wait_for(lambda: apps.read_namespaced_stateful_set(name, namespace).spec.replicas == 4, 30, "the StatefulSet")
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})  # no controllers here
-
-    def run_pod(ordinal: int) -> None:
-        pod = contract.pod_name(name, ordinal)
-        core.create_namespaced_pod(namespace, {
-            "metadata": {"name": pod, "labels": contract.selector_labels(name)},
-            "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}})
-        core.patch_namespaced_pod_status(pod, namespace, {"status": {"phase": "Running"}})  # what a kubelet reports
-
-    def beat_all() -> None:
-        for ordinal in range(4):
-            body = heartbeat_lease(namespace, name, contract.pod_name(name, ordinal), member_id=member_id(ordinal),
-                                   role=contract.ROLE_LEADER if ordinal == 3 else contract.ROLE_FOLLOWER,
-                                   lease_seconds=600)
-            apply_lease(leases, namespace, body)
-        apply_lease(leases, namespace, membership_lease(namespace, name, 3, {o: False for o in range(4)}, index=100,
-                                                        lease_seconds=600))
-
-    for ordinal in range(4):
-        run_pod(ordinal)
-    beat_all()
-    bare_operator.rounds_pass(namespace, name)
-    beat_all()  # renewed once the operator saw them: confirmed, fresh for 600 s
-    custom = client.CustomObjectsApi(api(kubeconfig))
-
-    def cluster() -> dict[str, Any]:
-        return custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters", name)
-
-    wait_for(lambda: condition(cluster(), "Available").get("status") == "True", 30, "Available with 4 members")
+    kv = FourVoters(kubeconfig, bare_operator, namespace, "drain")
+    name, core = kv.name, kv.core
 
     evicted = contract.pod_name(name, 0)
     core.patch_namespaced_pod(evicted, namespace, {"metadata": {"finalizers": ["raftset.dev/test-hold"]}})
     core.delete_namespaced_pod(evicted, namespace)  # terminating, held by the finalizer
     kubectl(kubeconfig, "patch", f"etcdclusters/{name}", "-n", namespace, "--type=merge",
             "-p", json.dumps({"spec": {"replicas": 3}}))
-    refused = wait_for(lambda: (c := condition(cluster(), "Degraded")).get("reason") == "ScaleRefused" and c, 30,
+    refused = wait_for(lambda: (c := condition(kv.cluster(), "Degraded")).get("reason") == "ScaleRefused" and c, 30,
                        "Degraded=ScaleRefused")
     assert f"{evicted} not serving" in refused["message"], refused["message"]
     bare_operator.rounds_pass(namespace, name)
-    assert apps.read_namespaced_stateful_set(name, namespace).spec.replicas == 4, "a member was removed"
+    assert kv.replicas() == 4, "a member was removed"
 
     core.patch_namespaced_pod(evicted, namespace, {"metadata": {"finalizers": None}})
     wait_for(lambda: not core.list_namespaced_pod(namespace, field_selector=f"metadata.name={evicted}").items, 30,
              "the evicted pod gone")
-    run_pod(0)  # re-created and running again: the step goes
-    wait_for(lambda: apps.read_namespaced_stateful_set(name, namespace).spec.replicas == 3, 30, "the scale-in step")
+    kv.run_pod(0)  # re-created and running again: the step goes
+    wait_for(lambda: kv.replicas() == 3, 30, "the scale-in step")
 
 
 @pytest.mark.parametrize("moment", ["the victim marked", "the budget changed"])
@@ -217,46 +233,9 @@ def test_an_eviction_racing_a_scale_in_step_is_refused_by_the_pdb_or_holds_the_s
     is the disruption controller (there is none here): it computes the PDB's status once, with every
     pod healthy, and evicts a kept member as soon as the victim is marked."""
     kubeconfig = kube_apiserver.kubeconfig
-    name = "race"
-    create(kubeconfig, "EtcdCluster", name, namespace, workloadKind="StatefulSet", replicas=4,
-           storage={"ephemeral": True})
-    core = client.CoreV1Api(api(kubeconfig))
-    apps = client.AppsV1Api(api(kubeconfig))
+    kv = FourVoters(kubeconfig, bare_operator, namespace, "race")
+    name, core = kv.name, kv.core
     policy = client.PolicyV1Api(api(kubeconfig))
-    leases = client.CoordinationV1Api(api(kubeconfig))
-    wait_for(lambda: apps.read_namespaced_stateful_set(name, namespace).spec.replicas == 4, 30, "the StatefulSet")
-    core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})  # no controllers here
-
-    def run_pod(ordinal: int) -> None:
-        pod = contract.pod_name(name, ordinal)
-        labels = {**contract.selector_labels(name), "statefulset.kubernetes.io/pod-name": pod}  # as the controller
-        core.create_namespaced_pod(namespace, {"metadata": {"name": pod, "labels": labels},
-                                               "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}})
-        # Running and Ready, as a kubelet reports: the Eviction API lets a pod that is not Ready go whatever
-        # the budget's generation (it counts as unhealthy already).
-        core.patch_namespaced_pod_status(pod, namespace, {"status": {
-            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
-
-    def beat_all() -> None:
-        for ordinal in range(4):
-            body = heartbeat_lease(namespace, name, contract.pod_name(name, ordinal), member_id=member_id(ordinal),
-                                   role=contract.ROLE_LEADER if ordinal == 3 else contract.ROLE_FOLLOWER,
-                                   lease_seconds=600)
-            apply_lease(leases, namespace, body)
-        apply_lease(leases, namespace, membership_lease(namespace, name, 3, {o: False for o in range(4)}, index=100,
-                                                        lease_seconds=600))
-
-    for ordinal in range(4):
-        run_pod(ordinal)
-    beat_all()
-    bare_operator.rounds_pass(namespace, name)
-    beat_all()
-    custom = client.CustomObjectsApi(api(kubeconfig))
-
-    def cluster() -> dict[str, Any]:
-        return custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters", name)
-
-    wait_for(lambda: condition(cluster(), "Available").get("status") == "True", 30, "Available with 4 members")
     pdb = policy.read_namespaced_pod_disruption_budget(name, namespace)
     assert pdb.spec.min_available == 3
     policy.patch_namespaced_pod_disruption_budget_status(name, namespace, {"status": {
@@ -285,22 +264,23 @@ def test_an_eviction_racing_a_scale_in_step_is_refused_by_the_pdb_or_holds_the_s
     assert moment != "the budget changed" or not accepted, "an eviction let through by the budget that left the victim out"
     if not accepted:
         # Refused: the operator had changed the PDB (a new generation its status has not observed).
-        wait_for(lambda: apps.read_namespaced_stateful_set(name, namespace).spec.replicas == 3, 30, "the step")
+        wait_for(lambda: kv.replicas() == 3, 30, "the step")
         pdb = policy.read_namespaced_pod_disruption_budget(name, namespace)
         excluded = [e.values for e in pdb.spec.selector.match_expressions or [] if e.operator == "NotIn"]
         assert excluded == [[victim]], pdb.spec.selector
         return
+
     def decided() -> dict[str, Any] | None:
-        degraded = condition(cluster(), "Degraded")
-        if degraded.get("reason") == "ScaleRefused" or apps.read_namespaced_stateful_set(name, namespace).spec.replicas == 3:
+        degraded = condition(kv.cluster(), "Degraded")
+        if degraded.get("reason") == "ScaleRefused" or kv.replicas() == 3:
             return degraded
         return None
 
     refused = wait_for(decided, 30, "the step taken or refused")
-    assert apps.read_namespaced_stateful_set(name, namespace).spec.replicas == 4, \
+    assert kv.replicas() == 4, \
         f"the step was taken with {evicted} evicted: 2 serving of 4 voters"
     assert f"{evicted} not serving" in refused["message"], refused["message"]
     # As the disruption controller once it sees the evicted pod deleted: the entry goes.
     policy.patch_namespaced_pod_disruption_budget_status(name, namespace, {"status": {"disruptedPods": None}})
-    run_pod(0)
-    wait_for(lambda: apps.read_namespaced_stateful_set(name, namespace).spec.replicas == 3, 30, "the scale-in step")
+    kv.run_pod(0)
+    wait_for(lambda: kv.replicas() == 3, 30, "the scale-in step")
