@@ -12,6 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# Set on every pod by the StatefulSet controller and by OpenKruise's Advanced StatefulSet alike
+# (the PodDisruptionBudget leaves a scale-in's victim out by it).
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+
 
 def being_deleted(obj: Mapping[str, Any] | None) -> bool:
     """Has the API object a deletionTimestamp (a terminating pod, a workload going with its cluster)?"""

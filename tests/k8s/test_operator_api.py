@@ -18,6 +18,7 @@ from kubernetes import client
 
 from raftset import contract
 from raftset.sidecar.pure.heartbeat import Heartbeat, lease_body, rfc3339
+from raftset.workloads import POD_NAME_LABEL
 from tests.harness.operator import Operator, api, heartbeat_lease, kubectl, member_id, membership_lease, wait_for
 
 pytestmark = pytest.mark.k8s
@@ -171,7 +172,7 @@ class FourVoters:
 
     def run_pod(self, ordinal: int) -> None:
         pod = contract.pod_name(self.name, ordinal)
-        labels = {**contract.selector_labels(self.name), "statefulset.kubernetes.io/pod-name": pod}
+        labels = {**contract.selector_labels(self.name), POD_NAME_LABEL: pod}
         self.core.create_namespaced_pod(self.namespace, {"metadata": {"name": pod, "labels": labels},
                                                          "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}})
         # Running and Ready, as a kubelet reports: the Eviction API lets a pod that is not Ready go whatever

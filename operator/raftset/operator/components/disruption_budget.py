@@ -23,9 +23,7 @@ from raftset.operator.pure import planner
 from raftset.operator.pure.objects import metadata
 from raftset.operator.pure.scale_step import SCALE_IN
 from raftset.operator.pure.spec import Cluster
-
-# Set by the StatefulSet controller and OpenKruise's Advanced StatefulSet on every pod they create.
-POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+from raftset.workloads import POD_NAME_LABEL
 
 
 def pod_disruption_budget(cluster: Cluster, current_voters: int, leaving: Iterable[str] = ()) -> dict[str, Any] | None:
