@@ -386,7 +386,9 @@ def test_quorum_loss_recovered_from_the_survivor(control_plane: Any, operator: O
         assert "kv-0" in lost and "committed" in lost and "applied" in lost, lost
         acked_at_loss = writer.ok
         if policy == "Manual":
-            assert kv.condition("QuorumLost")["reason"] == "QuorumLost"
+            # The Event is told before the status that shows it is patched (docs/architecture.md, "narrate").
+            wait_for(lambda: kv.condition("QuorumLost").get("reason") == "QuorumLost", 30,
+                     "the QuorumLost condition after its Event")
             assert contract.ANNOTATION_QUORUM_RECOVERY not in (kv.workload()["metadata"].get("annotations") or {}), \
                 "nothing happens until a person asks"
             # The person asks with the plugin (issue 31), which follows the recovery to its end.
