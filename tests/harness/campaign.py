@@ -72,8 +72,9 @@ def backends(action: str) -> tuple[str, ...]:
 
 
 def engines_of(action: str) -> tuple[str, ...]:
-    """Xline has one version, so no upgrade; the rest applies to both engines."""
-    return (ETCD,) if action == UPGRADE else (ETCD, XLINE)
+    """Xline has one version, so no upgrade, and cannot start one member alone, so no quorum-loss
+    recovery (the operator says RecoveryUnsupported: docs/operations.md); the rest applies to both."""
+    return (ETCD,) if action in (UPGRADE, QUORUM_LOSS) else (ETCD, XLINE)
 
 
 def applies(action: str, fault: str) -> bool:

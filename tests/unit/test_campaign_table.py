@@ -12,10 +12,11 @@ from tests.harness.campaign import Case, Result
 pytestmark = pytest.mark.unit
 
 
-def test_every_action_runs_on_both_engines_but_the_upgrade_and_scale_in_on_both_backends() -> None:
+def test_every_action_runs_on_both_engines_but_the_upgrade_and_the_quorum_loss_and_scale_in_on_both_backends() -> None:
     cases = campaign.cases()
     assert {c.action for c in cases} == set(campaign.ACTIONS)
     assert {c.engine for c in cases if c.action == campaign.UPGRADE} == {campaign.ETCD}
+    assert {c.engine for c in cases if c.action == campaign.QUORUM_LOSS} == {campaign.ETCD}, "Xline: RecoveryUnsupported"
     assert {c.engine for c in cases if c.action == campaign.ROLL} == {campaign.ETCD, campaign.XLINE}
     assert {c.backend for c in cases if c.action == campaign.SCALE_IN} == {campaign.STS, campaign.ASTS}
     assert {c.backend for c in cases if c.action == campaign.SCALE_OUT} == {campaign.ASTS}
