@@ -300,7 +300,11 @@ class Run:
             assert leader != target, f"{pod} became the leader before its cut"
             prefix = self.runner.addresses.prefix(self.namespace, self.kv.name)
             with faults.links_cut(self.proxy, [pod_peer_proxy_name(pod_ip(prefix, o)) for o in (target, leader)]):
-                time.sleep(CUT_S)
+                began = time.monotonic()
+                # Seen, not assumed: a linearizable read on the cut member needs the leader's read index.
+                wait_for(lambda: not asyncio.run(answers_linearizably(self.kv.url(target))), CUT_S,
+                         f"{pod}'s linearizable reads refused while it is cut off")
+                time.sleep(max(0.0, CUT_S - (time.monotonic() - began)))
         else:
             raise AssertionError(f"{fault}: no injection")
 
@@ -346,7 +350,7 @@ class Run:
         result = Result(self.case, len(ops), int(not verdict.linearizable) + len(watch) + len(identity) + len(restore),
                         lost + gone, campaign.longest_unavailability((op.call, op.returned) for op in ops))
         print(f"{self.case.id}: {result}; {verdict.summary}; writer {writer.ok} ok, {writer.failed} failed; "
-              f"{len(watch)} watch problems, first {watch[:3]}; identity and agreement problems {identity}; "
+              f"{len(watch)} watch problems, first {watch[:3]}, watches ended by {traffic.watch_errors}; identity and agreement problems {identity}; "
               f"excused by the quorum loss: {len(excused)} acknowledged writes, {gone} of them gone; "
               f"restore problems {restore}")
         if RESULTS:
@@ -407,6 +411,15 @@ async def excused_gone(urls: list[str], excused: dict[str, Ack]) -> int:
         async with TrafficClient(urls[0], timeout=5) as c:
             return (await c.prefix_at(PREFIX))[1]
     return len(lost_writes(excused, await await_for(read, 60, "the writer's keys")))
+
+
+async def answers_linearizably(url: str) -> bool:
+    try:
+        async with MemberClient(url, timeout=1.0) as c:
+            await c.get(PREFIX)
+    except EtcdClientError:
+        return False
+    return True
 
 
 async def survivor_revision(url: str) -> int:

@@ -95,6 +95,7 @@ class Traffic(threading.Thread):
     events: list[list[Event]] = field(default_factory=list)
     start_revision: int = 0
     errors: list[str] = field(default_factory=list)
+    watch_errors: list[str] = field(default_factory=list)  # how each watch that gave up ended
 
     def __post_init__(self) -> None:
         super().__init__(daemon=True)
@@ -133,9 +134,13 @@ class Traffic(threading.Thread):
             await self._final_reads()
             await self._catch_up(watches)
         finally:
+            # A watch that ended on its own stopped delivering: how, for its gaps' report.
+            early = {n for n, task in enumerate(watches) if task.done()}
             for task in watches:
                 task.cancel()
-            await asyncio.gather(*watches, return_exceptions=True)
+            ended = await asyncio.gather(*watches, return_exceptions=True)
+            self.watch_errors = [f"watcher {n}: {ended[n]!r}" if ended[n] is not None else f"watcher {n}: stream ended"
+                                 for n in sorted(early)]
             for c in watch_clients:
                 await c.close()
 
