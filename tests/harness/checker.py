@@ -13,12 +13,14 @@ retried on another can never overwrite an acknowledged value: the check is exact
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, KVHash, MemberClient
+from tests.harness.history import Op
 from tests.harness.waiting import await_for
 
 PREFIX = "/writer/"
@@ -28,6 +30,7 @@ PREFIX = "/writer/"
 class Ack:
     value: str
     revision: int
+    endpoint: str = ""  # the client URL of the member that acknowledged it
 
 
 class Writer(threading.Thread):
@@ -85,7 +88,7 @@ class Writer(threading.Thread):
                         except EtcdClientError as exc:
                             self.errors.append(str(exc))
                             continue
-                        self.acked[key] = Ack(value, revision)
+                        self.acked[key] = Ack(value, revision, client.url)
                         wrote = True
                         break
                     if wrote or self.deadline is None or time.monotonic() - began >= self.deadline:
@@ -117,6 +120,35 @@ class Verdict:
     acknowledged: int
     revision: int
     hashes: dict[str, KVHash]
+
+
+@dataclass(frozen=True)
+class ExcusedLoss:
+    """The one loss a check may excuse: a quorum loss recovered by forcing a new cluster from a survivor.
+
+    `--force-new-cluster` keeps exactly what the survivor had committed (docs/operations.md,
+    "Disaster recovery"; tests/etcd/test_quorum_loss.py). A write can then be lost only if a member
+    that was lost with its data acknowledged it, at a revision above the survivor's last committed
+    revision. Nothing else is excused: a write the survivor acknowledged, or one at or below its
+    revision, must read back like any other.
+    """
+
+    survivor_revision: int  # what the survivor held, committed and applied, once quorum was gone
+    lost_endpoints: frozenset[str]  # the client URLs of the members lost with their data
+
+    def excuses(self, endpoint: str, revision: int) -> bool:
+        return endpoint in self.lost_endpoints and revision > self.survivor_revision
+
+    def acks(self, acked: dict[str, Ack]) -> dict[str, Ack]:
+        """The acknowledged writes this loss may have erased."""
+        return {k: a for k, a in acked.items() if self.excuses(a.endpoint, a.revision)}
+
+    def history(self, ops: Sequence[Op]) -> list[Op]:
+        """The history with each excused write's outcome made unknown: it may have taken effect, or
+        not. Reads stay as answered: one that saw an erased write sees time travel afterwards, which
+        no documented loss excuses."""
+        return [dataclasses.replace(op, returned=None, revision=0, deleted=0, succeeded=False)
+                if op.acknowledged_write and self.excuses(op.endpoint, op.revision) else op for op in ops]
 
 
 def lost_writes(acked: dict[str, Ack], read: dict[str, tuple[str, int]]) -> list[str]:

@@ -168,7 +168,15 @@ def cut_off(proxy: Toxiproxy, ordinal: int, leader: int) -> Iterator[None]:
     each other both ways and a stream carries both directions, so a link is cut only where the
     proxies of both ends are: these two go, the third's carries the rest. Clients still reach
     `ordinal`: its serializable reads lag, its linearizable ones cannot reach the leader."""
-    names = (peer_proxy_name(ordinal), peer_proxy_name(leader))
+    with links_cut(proxy, (peer_proxy_name(ordinal), peer_proxy_name(leader))):
+        yield
+
+
+@contextmanager
+def links_cut(proxy: Toxiproxy, names: Iterable[str]) -> Iterator[None]:
+    """`cut_off` by the proxies' names: the links between the members behind them cut, each of them
+    still linked to a member whose proxy stays (the pod runner's members: toxiproxy.peer_listen)."""
+    names = tuple(names)
     for name in names:
         proxy.set_enabled(name, False)
     try:

@@ -110,6 +110,11 @@ def peer_proxy_name(ordinal: int) -> str:
     return f"peer-{ordinal}"
 
 
+def pod_peer_proxy_name(ip: str) -> str:
+    """The proxy `peer_listen` puts in front of a pod runner's member, by the pod's address."""
+    return f"peer-{ip}"
+
+
 def route_peers(lab: Lab, toxiproxy: Toxiproxy, ordinals: Iterable[int], one_way_ms: int = 0,
                 jitter_ms: int = 0) -> None:
     """Put a proxy in front of each member's peer port, before the member starts."""
@@ -148,7 +153,7 @@ def peer_listen(toxiproxy: Toxiproxy, one_way_ms: int = 0, jitter_ms: int = 0) -
     """`route_peers` for the pod runner's members (its `peer_listen` hook): the proxy in front of
     the address's :2380, made once per address (a re-created pod keeps its address and its proxy)."""
     def route(ip: str) -> int:
-        name = f"peer-{ip}"
+        name = pod_peer_proxy_name(ip)
         if name not in toxiproxy.proxies():
             toxiproxy.proxy(name, f"{ip}:2380", f"{ip}:{PEER_BEHIND}")
             if one_way_ms:

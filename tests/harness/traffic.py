@@ -59,6 +59,14 @@ class TrafficClient(MemberClient):
             [compare], success=[KVService.txn_op_put(key, value)], failure=[], timeout=self.timeout))
         return int(r.header.revision), bool(r.succeeded)
 
+    async def prefix_at(self, prefix: str, revision: int = 0) -> tuple[int, dict[str, tuple[str, int]]]:
+        """(header revision, key -> (value, mod revision)) under `prefix`, as the store held it at
+        `revision` (0: now), read linearizably."""
+        r = await self._call("Range", lambda: self._kv.get(prefix, prefix_range_end(prefix), revision=revision,
+                                                           timeout=self.timeout))
+        return int(r.header.revision), {bytes(kv.key).decode(): (bytes(kv.value).decode(), int(kv.mod_revision))
+                                        for kv in r.kvs}
+
     async def watch_prefix(self, prefix: str, start: int, sink: list[Event]) -> None:
         """Append every event under `prefix` from revision `start` to `sink`, until cancelled."""
         async for response in self._watch.watch(prefix, prefix_range_end(prefix), start_revision=start):
@@ -87,6 +95,7 @@ class Traffic(threading.Thread):
     events: list[list[Event]] = field(default_factory=list)
     start_revision: int = 0
     errors: list[str] = field(default_factory=list)
+    watch_errors: list[str] = field(default_factory=list)  # how each watch that gave up ended
 
     def __post_init__(self) -> None:
         super().__init__(daemon=True)
@@ -125,9 +134,13 @@ class Traffic(threading.Thread):
             await self._final_reads()
             await self._catch_up(watches)
         finally:
+            # A watch that ended on its own stopped delivering: how, for its gaps' report.
+            early = {n for n, task in enumerate(watches) if task.done()}
             for task in watches:
                 task.cancel()
-            await asyncio.gather(*watches, return_exceptions=True)
+            ended = await asyncio.gather(*watches, return_exceptions=True)
+            self.watch_errors = [f"watcher {n}: {ended[n]!r}" if ended[n] is not None else f"watcher {n}: stream ended"
+                                 for n in sorted(early)]
             for c in watch_clients:
                 await c.close()
 
@@ -207,13 +220,16 @@ class Traffic(threading.Thread):
                 return
             await asyncio.sleep(0.1)
 
-    def horizon(self) -> int:
+    def horizon(self, ops: Sequence[Op] | None = None) -> int:
         """The newest revision a client was told it wrote at."""
-        return max((op.revision for op in self.history if op.acknowledged_write), default=0)
+        return max((op.revision for op in (self.history if ops is None else ops) if op.acknowledged_write), default=0)
 
-    def watch_problems(self) -> list[str]:
+    def watch_problems(self, ops: Sequence[Op] | None = None) -> list[str]:
+        """The watchers' events against the history, or against `ops` (the history as a documented
+        loss excuses it: checker.ExcusedLoss)."""
+        ops = self.history if ops is None else ops
         return [f"watcher {n}: {p}" for n, events in enumerate(self.events)
-                for p in watch_problems(events, self.history, self.start_revision, self.horizon())]
+                for p in watch_problems(events, ops, self.start_revision, self.horizon(ops))]
 
 
 def _held_after(op: Op, before: str | None) -> str | None:
