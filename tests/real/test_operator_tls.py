@@ -1,9 +1,10 @@
 """The real operator on real nodes: an EtcdCluster and an XlineCluster with TLS `auto` from the operator's own CA,
 members on three nodes reaching each other by their DNS names (etcd's peer checkSAN does forward
 and reverse lookups of them, etcd-io/etcd-operator#434), serving with the certificates the
-operator issued, an external writer's acknowledged writes all read back; then 3 -> 5 -> 3 under
-that writer, on etcd with the leader moved to the highest ordinal before the scale-in.
-Not in `make test` yet."""
+operator issued, an external writer's acknowledged writes all read back; then, under that
+writer: 3 -> 5 -> 3 (on etcd with the leader moved to the highest ordinal before the scale-in),
+replace on request, a node drained during a 5 -> 3 scale-in, etcd's upgrade 3.6 -> 3.7 and a
+lights-out of every node. Not in `make test` yet."""
 
 from __future__ import annotations
 
