@@ -2,7 +2,7 @@
 DNS names exist only there): `python -m tests.real.nodewriter '<json>'` optionally moves the
 leadership to a named member, writes until `stop_file` exists (or for `seconds`), checks the
 `check_endpoints`, and prints one JSON line: the leader before writing, the writer's counts, the
-verdict and the member list."""
+verdict, the member list and each checked member's version."""
 
 from __future__ import annotations
 
@@ -20,6 +20,15 @@ async def _members(endpoint: str, tls: ClientTLS) -> list[dict[str, object]]:
     async with MemberClient(endpoint, tls, timeout=10) as client:
         return [{"id": m.id, "name": m.name, "peer_urls": list(m.peer_urls), "learner": m.is_learner}
                 for m in await client.member_list()]
+
+
+async def _versions(endpoints: list[str], tls: ClientTLS) -> dict[str, str]:
+    """Each member's version, as its Status reports it."""
+    found = {}
+    for endpoint in endpoints:
+        async with MemberClient(endpoint, tls, timeout=10) as client:
+            found[endpoint] = (await client.status()).version
+    return found
 
 
 async def _leader(endpoints: list[str], tls: ClientTLS) -> tuple[str, int]:
@@ -68,6 +77,7 @@ def main(args: dict) -> dict:
     except AssertionError as e:
         out["verdict_error"] = str(e)
     out["members"] = asyncio.run(_members(check_endpoints[0], tls))
+    out["versions"] = asyncio.run(_versions(check_endpoints, tls))
     return out
 
 

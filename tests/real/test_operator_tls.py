@@ -1,9 +1,10 @@
 """The real operator on real nodes: an EtcdCluster and an XlineCluster with TLS `auto` from the operator's own CA,
 members on three nodes reaching each other by their DNS names (etcd's peer checkSAN does forward
 and reverse lookups of them, etcd-io/etcd-operator#434), serving with the certificates the
-operator issued, an external writer's acknowledged writes all read back; then 3 -> 5 -> 3 under
-that writer, on etcd with the leader moved to the highest ordinal before the scale-in.
-Not in `make test` yet."""
+operator issued, an external writer's acknowledged writes all read back; then, under that
+writer: 3 -> 5 -> 3 (on etcd with the leader moved to the highest ordinal before the scale-in),
+replace on request, a node drained during a 5 -> 3 scale-in, etcd's upgrade 3.6 -> 3.7 and a
+lights-out of every node. Not in `make test` yet."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from raftset import contract, engines
-from tools.devcluster import nodes, projectimage
+from tools.devcluster import build, nodes, projectimage
 
 pytestmark = pytest.mark.real
 
@@ -31,11 +32,11 @@ NAME = "tls"
 READY_TIMEOUT_S = 240.0
 
 
-def _cluster(engine: engines.Engine, replicas: int) -> dict:
+def _cluster(engine: engines.Engine, replicas: int, version: str | None = None) -> dict:
     return {
         "apiVersion": contract.API_VERSION, "kind": engine.kind,
         "metadata": {"name": NAME, "namespace": NAMESPACE},
-        "spec": {"replicas": replicas, "version": engine.default_version, "tls": {"provider": "auto"},
+        "spec": {"replicas": replicas, "version": version or engine.default_version, "tls": {"provider": "auto"},
                  "storage": {"size": "1Gi"}},
     }
 
@@ -80,6 +81,8 @@ def _client_tls_dir(run: nodes.Lab) -> Path:
 def _start_writer(run: nodes.Lab, args: dict) -> subprocess.Popen[str]:
     """tests.real.nodewriter in the first node's namespace, resolving names as a pod does."""
     args = {**args, "tls_dir": str(_client_tls_dir(run))}
+    if args.get("stop_file"):  # a test run again in the same lab would find the last run's
+        Path(args["stop_file"]).unlink(missing_ok=True)
     argv = nodes.with_cluster_dns(run, run.plan.nodes[0], [sys.executable, "-m", "tests.real.nodewriter",
                                                              json.dumps(args)])
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
@@ -161,9 +164,12 @@ def test_the_real_operator_runs_a_tls_cluster_on_dns_names_with_its_own_certific
 
 
 def _members_ready(setup: Setup, count: int) -> bool:
+    """Exactly the pods of ordinals 0..count-1 Ready, and the cluster says so: a count alone would
+    take a scaled-away pod that still runs for a kept one that does not."""
     run = setup.run
     cluster = json.loads(run.kubectl("get", setup.engine.plural, "-n", NAMESPACE, NAME, "-o", "json").stdout)
-    return len(_ready_pods(run)) == count and cluster.get("status", {}).get("readyReplicas") == count
+    return (set(_ready_pods(run)) == {contract.pod_name(NAME, o) for o in range(count)}
+            and cluster.get("status", {}).get("readyReplicas") == count)
 
 
 # The leader is put on ordinal 4 only on etcd, with MoveLeader, so that the scale-in removes the
@@ -252,8 +258,6 @@ def _pods(run: nodes.Lab) -> dict[str, dict]:
             json.loads(run.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json").stdout)["items"]}
 
 
-# etcd only for now: the Xline run of this scenario is not done yet.
-@pytest.mark.parametrize("tls_cluster", [engines.ETCD], ids=["etcd"], indirect=True)
 def test_a_node_drained_in_the_middle_of_a_5_to_3_scale_in_through_evictions_and_the_pdb(
         tls_cluster: Setup) -> None:
     """`kubectl drain` (the Eviction API, so the PodDisruptionBudget decides) of the node of
@@ -303,4 +307,123 @@ def test_a_node_drained_in_the_middle_of_a_5_to_3_scale_in_through_evictions_and
     assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
     assert sorted(m["name"] for m in result["members"]) == [contract.pod_name(NAME, o) for o in range(3)], result
     print(f"writer: leader before {result['leader_before']}, {result['ok']} acknowledged, {result['failed']} failed, "
+          f"longest stall {result['longest_stall']:.2f} s")
+
+
+def _remake(setup: Setup, version: str) -> None:
+    """The cluster deleted with its claims (its other objects go by their owner references), then
+    made again with three members on `version`."""
+    run, plural = setup.run, setup.engine.plural
+    run.kubectl("delete", plural, "-n", NAMESPACE, NAME, "--wait=true", timeout=READY_TIMEOUT_S)
+    _wait("the old pods gone", lambda: not _pods(run), READY_TIMEOUT_S, lambda: _explain(run))
+    run.kubectl("delete", "pvc", "-n", NAMESPACE, "--ignore-not-found", "--wait=true",
+                *(f"data-{contract.pod_name(NAME, o)}" for o in range(5)), timeout=READY_TIMEOUT_S)
+    _wait("the old Secrets gone", lambda: f"secret/{NAME}-" not in run.kubectl(
+        "get", "secrets", "-n", NAMESPACE, "-o", "name").stdout, READY_TIMEOUT_S, lambda: _explain(run))
+    run.kubectl("apply", "-f", "-", input=json.dumps(_cluster(setup.engine, 3, version)))
+    _wait(f"three Ready members on {version}", lambda: _members_ready(setup, 3)
+          and _cluster_status(run, plural).get("version") == version, READY_TIMEOUT_S, lambda: _explain(run))
+
+
+def _cluster_events(run: nodes.Lab, plural: str) -> list[tuple[str, str]]:
+    """(reason, message) of this cluster object's Events, oldest first."""
+    uid = json.loads(run.kubectl("get", plural, "-n", NAMESPACE, NAME, "-o", "json").stdout)["metadata"]["uid"]
+    items = json.loads(run.kubectl("get", "events", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+    mine = sorted((e for e in items if e["involvedObject"].get("uid") == uid),
+                  key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return [(e["reason"], e["message"]) for e in mine]
+
+
+@pytest.mark.parametrize("tls_cluster", [engines.ETCD], ids=["etcd"], indirect=True)
+def test_an_upgrade_3_6_to_3_7_rolls_the_leader_last_under_a_writer(tls_cluster: Setup) -> None:
+    """The cluster made again on etcd 3.6 (its image from the build cache, on the same base), then
+    `spec.version` 3.6 -> 3.7 under the writer: one pod at a time, the leader's pod last, after its
+    sidecar handed leadership off; the same member IDs, every member serving 3.7, every
+    acknowledged write read back."""
+    run, plural = tls_cluster.run, tls_cluster.engine.plural
+    new, old = build.ETCDS[0], build.ETCDS[1]
+    assert (old.version.split(".")[:2], new.version.split(".")[:2]) == (["3", "6"], ["3", "7"]), (old, new)
+    nodes.import_archive(run, projectimage.store_archive(old)[1])
+    _remake(tls_cluster, old.version)
+    ids = {m["name"]: int(m["id"], 16) for m in _cluster_status(run, plural)["members"]}
+    before = {name: p["metadata"]["uid"] for name, p in _pods(run).items()}
+    stop_file = run.workdir / "upgrade.stop"
+    endpoints = [_member_url(o, 2379) for o in range(3)]
+    args = {"endpoints": endpoints, "seconds": READY_TIMEOUT_S + 60, "stop_file": str(stop_file)}
+
+    def rolled() -> bool:
+        pods = _pods(run)
+        return (all(pods.get(name, {}).get("metadata", {}).get("uid") not in (None, uid)
+                    for name, uid in before.items())
+                and _members_ready(tls_cluster, 3) and _cluster_status(run, plural).get("version") == new.version)
+
+    with _writing(run, args) as writer:
+        started = time.monotonic()
+        run.kubectl("patch", plural, "-n", NAMESPACE, NAME, "--type=merge", "-p",
+                    json.dumps({"spec": {"version": new.version}}))
+        _wait(f"every member rolled to {new.version}", rolled, READY_TIMEOUT_S, lambda: _explain(run))
+        took = time.monotonic() - started
+        result = _stop_and_check(writer, stop_file)
+    leader = contract.pod_name(NAME, endpoints.index(result["leader_before"]))
+    created = {name: p["metadata"]["creationTimestamp"] for name, p in _pods(run).items()}
+    events = _cluster_events(run, plural)
+    print(f"etcd {old.version} -> {new.version}: rolled in {took:.1f} s, leader {leader}; pods re-created at "
+          f"{sorted(created.items(), key=lambda kv: kv[1])}")
+    assert "verdict_error" not in result, result["verdict_error"]
+    assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
+    assert set(result["versions"].values()) == {new.version}, result["versions"]
+    assert {m["name"]: m["id"] for m in result["members"]} == ids, "an upgrade keeps every member"
+    assert max(created, key=created.__getitem__) == leader and sorted(created.values()).count(created[leader]) == 1, \
+        f"the leader {leader} rolled last: {created}"
+    assert [r for r, _ in events].count("RollingMember") == 3, events
+    assert any(r == "LeaderHandOff" and m.startswith(f"{leader} ") for r, m in events), events
+    print(f"writer: {result['ok']} acknowledged, {result['failed']} failed, "
+          f"longest stall {result['longest_stall']:.2f} s")
+
+
+def _restarted_since(pod: dict, since: str) -> bool:
+    """Every container of the pod (the native sidecar too) runs, started at or after `since`."""
+    statuses = [*pod["status"].get("initContainerStatuses", []), *pod["status"].get("containerStatuses", [])]
+    return bool(statuses) and all((s.get("state", {}).get("running") or {}).get("startedAt", "") >= since
+                                  for s in statuses)
+
+
+def test_lights_out_every_node_loses_its_runtime_and_comes_back(tls_cluster: Setup) -> None:
+    """Every node's containerd, kubelet and kube-proxy SIGKILLed with their shims and containers
+    (a power loss of all nodes; the control plane stays), then all started again: each member's
+    containers start again on the node that holds its volume, with the same member IDs, and every
+    acknowledged write reads back."""
+    run, engine, plural = tls_cluster.run, tls_cluster.engine, tls_cluster.engine.plural
+    _wait("three Ready members", lambda: _members_ready(tls_cluster, 3), READY_TIMEOUT_S, lambda: _explain(run))
+    ids = {m["name"]: int(m["id"], 16) for m in _cluster_status(run, plural)["members"]}
+    placed = _ready_pods(run)
+    stop_file = run.workdir / "lights-out.stop"
+    endpoints = [_member_url(o, 2379) for o in range(3)]
+    args = {"endpoints": endpoints, "seconds": 2 * READY_TIMEOUT_S + 60, "stop_file": str(stop_file)}
+    with _writing(run, args) as writer:
+        time.sleep(5)  # writes before the outage
+        off_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        started = time.monotonic()
+        for node in run.plan.nodes:
+            nodes.power_off(run, node)
+        dark = time.monotonic() - started
+        for node in run.plan.nodes:
+            nodes.power_on(run, node)
+
+        def back() -> bool:
+            pods = _pods(run)
+            return (all(name in pods and _restarted_since(pods[name], off_at) for name in placed)
+                    and _members_ready(tls_cluster, 3))
+
+        _wait("every member's containers started again and Ready", back, 2 * READY_TIMEOUT_S, lambda: _explain(run))
+        took = time.monotonic() - started
+        result = _stop_and_check(writer, stop_file)
+    print(f"{engine.name}: lights-out of {len(run.plan.nodes)} nodes (all killed in {dark:.1f} s): three members "
+          f"Ready again {took:.1f} s after the first kill")
+    assert _ready_pods(run) == placed, "each member back on the node of its volume"
+    assert "verdict_error" not in result, result["verdict_error"]
+    assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
+    assert result["failed"] > 0, "the writer saw the outage"
+    assert {m["name"]: m["id"] for m in result["members"]} == ids, "the same members, not new ones"
+    print(f"writer: {result['ok']} acknowledged, {result['failed']} failed, "
           f"longest stall {result['longest_stall']:.2f} s")

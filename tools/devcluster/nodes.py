@@ -268,17 +268,20 @@ def _base_env() -> dict[str, str]:
 # ---- nodes
 
 
-def _make_cgroups(run: Lab, node: lab.Node) -> list[Path]:
+def _cgroup_roots(node: lab.Node) -> list[Path]:
+    """The node's cgroup root in every hierarchy."""
+    return lab.cgroup_paths(lab.cgroup_hierarchies(Path("/proc/self/mounts").read_text()), node.cgroup_root)
+
+
+def _make_cgroups(run: Lab, node: lab.Node) -> None:
     """The node's cgroup root in every hierarchy, and `runtime` under it for containerd and
     kubelet: the node's shims inherit it, so a teardown finds every process by the root."""
-    hierarchies = lab.cgroup_hierarchies(Path("/proc/self/mounts").read_text())
-    roots = lab.cgroup_paths(hierarchies, node.cgroup_root)
+    roots = _cgroup_roots(node)
     run.cgroups.extend(roots)
     for root in roots:
         for path in (root, root / "runtime"):
             path.mkdir()
             _inherit_cpuset(path)
-    return [root / "runtime" for root in roots]
 
 
 def _inherit_cpuset(path: Path) -> None:
@@ -293,7 +296,7 @@ def _join(cgroups: list[Path], pid: int) -> None:
         (cgroup / "cgroup.procs").write_text(str(pid))
 
 
-def _write_node_files(run: Lab, node: lab.Node, certs_dir: Path) -> tuple[Path, Path, Path]:
+def _write_node_files(run: Lab, node: lab.Node, certs_dir: Path) -> None:
     dirs = run.dirs(node)
     for path in (dirs.root, dirs.containerd_root, dirs.containerd_state, dirs.runc_root, dirs.opt, dirs.cni_conf,
                  dirs.cni_ipam, dirs.kubelet_root, dirs.kubelet_certs, dirs.pod_logs, dirs.sysctl,
@@ -317,19 +320,32 @@ def _write_node_files(run: Lab, node: lab.Node, certs_dir: Path) -> tuple[Path, 
         run.plan.apiserver_url, certs_dir / "ca.crt", kubeconfig.cert_user(proxy_pair.cert, proxy_pair.key)))
     (dirs.root / "kube-proxy.yaml").write_text(
         yaml.safe_dump(lab.kube_proxy_config(run.plan, node, proxy_kubeconfig)))
-    return containerd_toml, kubelet_yaml, node_kubeconfig
 
 
 def _start_node(run: Lab, node: lab.Node) -> None:
+    _write_node_files(run, node, run.workdir / "pki")
+    _make_cgroups(run, node)
+    _run_node(run, node, first=True)
+
+
+def _runtime_names(node: lab.Node) -> tuple[str, ...]:
+    return tuple(f"{what}-{node.name}" for what in ("containerd", "kubelet", "kube-proxy"))
+
+
+def _run_node(run: Lab, node: lab.Node, first: bool) -> None:
+    """containerd, then kubelet and kube-proxy, from the node's files. The lab's images are
+    imported before kubelet's first start; containerd's root keeps them after that."""
     sup, dirs = run.supervisor, run.dirs(node)
-    containerd_toml, kubelet_yaml, node_kubeconfig = _write_node_files(run, node, run.workdir / "pki")
-    runtime_cgroups = _make_cgroups(run, node)
+    containerd_toml, kubelet_yaml = dirs.root / "containerd.toml", dirs.root / "kubelet.yaml"
+    node_kubeconfig = dirs.root / "kubelet.kubeconfig"
+    runtime_cgroups = [root / "runtime" for root in _cgroup_roots(node)]
     containerd = sup.start(f"containerd-{node.name}", lab.in_netns(node, [
         "unshare", "-m", "--propagation", "slave", "--", "sh", "-c",
         lab.containerd_script(dirs, containerd_toml)]), env=_base_env())
     _join(runtime_cgroups, containerd.pid)
     procs.wait_for(lambda: run.ctr(node, "version"), f"containerd of {node.name}", START_TIMEOUT_S, [containerd])
-    import_images(run, node)
+    if first:
+        import_images(run, node)
     kubelet = sup.start(f"kubelet-{node.name}", [
         "nsenter", "-t", str(containerd.pid), "-m", "-n", "--",
         str(build.KUBENODE.binary("kubelet")),
@@ -339,6 +355,22 @@ def _start_node(run: Lab, node: lab.Node) -> None:
         str(build.KUBENODE.binary("kube-proxy")), f"--config={dirs.root / 'kube-proxy.yaml'}", "--v=1"]),
         env=_base_env())
     _join(runtime_cgroups, proxy.pid)
+
+
+def power_off(run: Lab, node: lab.Node) -> None:
+    """A power loss of the node, the plane aside: its containerd, kubelet and kube-proxy, their
+    shims and the containers, all SIGKILLed; the node's mount namespace goes with them. Its
+    network namespace, cgroups and files stay."""
+    for proc in [p for p in run.supervisor.procs if p.name in _runtime_names(node)]:
+        run.supervisor.kill(proc)
+    for root in _cgroup_roots(node):
+        if survivors := _kill_cgroup_tree(root):
+            raise RuntimeError(f"cgroup {root}: pids {sorted(survivors)} survive SIGKILL")
+
+
+def power_on(run: Lab, node: lab.Node) -> None:
+    """The node's runtime started again after `power_off`, as at boot."""
+    _run_node(run, node, first=False)
 
 
 def service_rules(node: lab.Node) -> bool:
@@ -473,8 +505,8 @@ def _pids(root: Path) -> set[int]:
     return pids
 
 
-def _remove_cgroup_tree(root: Path) -> list[str]:
-    """SIGKILL every process left in the cgroup tree, by pid, until it is empty; then rmdir it."""
+def _kill_cgroup_tree(root: Path) -> set[int]:
+    """SIGKILL every process in the cgroup tree, by pid, until it is empty; returns the survivors."""
     deadline = time.monotonic() + CGROUP_DRAIN_S
     while (pids := _pids(root)) and time.monotonic() < deadline:
         for pid in pids:
@@ -483,7 +515,12 @@ def _remove_cgroup_tree(root: Path) -> list[str]:
             except ProcessLookupError:
                 pass
         time.sleep(0.2)
-    if pids:
+    return pids
+
+
+def _remove_cgroup_tree(root: Path) -> list[str]:
+    """SIGKILL every process left in the cgroup tree, by pid, until it is empty; then rmdir it."""
+    if pids := _kill_cgroup_tree(root):
         return [f"cgroup {root}: pids {sorted(pids)} survive SIGKILL"]
     problems = []
     for directory in lab.bottom_up(_cgroup_dirs(root)):
