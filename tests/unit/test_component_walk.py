@@ -3,7 +3,9 @@ and quorum-loss writes included, and a failed write stops all but what does not 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -12,9 +14,12 @@ from kubernetes.client.exceptions import ApiException
 from raftset import contract
 from raftset.operator.components import registry
 from raftset.operator.components.backup_requests import BackupRequests
+from raftset.operator.components.quorum_loss import QuorumLoss
 from raftset.operator.components.protocol import Round
 from raftset.operator.pure.planner import Plan, plan
 from raftset.operator.pure.scale_step import SCALE_IN
+from raftset.quorum_loss import QuorumLossRecord
+from raftset.times import rfc3339
 from tests.unit.builders import CLUSTER, NOW, body, cluster, members, raft_of
 
 pytestmark = pytest.mark.unit
@@ -104,6 +109,61 @@ async def test_a_quiet_round_writes_nothing_but_still_decides_quorum_loss() -> N
     current, failed = await registry.walk(kube, a_round(obj, workload=live, write=False))  # type: ignore[arg-type]
     assert not failed and kube.applied == [] and kube.deleted == []
     assert [c.type for c in current.conditions] == ["QuorumLost"]
+
+
+class PatchesKube(FakeKube):
+    """Also keeps every merge patch, and serves `objects` on get (the apiserver's copy, not the round's)."""
+
+    def __init__(self, objects: Mapping[tuple[str, str], dict[str, Any]]) -> None:
+        super().__init__(objects)
+        self.patched: list[tuple[str, Mapping[str, Any]]] = []
+
+    async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str,
+                          patch: Mapping[str, Any]) -> None:
+        self.patched.append((kind, patch))
+
+
+def a_lost_quorum_round(workload: dict[str, Any]) -> Round:
+    """demo-0 alone answers (its Status, no leader), demo-1 and demo-2 gone; `auto` asked for."""
+    voters = members(range(3), 0)
+    heartbeats = [dataclasses.replace(voters[0], role=contract.ROLE_UNKNOWN, healthy=False, raft_term=4,
+                                      raft_index=120, applied_index=120)] + [
+        dataclasses.replace(record, expires=NOW - timedelta(seconds=1)) for record in voters[1:]]
+    obj = body(tls={"provider": "disabled"})
+    obj["metadata"]["annotations"] = {contract.ANNOTATION_RECOVER_QUORUM: contract.RECOVER_QUORUM_AUTO}
+    return Round(cluster=cluster(tls={"provider": "disabled"}), plan=STEADY, workload=workload, marked_pods=(),
+                 now=NOW, write=True, body=obj, heartbeats=tuple(heartbeats), raft=raft_of(voters))
+
+
+def with_record(record: QuorumLossRecord | None) -> dict[str, Any]:
+    annotations = {contract.ANNOTATION_QUORUM_RECOVERY: record.to_json()} if record else {}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "demo", "namespace": "db", "resourceVersion": "17", "annotations": annotations},
+            "spec": {"replicas": 3}}
+
+
+async def test_a_recovery_starts_on_the_workload_read_at_that_moment_never_twice() -> None:
+    """The round's workload is a watch cache's copy: a recovery another round recorded a moment ago may
+    not be in it yet. Starting a second one would restart a survivor that already took writes."""
+    running = QuorumLossRecord(id="first", survivor="demo-0", member_id=f"{1:016x}",
+                               started=rfc3339(NOW - timedelta(seconds=2)), requested="auto", term=4)
+    kube = PatchesKube({("StatefulSet", "demo"): with_record(running)})
+    current = await QuorumLoss().sync(kube, a_lost_quorum_round(with_record(None)))  # type: ignore[arg-type]
+    written = [p for kind, p in kube.patched if kind == "StatefulSet"
+               and contract.ANNOTATION_QUORUM_RECOVERY in p["metadata"].get("annotations", {})]
+    assert written == [], f"a second recovery was recorded over {running.id}: {written}"
+    (condition,) = current.conditions
+    assert "recovery first" in condition.message, condition
+    assert contract.ANNOTATION_RECOVER_QUORUM in current.dropped_annotations, "the request is the running one's"
+
+
+async def test_a_recovery_is_recorded_only_on_the_workload_version_read() -> None:
+    kube = PatchesKube({("StatefulSet", "demo"): with_record(None)})
+    current = await QuorumLoss().sync(kube, a_lost_quorum_round(with_record(None)))  # type: ignore[arg-type]
+    ((kind, patch),) = [(k, p) for k, p in kube.patched if k == "StatefulSet"]
+    assert patch["metadata"]["resourceVersion"] == "17", "a write since the read makes the apiserver refuse it"
+    assert contract.ANNOTATION_QUORUM_RECOVERY in patch["metadata"]["annotations"]
+    assert current.conditions[0].reason == "Recovering"
 
 
 class PodsKube(FakeKube):

@@ -76,10 +76,23 @@ async def _handle(kube: KubeAPI, current: Round, told: list[Event], dropped: lis
     decision = quorum_loss.decide(view)
     backend = cluster.backend
     if decision.start is not None:
-        await kube.merge_patch(backend.api_version, backend.kind, cluster.namespace, cluster.name,
-                               {"metadata": {"annotations": {
-                                   contract.ANNOTATION_QUORUM_RECOVERY: decision.start.to_json()}}})
-        record = decision.start
+        # The round's workload is a watch cache's copy, which a recovery recorded a moment ago may
+        # not have reached: a start acts on the workload read now, and is written on that version only.
+        live = await kube.get(backend.api_version, backend.kind, cluster.namespace, cluster.name)
+        if live is None:  # deleted since the round's copy: nothing to record a recovery on
+            return Condition(quorum_loss.CONDITION, None, "WorkloadGone",
+                             f"{backend.kind} {cluster.name} is not there any more: no recovery starts")
+        running = parse_record(_annotations(live).get(contract.ANNOTATION_QUORUM_RECOVERY))
+        if running is not None:
+            record = running
+            decision = quorum_loss.decide(dataclasses.replace(view, record=running, announced=shown is not None
+                                                              and quorum_loss.narrated(shown, running)))
+        else:
+            await kube.merge_patch(backend.api_version, backend.kind, cluster.namespace, cluster.name,
+                                   {"metadata": {"resourceVersion": live["metadata"].get("resourceVersion"),
+                                                 "annotations": {
+                                                     contract.ANNOTATION_QUORUM_RECOVERY: decision.start.to_json()}}})
+            record = decision.start
     if decision.announce is not None and record is not None:
         await kube.apply(started_event(body, record, decision.announce, now))
     if decision.finish:
