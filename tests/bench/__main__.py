@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import traceback
@@ -76,6 +77,9 @@ class Params:
     cluster_counts: tuple[int, ...] = (10, 100, 300, 1000)
     spec_changes: int = 20
     rest_s: float = 30.0
+    churn_per_s: float = 10.0  # at the largest size: idle clusters, this many spec changes a second
+    churn_s: float = 30.0
+    operator_baseline: str = ""  # a git ref whose operator is measured beside this checkout's
     footprint_settle_s: float = 60.0  # idle first: the steady state, not the joins' tail
     idle_s: float = 30.0
     backup_mib: int = 256
@@ -95,7 +99,7 @@ FULL = Params()
 # that differs) with the planner, and the upgrade's first roll.
 SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.REPORTED[:4], repetitions=1,
                recovery_repetitions=1, recovery_sizes=(3,), baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
-               spec_changes=2, rest_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0,
+               spec_changes=2, rest_s=2.0, churn_per_s=1.0, churn_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0,
                engine_builds=(engines.XLINE.label,), engine_strategies=builds.STRATEGIES[1:], engine_repetitions=1,
                upgrade_path=FULL.upgrade_path[:2], replace_targets=rolls.TARGETS[:1])
 SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery", "backup", "engines", "upgrade", "rolls",
@@ -208,10 +212,20 @@ def _on_full_plane(work: Path, logs: Path, p: Params, sections: Sections,
                                       p.scale_in_sizes, p.repetitions, p.baseline_s, log, p.latencies_ms)), []))
             if only in (None, "operator"):
                 log("operator cost (full control plane)")
+                baseline = _checkout(p.operator_baseline, work / "baseline") if p.operator_baseline else None
                 operator = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
                     operator_cost.bench, plane.kubeconfig, logs / "operator", p.cluster_counts,
-                    p.spec_changes, p.rest_s, log), []))
+                    p.spec_changes, p.rest_s, log, baseline=baseline, churn_per_s=p.churn_per_s,
+                    churn_s=p.churn_s), []))
     return runs, operator
+
+
+def _checkout(ref: str, into: Path) -> Path:
+    """The tree of `ref` (this repository's git ref), read only: its operator is the bench's baseline."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
 
 
 def _both_planes(work: Path, logs: Path, p: Params, sections: Sections, only: str | None,
@@ -255,6 +269,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--strategies", help="scale-in strategies, comma-separated (default: "
                         f"{','.join(scalein.REPORTED)}; the smoke leaves out {scalein.STRATEGIES[3]})")
     parser.add_argument("--sizes", help="scale-in sizes FROM-TO, comma-separated (default 3-2,5-3)")
+    parser.add_argument("--clusters", help="operator cost: cluster counts, comma-separated (default 10,100,300,1000)")
+    parser.add_argument("--operator-baseline", metavar="REF",
+                        help="operator cost: also measure the operator of this git ref (e.g. main) on the same clusters")
     args = parser.parse_args(argv)
     # The members and `etcdctl member add` are the default etcd's build, not whatever is on PATH.
     os.environ["PATH"] = f"{build.ETCD.out_dir}{os.pathsep}{os.environ.get('PATH', '')}"
@@ -273,6 +290,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.sizes:
         params = replace(params, scale_in_sizes=tuple(
             (int(a), int(b)) for a, b in (size.split("-") for size in args.sizes.split(","))))
+    if args.clusters:
+        params = replace(params, cluster_counts=tuple(int(x) for x in args.clusters.split(",")))
+    if args.operator_baseline:
+        params = replace(params, operator_baseline=args.operator_baseline)
     out: Path = args.out.resolve()
     doc: Path = (args.doc or (ROOT / "docs" / "benchmarks.md" if out == DEFAULT_OUT else out / "benchmarks.md"))
     if args.page_only:

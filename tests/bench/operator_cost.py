@@ -25,20 +25,24 @@ from typing import Any
 
 import psutil
 import yaml
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
 from tests.bench.stats import percentile
 from tests.harness.operator import ROOT, Operator, api, heartbeat_lease, kubectl, product_intervals
 
-COLUMNS = ("clusters", "settled", "create_s", "rss_mib", "cpu_rest_pct", "spec_changes", "spec_changes_timed_out",
-           "spec_to_patch_p50_ms", "spec_to_patch_p95_ms", "spec_to_patch_max_ms")
+COLUMNS = ("version", "clusters", "settled", "create_s", "resume_s", "rss_mib", "cpu_rest_pct", "spec_changes",
+           "spec_changes_timed_out", "spec_to_patch_p50_ms", "spec_to_patch_p95_ms", "spec_to_patch_max_ms",
+           "churn_per_s", "churn_changes", "churn_timed_out", "cpu_churn_pct", "churn_p50_ms", "churn_p95_ms")
+VERSION, BASELINE = "this", "baseline"  # the checkout measured, and the other one (--operator-baseline)
 STALL_S = 120.0  # give up waiting for the clusters to settle after this long without progress
 HEARTBEAT_S = 10.0  # the sidecar's default RAFTSET_HEARTBEAT_INTERVAL; Lease duration 3x
 POLL_S = 0.02
 SPEC_CHANGE_TIMEOUT_S = 30.0  # a change not in the workload by then is counted at this (a lower bound)
 MAX_TIMEOUTS = 3
+RESUME_S = 300.0
+HANDLED = f"{contract.GROUP}/last-handled-configuration"  # kopf's diffbase (raftset.operator.handlers.configure)
 
 
 class Heartbeats(threading.Thread):
@@ -104,12 +108,14 @@ def _create(kubeconfig: str, namespace: str, names: Sequence[str]) -> None:
 
 
 def _settled(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: str) -> set[str]:
-    """Clusters with their StatefulSet and a status for their current generation."""
+    """Clusters with their StatefulSet, a status for their current generation, and kopf's record that
+    its create handler is done (a round other than that handler's may have written the rest first)."""
     workloads = {w.metadata.name for w in apps.list_namespaced_stateful_set(namespace).items}
     clusters = custom.list_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters")
     return {c["metadata"]["name"] for c in clusters["items"]
             if c["metadata"]["name"] in workloads
-            and (c.get("status") or {}).get("observedGeneration") == c["metadata"]["generation"]}
+            and (c.get("status") or {}).get("observedGeneration") == c["metadata"]["generation"]
+            and HANDLED in (c["metadata"].get("annotations") or {})}
 
 
 def _wait_settled(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: str, names: Sequence[str],
@@ -156,13 +162,13 @@ def _spec_change_latency(custom: client.CustomObjectsApi, apps: client.AppsV1Api
     return None
 
 
-def _spec_changes(measure: Callable[[str, str], float | None], names: Sequence[str], count: int
+def _spec_changes(measure: Callable[[str, str], float | None], names: Sequence[str], tag: str
                   ) -> tuple[list[float], int]:
     """Latencies in ms, a change that timed out counted at the timeout (a lower bound), and how many
     timed out; after MAX_TIMEOUTS the rest are not tried: the operator is past keeping up."""
     latencies, timed_out = [], 0
     for i, name in enumerate(names):
-        seconds = measure(name, f"{count}-{i}")
+        seconds = measure(name, f"{tag}-{i}")
         if seconds is None:
             timed_out += 1
             latencies.append(SPEC_CHANGE_TIMEOUT_S * 1000)
@@ -178,8 +184,87 @@ def _cpu_seconds(proc: psutil.Process) -> float:
     return times.user + times.system
 
 
+def _churn(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: str, names: Sequence[str],
+           rate: float, seconds: float, proc: psutil.Process, tag: str) -> dict[str, Any]:
+    """`rate` spec changes a second for `seconds`, each on a cluster of its own (`names`, in order): the
+    operator's CPU over that time, and each change's latency to its StatefulSet (seen by one watch)."""
+    sent: dict[str, tuple[float, int]] = {}  # cluster -> (when changed, its StatefulSet's generation before)
+    latencies: list[float] = []
+    lock = threading.Lock()
+    listed = apps.list_namespaced_stateful_set(namespace)
+    generation = {w.metadata.name: w.metadata.generation for w in listed.items}
+    stream = watch.Watch()
+    done = threading.Event()
+
+    def seen(name: str, moved_to: int) -> None:
+        with lock:
+            change = sent.get(name)
+            if change is not None and moved_to > change[1]:
+                latencies.append((time.monotonic() - change[0]) * 1000)
+                del sent[name]
+
+    def follow() -> None:
+        version = listed.metadata.resource_version
+        while not done.is_set():
+            try:
+                for event in stream.stream(apps.list_namespaced_stateful_set, namespace, resource_version=version,
+                                           timeout_seconds=int(seconds + SPEC_CHANGE_TIMEOUT_S + 30)):
+                    seen(event["object"].metadata.name, event["object"].metadata.generation)
+                    version = event["object"].metadata.resource_version
+            except Exception:  # noqa: BLE001 - the stream broke (a timeout, a 410): list, then watch again
+                again = apps.list_namespaced_stateful_set(namespace)
+                for workload in again.items:
+                    seen(workload.metadata.name, workload.metadata.generation)
+                version = again.metadata.resource_version
+
+    follower = threading.Thread(target=follow, daemon=True, name="bench-churn-watch")
+    follower.start()
+    chosen = list(names)[:int(rate * seconds)]
+    cpu0 = _cpu_seconds(proc)
+    t0 = time.monotonic()
+    for i, name in enumerate(chosen):
+        time.sleep(max(0.0, t0 + i / rate - time.monotonic()))
+        with lock:
+            sent[name] = (time.monotonic(), generation.get(name, 0))
+        custom.patch_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters", name,
+                                              {"spec": {"podTemplate": {"labels": {"bench-churn": tag}}}})
+    cpu = (_cpu_seconds(proc) - cpu0) / (time.monotonic() - t0) * 100
+    deadline = time.monotonic() + SPEC_CHANGE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with lock:
+            if not sent:
+                break
+        time.sleep(0.2)
+    done.set()
+    stream.stop()
+    with lock:
+        timed_out = len(sent)
+        measured = latencies + [SPEC_CHANGE_TIMEOUT_S * 1000] * timed_out
+    return {"churn_per_s": rate, "churn_changes": len(chosen), "churn_timed_out": timed_out,
+            "cpu_churn_pct": round(cpu, 1), "churn_p50_ms": round(percentile(measured, 50), 1),
+            "churn_p95_ms": round(percentile(measured, 95), 1)}
+
+
+def _resumed(operator: Operator, count: int, log: Callable[[str], None]) -> float:
+    """Seconds until a just-started operator ran a reconcile per cluster (its resume rounds), at most RESUME_S."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < RESUME_S:
+        try:
+            if operator.all_reconciles() >= count:
+                break
+        except OSError:
+            pass  # its metrics are not served yet
+        time.sleep(1.0)
+    else:
+        log(f"  operator: fewer than {count} reconciles {RESUME_S:.0f}s after its start")
+    return time.monotonic() - t0
+
+
 def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: int, rest_s: float,
-          log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+          log: Callable[[str], None] = print, *, baseline: Path | None = None, churn_per_s: float = 10.0,
+          churn_s: float = 30.0) -> list[dict[str, Any]]:
+    """A row per size (and per version: `baseline`, another checkout, is measured on the same clusters
+    after this one, each operator alone; the one that did not create them resumed them)."""
     workdir.mkdir(parents=True, exist_ok=True)
     kubectl(kubeconfig, "apply", "--server-side", "-k", str(ROOT / "crds"))
     for plural in ("etcdclusters", "xlineclusters"):
@@ -189,48 +274,73 @@ def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: i
     kubectl(kubeconfig, "create", "namespace", namespace)
     api_client = api(kubeconfig)
     custom, apps = client.CustomObjectsApi(api_client), client.AppsV1Api(api_client)
-    operator = Operator(kubeconfig, workdir / "operator.log", **product_intervals())
+    versions: list[tuple[str, Path | None]] = [(VERSION, None)] + ([(BASELINE, baseline)] if baseline else [])
     heartbeats = Heartbeats(api_client, namespace)
     rows: list[dict[str, Any]] = []
     rng = random.Random(7)
+    operator: Operator | None = None
     try:
-        operator.start()
-        assert operator.process is not None
-        proc = psutil.Process(operator.process.pid)
         heartbeats.start()
         names: list[str] = []
         for count in sorted(counts):
             new = [f"c{i:04d}" for i in range(len(names), count)]
-            heartbeats.write_now(new)
-            t0 = time.monotonic()
-            _create(kubeconfig, namespace, new)
-            names += new
-            heartbeats.clusters = list(names)
-            settled, settled_at = _wait_settled(custom, apps, namespace, names, log)
-            created = settled_at - t0
-            time.sleep(min(10.0, rest_s))  # let the creation's tail (Events, status) pass
-            cpu0, t_rest = _cpu_seconds(proc), time.monotonic()
-            time.sleep(rest_s)
-            cpu = (_cpu_seconds(proc) - cpu0) / (time.monotonic() - t_rest) * 100
-            rss = proc.memory_info().rss / 2**20
-            # Only settled clusters have a StatefulSet whose generation can move.
-            chosen = rng.sample(sorted(settled), min(spec_changes, len(settled)))
-            latencies, timed_out = _spec_changes(
-                lambda name, mark: _spec_change_latency(custom, apps, namespace, name, mark), chosen, count)
-            rows.append({
-                "clusters": count, "settled": len(settled), "create_s": round(created, 1), "rss_mib": round(rss, 1),
-                "cpu_rest_pct": round(cpu, 1), "spec_changes": len(latencies), "spec_changes_timed_out": timed_out,
-                "spec_to_patch_p50_ms": round(percentile(latencies, 50), 1),
-                "spec_to_patch_p95_ms": round(percentile(latencies, 95), 1),
-                "spec_to_patch_max_ms": round(max(latencies, default=0.0), 1),
-            })
-            log(f"  operator with {count} clusters: {len(settled)} settled in {created:.0f}s, RSS {rss:.0f} MiB, "
-                f"CPU at rest {cpu:.1f}% of a core, spec->patch p50 {percentile(latencies, 50):.0f} ms "
-                f"p95 {percentile(latencies, 95):.0f} ms ({timed_out} past {SPEC_CHANGE_TIMEOUT_S:.0f} s)")
-            if not operator.alive():
-                raise AssertionError(f"the operator exited: see {operator.log}")
+            for turn, (version, source) in enumerate(versions):
+                if operator is None or operator.source != source:
+                    if operator is not None:
+                        operator.stop()
+                    operator = Operator(kubeconfig, workdir / f"operator-{version}.log", source=source,
+                                        **product_intervals())
+                    operator.start()
+                    fresh = True
+                else:
+                    fresh = False
+                assert operator.process is not None
+                proc = psutil.Process(operator.process.pid)
+                row: dict[str, Any] = {"version": version, "clusters": count}
+                if turn == 0:
+                    heartbeats.write_now(new)
+                    t0 = time.monotonic()
+                    _create(kubeconfig, namespace, new)
+                    names += new
+                    heartbeats.clusters = list(names)
+                    settled, settled_at = _wait_settled(custom, apps, namespace, names, log)
+                    row.update(settled=len(settled), create_s=round(settled_at - t0, 1))
+                if fresh and turn > 0:
+                    row["resume_s"] = round(_resumed(operator, count, log), 1)
+                    settled = _settled(custom, apps, namespace)
+                    row["settled"] = len(settled)
+                time.sleep(min(10.0, rest_s))  # let the creation's tail (Events, status) pass
+                cpu0, t_rest = _cpu_seconds(proc), time.monotonic()
+                time.sleep(rest_s)
+                cpu = (_cpu_seconds(proc) - cpu0) / (time.monotonic() - t_rest) * 100
+                rss = proc.memory_info().rss / 2**20
+                # Only settled clusters have a StatefulSet whose generation can move.
+                chosen = rng.sample(sorted(settled), min(spec_changes, len(settled)))
+                latencies, timed_out = _spec_changes(
+                    lambda name, mark: _spec_change_latency(custom, apps, namespace, name, mark), chosen,
+                    f"{version}-{count}")
+                row.update({
+                    "rss_mib": round(rss, 1), "cpu_rest_pct": round(cpu, 1), "spec_changes": len(latencies),
+                    "spec_changes_timed_out": timed_out,
+                    "spec_to_patch_p50_ms": round(percentile(latencies, 50), 1),
+                    "spec_to_patch_p95_ms": round(percentile(latencies, 95), 1),
+                    "spec_to_patch_max_ms": round(max(latencies, default=0.0), 1),
+                })
+                if churn_per_s > 0 and count == max(counts):
+                    idle = [n for n in rng.sample(sorted(settled), len(settled)) if n not in chosen]
+                    row.update(_churn(custom, apps, namespace, idle, churn_per_s, churn_s, proc, f"{version}-{count}"))
+                rows.append(row)
+                log(f"  operator {version} with {count} clusters: {row.get('settled')} settled, RSS {rss:.0f} MiB, "
+                    f"CPU at rest {cpu:.1f}% of a core, spec->patch p50 {percentile(latencies, 50):.0f} ms "
+                    f"p95 {percentile(latencies, 95):.0f} ms ({timed_out} past {SPEC_CHANGE_TIMEOUT_S:.0f} s); "
+                    f"churn {row.get('churn_per_s', '-')}/s: CPU {row.get('cpu_churn_pct', '-')}%, "
+                    f"p95 {row.get('churn_p95_ms', '-')} ms")
+                if not operator.alive():
+                    raise AssertionError(f"the operator exited: see {operator.log}")
+            versions.reverse()  # the version running now creates the next size's clusters
     finally:
         heartbeats.stop()
-        operator.stop()
+        if operator is not None:
+            operator.stop()
         kubectl(kubeconfig, "delete", "namespace", namespace, "--wait=false", check=False)
     return rows

@@ -143,7 +143,7 @@ def summarise_builds(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 PARAMS_OF = {
     "scale_in": ("scale_in_sizes", "latencies_ms", "strategies", "repetitions", "baseline_s"),
     "scale_out": ("data_mib", "join_settle_s"),
-    "operator": ("cluster_counts", "spec_changes", "rest_s"),
+    "operator": ("cluster_counts", "spec_changes", "rest_s", "churn_per_s", "churn_s", "operator_baseline"),
     "footprint": ("footprint_settle_s", "idle_s"),
     "recovery": ("recovery_repetitions", "recovery_sizes"),
     "backup": ("backup_mib", "backup_steady_s"),
@@ -351,21 +351,42 @@ def _one_way(row: Mapping[str, Any]) -> int:
     return int(row.get("one_way_ms") or 0)
 
 
+def _operator_versions(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line per size measured on both versions: the baseline's figure, then this checkout's."""
+    by = {(r.get("version", operator_cost.VERSION), r["clusters"]): r for r in rows}
+    lines = []
+    for (version, count), mine in sorted(by.items(), key=lambda item: item[0][1]):
+        base = by.get((operator_cost.BASELINE, count))
+        if version != operator_cost.VERSION or base is None:
+            continue
+        pairs = [(f"{k}", base.get(k), mine.get(k)) for k in
+                 ("cpu_rest_pct", "rss_mib", "spec_to_patch_p95_ms", "cpu_churn_pct", "churn_p95_ms")]
+        lines.append(f"- {count} clusters, baseline \u2192 this: "
+                     + ", ".join(f"`{k}` {a} \u2192 {b}" for k, a, b in pairs if a is not None or b is not None))
+    return "\n".join(lines)
+
+
 def plot_operator(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
+    """CPU and RSS at rest and the spec-change latency against the number of clusters, a line per version."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
-    clusters = [r["clusters"] for r in rows]
-    left.plot(clusters, [r["rss_mib"] for r in rows], "o-", color="#1f77b4", label="RSS (MiB)")
+    twin = left.twinx()
+    for version, style in zip(dict.fromkeys(r.get("version", operator_cost.VERSION) for r in rows), ("-", ":")):
+        mine = [r for r in rows if r.get("version", operator_cost.VERSION) == version]
+        clusters = [r["clusters"] for r in mine]
+        left.plot(clusters, [r["rss_mib"] for r in mine], "o" + style, color="#1f77b4", label=f"RSS, {version}")
+        twin.plot(clusters, [r["cpu_rest_pct"] for r in mine], "s" + style, color="#d62728",
+                  label=f"CPU at rest, {version}")
+        right.plot(clusters, [r["spec_to_patch_p50_ms"] for r in mine], "o" + style, label=f"p50, {version}")
+        right.plot(clusters, [r["spec_to_patch_p95_ms"] for r in mine], "s" + style, label=f"p95, {version}")
     left.set_xlabel("clusters")
     left.set_ylabel("RSS (MiB)", color="#1f77b4")
-    twin = left.twinx()
-    twin.plot(clusters, [r["cpu_rest_pct"] for r in rows], "s--", color="#d62728", label="CPU at rest (%)")
     twin.set_ylabel("CPU at rest (% of one core)", color="#d62728")
     left.set_ylim(bottom=0)
     twin.set_ylim(bottom=0)
     left.set_title("Operator process at rest")
     left.grid(alpha=0.3)
-    right.plot(clusters, [r["spec_to_patch_p50_ms"] for r in rows], "o-", label="p50")
-    right.plot(clusters, [r["spec_to_patch_p95_ms"] for r in rows], "s--", label="p95")
+    handles = left.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    left.legend(handles=handles, fontsize=7, loc="upper left")
     right.set_xlabel("clusters")
     right.set_ylabel("ms")
     right.set_ylim(bottom=0)
@@ -660,8 +681,9 @@ voter has been connected for 5 s); the bench logs how often etcd refused a by-ha
 
 ## Operator cost
 {_stamp(results, "operator")}
-The real operator as a subprocess, default intervals (a reconcile timer every 5 s per
-cluster that reads kopf's indices only, a full re-apply every 600 s), on the full local control plane (kube-apiserver,
+The real operator as a subprocess, default intervals (reconciles on the watch events each cluster reads
+and at the times its decisions turn on, a look every 5 s at a cluster in motion only, a full re-apply every
+600 s: docs/architecture.md, "When a round runs"), on the full local control plane (kube-apiserver,
 controller-manager, scheduler, OpenKruise, kwok). Each cluster is a one-member EtcdCluster
 on the builtin StatefulSet (kwok pods), with a heartbeat Lease renewed every 10 s by a
 stand-in thread (the sidecar's default interval, applied server-side as the sidecar does), so
@@ -675,7 +697,17 @@ on settled clusters only; a change not in the workload after {operator_cost.SPEC
 as {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s (a lower bound, `spec_changes_timed_out`), and after
 {operator_cost.MAX_TIMEOUTS} of those the size's other changes are not tried. `settled` is how many clusters got their StatefulSet and an
 observed status. The local control plane serves ClusterIP Services from a /21
-(`tools/devcluster/net.py`), room for about 2000 client Services.
+(`tools/devcluster/net.py`), room for about 2000 client Services. `version`: `this` is the
+checkout measured; `baseline` the operator of git ref `{p.get('operator_baseline') or '-'}` (`--operator-baseline`),
+measured after it on the same clusters, each operator alone: the one that did not create a size's
+clusters starts on them (`resume_s`: until it ran a reconcile per cluster) and is then measured the
+same way. Churn (at the largest size): {p.get('churn_per_s', 0):g} spec changes a second for
+{p.get('churn_s', 0):.0f} s, each on another idle cluster; `cpu_churn_pct` is the operator's CPU over
+that time, `churn_p50_ms`/`churn_p95_ms` each change's time until its StatefulSet's generation moved
+(one watch of the StatefulSets), a change not there {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s after
+the last counted at {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s (`churn_timed_out`).
+
+{_operator_versions(results['operator'])}
 
 ![operator cost]({img[PLOTS[3]]})
 

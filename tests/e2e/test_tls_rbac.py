@@ -11,9 +11,11 @@ import asyncio
 import base64
 import json
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ import pytest
 import yaml
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
@@ -204,6 +206,79 @@ def test_auto_reissues_a_deleted_leaf_from_the_same_ca_without_a_roll(admin: str
     assert template_annotation(admin, namespace, "kv") == "1"
 
 
+@dataclass(frozen=True)
+class PodChange:
+    """One change of a member pod as the apiserver's watch sent it, and the stand-in's leader then."""
+
+    name: str
+    uid: str
+    tls: str  # the TLS revision of the template the pod was created from
+    up: bool  # neither terminating nor deleted
+    ready: bool
+    leader: int | None
+
+
+class PodWatch:
+    """Every change of a cluster's pods, in the order the apiserver made them: one watch stream, so
+    a pod that lived a second is seen, and what came first is known (a poll on a loaded machine
+    saw a phase's first restart before the template change that caused it)."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str, cluster: str, sidecars: Sidecars) -> None:
+        self.core, self.namespace, self.sidecars = core, namespace, sidecars
+        self.selector = f"{contract.LABEL_INSTANCE}={cluster}"
+        self.changes: list[PodChange] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PodWatch:
+        listed = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
+        for pod in listed.items:
+            self._record("ADDED", pod)
+        self._version = listed.metadata.resource_version
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(self.core.list_namespaced_pod, self.namespace,
+                                                  label_selector=self.selector, resource_version=self._version,
+                                                  timeout_seconds=5):
+                    self._version = event["object"].metadata.resource_version
+                    self._record(event["type"], event["object"])
+            except Exception as error:  # noqa: BLE001 - a gap in the stream: the test fails on it
+                self.errors.append(repr(error))
+                return
+
+    def _record(self, kind: str, pod: Any) -> None:
+        ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+        up = kind != "DELETED" and pod.metadata.deletion_timestamp is None
+        tls = (pod.metadata.annotations or {}).get(contract.ANNOTATION_TLS_REVISION, "")
+        self.changes.append(PodChange(pod.metadata.name, pod.metadata.uid, tls, up, ready and up, self.sidecars.leader))
+
+    def current(self) -> dict[str, PodChange]:
+        """Each pod name's last change."""
+        return {change.name: change for change in list(self.changes)}
+
+
+def deletions(changes: list[PodChange]) -> list[tuple[PodChange, dict[str, PodChange]]]:
+    """Each pod incarnation's first change that is not up (its deletion), with every pod's last change before it."""
+    state: dict[str, PodChange] = {}
+    gone: set[str] = set()
+    out = []
+    for change in changes:
+        if not change.up and change.uid not in gone:
+            gone.add(change.uid)
+            out.append((change, dict(state)))
+        state[change.name] = change
+    return out
+
+
 def test_auto_rotates_a_deleted_ca_in_three_rolls_each_one_member_at_a_time_leader_last(
         admin: str, operator: Operator, namespace: str) -> None:
     """Phase by phase (rotation.py): trust both CAs, re-issue the leaves, drop the old CA; each
@@ -211,42 +286,41 @@ def test_auto_rotates_a_deleted_ca_in_three_rolls_each_one_member_at_a_time_lead
     create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "auto"},
            sidecar={"heartbeatIntervalSeconds": 1})
     core = client.CoreV1Api(api(admin))
-
-    def uids() -> dict[str, str]:
-        pods = core.list_namespaced_pod(namespace, label_selector=f"{contract.LABEL_INSTANCE}=kv").items
-        return {p.metadata.name: p.metadata.uid for p in pods if p.metadata.deletion_timestamp is None}
+    members = ["kv-0", "kv-1", "kv-2"]
 
     with Sidecars(api(admin), namespace, "kv", leader=1, interval=0.3) as sidecars:
-        wait_for(lambda: len(uids()) == 3 and template_annotation(admin, namespace, "kv") == "1", TIMEOUT,
-                 "three pods on TLS revision 1")
+        # The leader asked for, before the rotation starts: each phase's last restart is the leader's.
+        wait_for(lambda: sidecars.leader == 1 and template_annotation(admin, namespace, "kv") == "1"
+                 and sorted(p.metadata.name for p in core.list_namespaced_pod(
+                     namespace, label_selector=f"{contract.LABEL_INSTANCE}=kv").items) == members,
+                 TIMEOUT, "three pods on TLS revision 1, kv-1 leading")
         old_ca = secret(admin, namespace, "kv-ca")["tls.crt"]
-        core.delete_namespaced_secret("kv-ca", namespace)
+        with PodWatch(core, namespace, "kv", sidecars) as pods:
+            core.delete_namespaced_secret("kv-ca", namespace)
+            wait_for(lambda: all(c.tls == "4" and c.ready for c in pods.current().values())
+                     and sorted(pods.current()) == members, 4 * TIMEOUT, "every pod Ready on TLS revision 4")
+    assert pods.errors == []
 
-        # The timeline: which pods were re-created under which template revision, and who led
-        # when each revision appeared (the stand-in moves leadership only when the leader's pod goes).
-        restarts: dict[str, list[str]] = {}
-        switched: dict[str, tuple[dict[str, str], int]] = {}  # revision -> (pods' uids, leader) then
-        seen, revision = uids(), "1"
-        deadline = time.monotonic() + 4 * TIMEOUT
-        while revision != "4" or len(restarts.get("4", [])) < 3:
-            assert time.monotonic() < deadline, f"rotation stuck at revision {revision}: {restarts}"
-            leader = sidecars.leader
-            now_rev, now_uids = template_annotation(admin, namespace, "kv") or revision, uids()
-            if now_rev != revision:
-                switched[now_rev], revision = (dict(now_uids), leader), now_rev
-            restarts.setdefault(revision, []).extend(
-                name for name, uid in sorted(now_uids.items()) if seen.get(name) not in (None, uid))
-            seen.update(now_uids)
-            time.sleep(0.2)
-
-    assert list(switched) == ["2", "3", "4"], switched
+    incarnations: dict[str, list[tuple[str, str]]] = {}
+    for change in pods.changes:
+        seen = incarnations.setdefault(change.name, [])
+        if not seen or seen[-1][0] != change.uid:
+            seen.append((change.uid, change.tls))
+    # Every member restarted once per phase, each time on the next revision: none skipped a phase.
+    assert {name: [tls for _, tls in seen] for name, seen in incarnations.items()} == \
+        {name: ["1", "2", "3", "4"] for name in members}, incarnations
     for phase in ("2", "3", "4"):
-        assert sorted(restarts[phase]) == ["kv-0", "kv-1", "kv-2"], (phase, restarts)
-        assert restarts[phase][-1] == f"kv-{switched[phase][1]}", f"phase {phase}: the leader last ({restarts})"
-    for phase, before in (("3", "2"), ("4", "3")):
-        # The next phase began only after every pod of the previous one was re-created.
-        assert set(restarts[before]) == set(switched[phase][0]) == {"kv-0", "kv-1", "kv-2"}
-        assert all(switched[phase][0][n] != switched[before][0][n] for n in switched[phase][0]), (phase, switched)
+        before = str(int(phase) - 1)
+        steps = [(change, state) for change, state in deletions(pods.changes) if change.tls == before]
+        assert sorted(change.name for change, _ in steps) == members, (phase, steps)
+        # The next phase began only once the previous one had rolled: every pod Ready on its revision.
+        first, state = steps[0]
+        assert all(state[name].tls == before and state[name].ready for name in members), (phase, state)
+        # One member at a time: each restart found every other pod up.
+        for change, state in steps:
+            assert all(state[name].up for name in members), (phase, change, state)
+        leader = first.leader  # stable within a phase: leadership moves only with the leader's pod
+        assert steps[-1][0].name == f"kv-{leader}", f"phase {phase}: the leader kv-{leader} last ({steps})"
     new_ca = secret(admin, namespace, "kv-ca")["tls.crt"]
     assert new_ca != old_ca
     for purpose in certificates.PURPOSES:

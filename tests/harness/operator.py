@@ -60,8 +60,10 @@ class Operator:
     """The operator as a real subprocess, so a test can SIGKILL it mid-scale."""
 
     def __init__(self, kubeconfig: str, log: Path, default_kind: str = "StatefulSet",
-                 args: tuple[str, ...] = (), **env: str) -> None:
+                 args: tuple[str, ...] = (), source: Path | None = None, **env: str) -> None:
+        """`source`: another checkout whose operator runs (the benchmark's baseline), else this one."""
         self.kubeconfig = kubeconfig
+        self.source = source
         self.log = log
         self.args = args
         self.liveness = ""  # kopf's liveness URL, or the standby's (set by start)
@@ -78,6 +80,9 @@ class Operator:
             "RAFTSET_METRICS_ADDRESS": f"127.0.0.1:{free_port('127.0.0.1')}",
             **env,
         }
+        if source is not None:  # its folders before this checkout's editable install; no .pyc written there
+            self.env["PYTHONPATH"] = os.pathsep.join(str(source / d) for d in ("", "operator", "sidecar", "plugin"))
+            self.env["PYTHONDONTWRITEBYTECODE"] = "1"
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -93,6 +98,13 @@ class Operator:
                    if s.name == "raftset_cluster_reconciles_total"
                    and (s.labels.get("namespace"), s.labels.get("cluster")) == (namespace, cluster))
 
+    def all_reconciles(self) -> float:
+        """How many reconciles this process ran, of every cluster and result (raftset_operator_reconciles_total)."""
+        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
+            text = response.read().decode()
+        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                   if s.name == "raftset_operator_reconciles_total")
+
     def rounds_pass(self, namespace: str, cluster: str, count: int = 2, timeout: float = 60.0) -> None:
         """Wait until `count` more reconciles of the cluster ran to their end: a test that then asserts
         that the operator did nothing knows it decided (a whole reconcile began after this call)."""
@@ -105,7 +117,7 @@ class Operator:
         self.liveness = f"http://127.0.0.1:{free_port('127.0.0.1')}/healthz"
         self.process = subprocess.Popen(
             [sys.executable, "-m", "raftset.operator", "--liveness", self.liveness, *self.args],
-            env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+            env=self.env, stdout=out, stderr=subprocess.STDOUT, cwd=self.source or ROOT)
 
     def kill(self) -> None:
         if self.process and self.process.poll() is None:

@@ -14,7 +14,7 @@ from raftset.operator.components.workload import workload_manifest
 from raftset.operator.pure import rotation
 from raftset.operator.pure.certificates import KeyPair, StoredLeaf
 from tests.unit.builders import NOW, cluster
-from tests.unit.test_tls_manifests import MemoryAPI
+from tests.unit.test_tls_manifests import MemoryAPI, member_pod
 
 pytestmark = pytest.mark.unit
 
@@ -81,11 +81,13 @@ def test_a_partly_reissued_set_finishes_phase_2_only_for_the_rest() -> None:
 
 # --- the auto provider walking the phases ---------------------------------------------------------
 
-def workload_running(c: Any, revision: str, *, updated: int = 3) -> dict[str, Any]:
-    """The live workload: template on `revision`, `updated` of 3 pods on it, all ready."""
+def workload_running(api: MemoryAPI, c: Any, revision: str, *, updated: int = 3) -> dict[str, Any]:
+    """The live workload: template on `revision`, `updated` of 3 pods on it (in `api`), the others on
+    the revision before, all ready."""
     w = workload_manifest(c, 3, tls_revision=revision)
     w["metadata"]["generation"] = 7
     w["status"] = {"observedGeneration": 7, "replicas": 3, "updatedReplicas": updated, "readyReplicas": 3}
+    api.pods = [member_pod(o, revision if o < updated else str(int(revision) - 1)) for o in range(3)]
     return w
 
 
@@ -106,27 +108,27 @@ async def test_a_deleted_ca_rotates_in_three_rolled_phases() -> None:
     del api.objects[("v1", "Secret", "db", "demo-ca")]  # the user asks for a new CA
 
     # Phase 1: a new CA, the old leaves kept, both CAs trusted.
-    state = await tls.ensure_tls(api, c, NOW, workload=workload_running(c, "1"))
+    state = await tls.ensure_tls(api, c, NOW, workload=workload_running(api, c, "1"))
     assert state.revision == "2"
     new_ca = base64.b64decode(api.secret("demo-ca")["data"]["tls.crt"])
     assert new_ca != old_ca
     for p, (cert, trust) in mounted(api).items():
         assert cert == first[p][0] and rotation.certs_in(trust) == [old_ca, new_ca]
     # The roll of phase 1 has not finished: nothing moves.
-    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(c, "2", updated=1))).revision == "2"
-    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(c, "1"))).revision == "2"
+    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(api, c, "2", updated=1))).revision == "2"
+    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(api, c, "1"))).revision == "2"
 
     # Phase 2: leaves from the new CA, both still trusted.
-    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(c, "2"))).revision == "3"
+    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(api, c, "2"))).revision == "3"
     for cert, trust in mounted(api).values():
         assert certs.signed_by(cert, new_ca) and rotation.certs_in(trust) == [old_ca, new_ca]
 
     # Phase 3: the old CA dropped; then steady.
-    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(c, "3"))).revision == "4"
+    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(api, c, "3"))).revision == "4"
     for cert, trust in mounted(api).values():
         assert certs.signed_by(cert, new_ca) and trust == new_ca
     api.applied.clear()
-    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(c, "4"))).revision == "4"
+    assert (await tls.ensure_tls(api, c, NOW, workload=workload_running(api, c, "4"))).revision == "4"
     assert api.applied == []
 
 
@@ -134,6 +136,6 @@ async def test_an_expiring_ca_rotates_the_same_way() -> None:
     api, c = MemoryAPI(), cluster()
     await tls.ensure_tls(api, c, NOW)
     later = NOW + certs.CA_LIFETIME - timedelta(days=10)
-    assert (await tls.ensure_tls(api, c, later, workload=workload_running(c, "1"))).revision == "2"
+    assert (await tls.ensure_tls(api, c, later, workload=workload_running(api, c, "1"))).revision == "2"
     trusts = {len(rotation.certs_in(trust)) for _, trust in mounted(api).values()}
     assert trusts == {2}

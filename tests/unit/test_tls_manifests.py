@@ -251,12 +251,19 @@ def test_member_role_grows_with_ordinals_beyond_the_default() -> None:
 # --- the provider shell, against an in-memory API ----------------------------------------------------
 
 class MemoryAPI:
-    """Objects by (apiVersion, kind, namespace, name); apply replaces, as SSA of a whole object does."""
+    """Objects by (apiVersion, kind, namespace, name); apply replaces, as SSA of a whole object does.
+    The cluster's member pods, as listed, are `pods`."""
 
     def __init__(self, served: bool = True) -> None:
         self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
         self.applied: list[tuple[str, str]] = []
         self.served = served
+        self.pods: list[dict[str, Any]] = []
+
+    async def list(self, api_version: str, kind: str, namespace: str | None, selector: str, *,
+                   fields: str = "") -> list[dict[str, Any]]:
+        assert (api_version, kind, namespace, selector) == ("v1", "Pod", "db", contract.label_selector("demo"))
+        return list(self.pods)
 
     async def has_api(self, api_version: str, kind: str) -> bool:
         return self.served or not api_version.startswith("cert-manager.io")
@@ -379,6 +386,78 @@ async def test_disabled_writes_nothing() -> None:
     state = await tls.ensure_tls(api, cluster(tls={"provider": "disabled"}), NOW)
     assert state.revision is None and state.problem is None
     assert api.objects == {}
+
+
+# --- has a TLS revision rolled? the workload's counts and the pods read at that moment ----------------
+
+def rolled_workload(c: spec.Cluster, revision: str, replicas: int = 3) -> dict[str, Any]:
+    """The live workload on TLS `revision` whose status counts every pod updated and ready."""
+    live = workload_manifest(c, replicas, tls_revision=revision)
+    live["metadata"]["generation"] = 7
+    live["status"] = {"observedGeneration": 7, "replicas": replicas, "updatedReplicas": replicas,
+                      "readyReplicas": replicas}
+    return live
+
+
+def member_pod(ordinal: int, revision: str, *, ready: bool = True, terminating: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": f"demo-{ordinal}", "uid": f"uid-{ordinal}",
+                            "annotations": {contract.ANNOTATION_TLS_REVISION: revision}}
+    if terminating:
+        meta["deletionTimestamp"] = "2026-01-01T12:00:00Z"
+    return {"metadata": meta, "status": {"phase": "Running",
+                                         "conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def test_rolled_when_the_counts_and_every_kept_pod_say_so() -> None:
+    c = cluster()
+    assert tls.rolled(c, rolled_workload(c, "3"), "3", [member_pod(o, "3") for o in range(3)])
+    assert tls.rolled(c, None, "3", []), "no workload yet: nothing to roll"
+
+
+@pytest.mark.parametrize("pods", [
+    [member_pod(0, "3"), member_pod(1, "3")],  # demo-2 deleted, not yet re-created
+    [member_pod(0, "3"), member_pod(1, "3"), member_pod(2, "3", terminating=True)],
+    [member_pod(0, "3"), member_pod(1, "3"), member_pod(2, "2")],  # the previous revision
+    [member_pod(0, "3"), member_pod(1, "3"), member_pod(2, "3", ready=False)],
+    [member_pod(0, "3"), member_pod(1, "3"), {**member_pod(2, "3"), "metadata": {"name": "demo-2"}}],
+    [member_pod(0, "3"), member_pod(1, "3"), {**member_pod(2, "3"), "metadata": {"name": "demo-canary",
+                                                                                "annotations": {contract.ANNOTATION_TLS_REVISION: "3"}}}],
+], ids=["missing", "terminating", "old-revision", "not-ready", "no-annotation", "stray-not-a-member"])
+def test_counts_that_trail_the_pods_do_not_make_a_roll_done(pods: list[dict[str, Any]]) -> None:
+    """The workload controller writes its counts after it saw a pod go; a round woken by our own
+    deletion reads the counts from before it (CI: CA rotation phase 4 began while demo-2 of phase 3 was gone)."""
+    c = cluster()
+    assert not tls.rolled(c, rolled_workload(c, "3"), "3", pods)
+
+
+def test_the_counts_still_count_when_every_pod_looks_rolled() -> None:
+    c = cluster()
+    pods = [member_pod(o, "3") for o in range(3)]
+    behind = rolled_workload(c, "3")
+    behind["status"]["updatedReplicas"] = 2
+    assert not tls.rolled(c, behind, "3", pods)
+    assert not tls.rolled(c, rolled_workload(c, "2"), "3", pods), "the template is not on the revision yet"
+
+
+def test_only_the_ordinals_the_workload_keeps_must_show_a_pod() -> None:
+    c = cluster(workload_kind="AdvancedStatefulSet")
+    live = rolled_workload(c, "3", replicas=2)
+    live["spec"]["reserveOrdinals"] = [1]  # keeps 0 and 2
+    assert tls.rolled(c, live, "3", [member_pod(0, "3"), member_pod(2, "3"), member_pod(1, "2", terminating=True)])
+    assert not tls.rolled(c, live, "3", [member_pod(0, "3"), member_pod(1, "3")])
+
+
+async def test_the_next_rotation_phase_waits_for_a_pod_the_counts_still_count() -> None:
+    """End to end through the provider: phase 3 (leaves) rolled per the counts, demo-2 still terminating."""
+    api, c = MemoryAPI(), cluster()
+    await tls.ensure_tls(api, c, NOW)  # revision 1
+    del api.objects[("v1", "Secret", "db", "demo-ca")]
+    assert (await tls.ensure_tls(api, c, NOW, workload=rolled_workload(c, "1"))).revision == "2"  # trust both
+    api.pods = [member_pod(0, "2"), member_pod(1, "2"), member_pod(2, "2", terminating=True)]
+    waiting = await tls.ensure_tls(api, c, NOW, workload=rolled_workload(c, "2"))
+    assert waiting.revision == "2", "the leaves wait for demo-2 to run revision 2 again"
+    api.pods[2] = member_pod(2, "2")
+    assert (await tls.ensure_tls(api, c, NOW, workload=rolled_workload(c, "2"))).revision == "3"
 
 
 def test_every_provider_the_crd_allows_has_one_description() -> None:

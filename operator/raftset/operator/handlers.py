@@ -1,7 +1,12 @@
 """kopf wiring: which events reach `reconcile`, and the indices it reads. Nothing else.
 
-The reconcile itself is `raftset.operator.reconcile`; the objects it writes are the
-components of `raftset.operator.components.registry`.
+A cluster is reconciled on its spec change (kopf's create/update/resume handler), and otherwise by
+its daemon, which sleeps on the cluster's alarm (raftset.operator.alarms): rung by a watch event of
+something the cluster reads (its object's annotations, workload, pods, membership, backup and
+heartbeat Leases, a heartbeat only when it says something new), set by each round to the next moment
+a decision turns on time (raftset.operator.pure.wakeup). The reconcile itself is
+`raftset.operator.reconcile`; the objects it writes are the components of
+`raftset.operator.components.registry`.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from raftset import replace
 from raftset.operator import watches
 from raftset.operator.io import apiorder
 from raftset.operator.pure.objects import cached, edited_behind_our_back
-from raftset.operator.pure import freshness
-from raftset.operator.pure.heartbeats import LEASE, SIGHTING
+from raftset.operator.pure import freshness, wakeup
+from raftset.operator.pure.heartbeats import LEASE, SIGHTING, from_observed
 from raftset.operator.io.kube import KubeClient, load_config
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
 from raftset.operator.settings import from_env
@@ -28,7 +33,6 @@ log = logging.getLogger(__name__)
 SETTINGS = from_env()
 # Only what the install enables and allows is watched: kopf ends the operator on a forbidden watch.
 WATCHES = watches.decided()
-RECONCILE_INTERVAL = SETTINGS.reconcile_interval
 # A spec change's API calls go first, then a new cluster's, then every other reconcile's: a burst
 # of reconciles (an operator restart, a thousand new clusters) never queues ahead of a spec change.
 URGENCY = {kopf.Reason.UPDATE: apiorder.SPEC_CHANGE, kopf.Reason.CREATE: apiorder.CREATION}
@@ -71,24 +75,34 @@ async def heartbeats(namespace: str, name: str, labels: dict[str, str], body: ko
                      "resourceVersion": body.metadata.get("resourceVersion")},
         "spec": dict(body.spec),
     }
-    seen = memo.runtime.sightings.setdefault((namespace, cluster), {})
-    seen[name] = freshness.observe(seen.get(name), freshness.token(lease), datetime.now(timezone.utc))
-    return {(namespace, cluster): {LEASE: lease, SIGHTING: seen[name]}}
+    key, now = (namespace, cluster), datetime.now(timezone.utc)
+    seen = memo.runtime.sightings.setdefault(key, {})
+    seen[name] = freshness.observe(seen.get(name), freshness.token(lease), now)
+    heard = memo.runtime.heard.setdefault(key, {})
+    before, heard[name] = heard.get(name), wakeup.Heard(wakeup.lease_view(lease), seen[name])
+    if wakeup.lease_wakes(before, heard[name], now):
+        memo.runtime.ring(key)
+    return {key: {LEASE: lease, SIGHTING: seen[name]}}
 
 
 @_if_watched(watches.LEASES, kopf.index(*watches.LEASES.resource, labels={contract.LABEL_MEMBERSHIP: "true"}))
-async def memberships(namespace: str, labels: dict[str, str], annotations: dict[str, str], **_: Any) -> dict[Key, str]:
+async def memberships(namespace: str, labels: dict[str, str], annotations: dict[str, str], memo: kopf.Memo,
+                      **_: Any) -> dict[Key, str]:
     """The Raft membership record the cluster's leader published (raftset.membership)."""
     cluster = labels.get(contract.LABEL_INSTANCE)
     raw = annotations.get(contract.ANNOTATION_MEMBERSHIP)
+    if cluster:
+        memo.runtime.ring((namespace, cluster))  # written on a change of Raft's membership only
     return {(namespace, cluster): raw} if cluster and raw else {}
 
 
 @_if_watched(watches.LEASES, kopf.index(*watches.LEASES.resource, labels={contract.LABEL_BACKUP: "true"}))
-async def backup_records(namespace: str, labels: dict[str, str], annotations: dict[str, str],
+async def backup_records(namespace: str, labels: dict[str, str], annotations: dict[str, str], memo: kopf.Memo,
                          **_: Any) -> dict[Key, dict[str, str]]:
     """The backup record and restore failure the leader's (or first member's) sidecar published."""
     cluster = labels.get(contract.LABEL_INSTANCE)
+    if cluster:
+        memo.runtime.ring((namespace, cluster))
     return {(namespace, cluster): dict(annotations)} if cluster else {}
 
 
@@ -161,16 +175,33 @@ def _register(engine: engines.Engine) -> None:
         await reconcile(body, patch, memo.runtime, indices, forced=True,
                         urgency=URGENCY.get(reason, apiorder.BACKGROUND))
 
-    # The id stays `-step`: kopf logs it ("Timer 'etcd-step' succeeded.", raftset.operator.logs).
-    @kopf.timer(*resource, id=f"{engine.name}-step", interval=RECONCILE_INTERVAL, sharp=False)
-    async def tick(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo,
+    # The id stays `-step`: kopf logs it ("Daemon 'etcd-step' ...", raftset.operator.logs). The daemon
+    # is cancelled a second after its cluster is deleted or the operator stops: it holds no state.
+    @kopf.daemon(*resource, id=f"{engine.name}-step", cancellation_timeout=1.0)
+    async def step(body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped,
                    heartbeats: Idx = None, memberships: Idx = None, scale_away_marks: Idx = None,
                    replace_requests: Idx = None, statefulsets: Idx = None, advanced_statefulsets: Idx = None,
                    backup_records: Idx = None, **_: Any) -> None:
-        """The timer's round: nothing changed that kopf saw, the pacing decides whether it writes."""
+        """The cluster's rounds between spec changes: each when its alarm goes (rung or due)."""
+        runtime: Runtime = memo.runtime
+        key: Key = (body.metadata.namespace, body.metadata.name)
         indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
                              advanced_statefulsets, backup_records)
-        await reconcile(body, patch, memo.runtime, indices, forced=False)
+
+        def recheck(wake: wakeup.Wake, now: datetime) -> wakeup.Wake | None:
+            return wakeup.postponed(wake, from_observed(indices.heartbeats.get(key, []), key[1]), now)
+
+        alarm = runtime.alarm(key)
+        while not stopped:
+            await alarm.sleep(recheck)
+            if stopped:
+                return
+            patch = kopf.Patch()
+            try:
+                await reconcile(body, patch, runtime, indices, forced=False)
+                await _write(runtime, body, patch)
+            except Exception:  # the alarm is set for a retry (reconcile); kopf would end the daemon
+                log.exception("the round of %s/%s failed", *key)
 
     @kopf.on.delete(*resource, id=f"{engine.name}-delete", optional=True)
     async def deleted(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
@@ -179,8 +210,65 @@ def _register(engine: engines.Engine) -> None:
         await release(memo.runtime, body.metadata.namespace, body.metadata.name)
 
 
+async def _write(runtime: Runtime, body: kopf.Body, patch: kopf.Patch) -> None:
+    """A daemon's round's patch: kopf applies a handler's patch only when the handler returns."""
+    namespace, name = body.metadata.namespace, body.metadata.name
+    api_version, kind = str(body["apiVersion"]), str(body["kind"])
+    status = patch.get("status")
+    rest = {k: v for k, v in patch.items() if k != "status"}
+    if rest:
+        await runtime.kube.merge_patch(api_version, kind, namespace, name, rest)
+    if status:
+        await runtime.kube.merge_patch(api_version, kind, namespace, name, {"status": status}, subresource="status")
+
+
 for _engine in engines.ENGINES.values():
     _register(_engine)
+
+
+# --- what rings a cluster's alarm, besides its indices above ---
+
+_KOPF_ANNOTATIONS = f"{contract.GROUP}/last-handled-configuration"
+
+
+def _ringing_annotations(annotations: kopf.Annotations) -> dict[str, str]:
+    """The cluster object's annotations a round reads (kopf's own record of the spec it handled is not)."""
+    return {k: v for k, v in annotations.items() if k != _KOPF_ANNOTATIONS}
+
+
+for _engine in engines.ENGINES.values():
+    @kopf.on.event(contract.GROUP, contract.VERSION, _engine.plural, id=f"{_engine.name}-annotations")
+    async def annotated(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+        """A request on the cluster object (backup-now, a replacement, ...): our own status patches ring nothing."""
+        if not hasattr(memo, "runtime"):
+            return
+        key = (body.metadata.namespace, body.metadata.name)
+        annotations = _ringing_annotations(body.metadata.annotations)
+        if memo.runtime.annotations_seen.get(key) != annotations:
+            memo.runtime.annotations_seen[key] = annotations
+            memo.runtime.ring(key)
+
+
+def _deleted(type: str | None, **_: Any) -> bool:
+    return type == "DELETED"
+
+
+@_if_watched(watches.LEASES, kopf.on.event(*watches.LEASES.resource, labels={contract.LABEL_INSTANCE: kopf.PRESENT},
+                                            when=_deleted, id="leases-ring"))
+async def lease_deleted(namespace: str, name: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:
+    """A Lease gone (a member removed, a cluster released): kopf's indices drop it without a call to them."""
+    key = (namespace, labels[contract.LABEL_INSTANCE])
+    if hasattr(memo, "runtime"):
+        memo.runtime.heard.get(key, {}).pop(name, None)
+        memo.runtime.ring(key)
+
+
+@_if_watched(watches.PODS, kopf.on.event(*watches.PODS.resource, labels={contract.LABEL_NAME: contract.MANAGER},
+                                          id="pods-ring"))
+async def pod_changed(namespace: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:
+    cluster = labels.get(contract.LABEL_INSTANCE)
+    if cluster and hasattr(memo, "runtime"):
+        memo.runtime.ring((namespace, cluster))
 
 
 # --- drift: an owned object deleted or edited behind our back is re-applied promptly ---
@@ -189,6 +277,7 @@ def _mark_drift(body: kopf.Body, memo: kopf.Memo) -> None:
     key = _owner_key(body)
     if key is not None and hasattr(memo, "runtime"):
         memo.runtime.applied_at.pop(key, None)  # the next round re-applies everything
+        memo.runtime.ring(key)
 
 
 for _owned in (*watches.WORKLOADS.values(), watches.SERVICES, watches.PDBS):
@@ -196,3 +285,8 @@ for _owned in (*watches.WORKLOADS.values(), watches.SERVICES, watches.PDBS):
     async def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
         if edited_behind_our_back(type, body):
             _mark_drift(body, memo)
+        elif body.get("kind") in (STATEFULSET.kind, ADVANCED_STATEFULSET.kind):
+            # The workload's controller moved its status (pods ready, a revision rolled out).
+            key = _owner_key(body)
+            if key is not None and hasattr(memo, "runtime"):
+                memo.runtime.ring(key)

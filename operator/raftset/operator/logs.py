@@ -1,7 +1,7 @@
 """Which of kopf's per-object log lines the operator keeps.
 
-kopf logs a success line for every handler call. For the reconcile timer and the drift
-checks those say nothing (a failure is still logged, and made an Event), and at hundreds of
+kopf logs a success line for every handler call. For the drift checks and the handlers that
+ring a cluster's alarm on a watch event (raftset.operator.handlers) those say nothing (a failure is still logged, and made an Event), and at hundreds of
 clusters they were hundreds of lines a second, each costing the operator CPU to write.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import re
 
-_ROUTINE = re.compile(r"(Timer '[^']*'|Handler 'drift-[^']*') succeeded\.")
+_ROUTINE = re.compile(r"Handler '(drift-[^']*|pods-ring|leases-ring|[a-z]+-annotations)' succeeded\.")
 
 
 def routine(message: str) -> bool:
-    """Is this kopf's success line of a reconcile tick or of a drift check?"""
+    """Is this kopf's success line of a drift check or of an alarm ring?"""
     return _ROUTINE.fullmatch(message) is not None
 
 

@@ -28,6 +28,7 @@ import kopf
 from raftset import contract
 from raftset.membership import RaftMembership, parse_membership
 from raftset.operator import watches
+from raftset.operator.alarms import ClusterAlarm
 from raftset.operator.components import narration
 from raftset.operator.components.diagnosis import find_cause
 from raftset.operator.components.protocol import Problem, Round
@@ -35,7 +36,7 @@ from raftset.operator.components.registry import COMPONENTS, walk
 from raftset.operator.io import apiorder
 from raftset.operator.io.kube import KubeClient
 from raftset.operator.metrics import RESULT_ERROR, RESULT_FAILED, RESULT_INVALID, RESULT_OK, OperatorMetrics
-from raftset.operator.pure import lasting, planner, replace, rolls, spec, status
+from raftset.operator.pure import lasting, planner, replace, rolls, spec, status, wakeup
 from raftset.operator.pure.diagnosis import Diagnosed, look_again
 from raftset.operator.pure.events import Condition, Event
 from raftset.operator.pure.freshness import Sighting
@@ -69,9 +70,28 @@ class Runtime:
     disagreements: dict[Key, dict[str, lasting.Seen]] = field(default_factory=dict)
     # The last look for why a cluster's members are missing (raftset.operator.pure.diagnosis).
     diagnosed: dict[Key, Diagnosed] = field(default_factory=dict)
+    # Each cluster's alarm (raftset.operator.alarms), and each heartbeat Lease as last heard, so that a
+    # renewal that changes nothing the decisions read rings none (raftset.operator.pure.wakeup).
+    alarms: dict[Key, ClusterAlarm] = field(default_factory=dict)
+    heard: dict[Key, dict[str, wakeup.Heard]] = field(default_factory=dict)
+    annotations_seen: dict[Key, dict[str, str]] = field(default_factory=dict)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
 
+    def alarm(self, key: Key) -> ClusterAlarm:
+        return self.alarms.get(key) or self.alarms.setdefault(key, ClusterAlarm())
+
+    def ring(self, key: Key) -> None:
+        """Something `key` reads changed: its next round is due now, once a round has set its alarm.
+        Before that the cluster's first round (kopf's create or resume handler) reads it anyway; a
+        ring meanwhile would only run that round twice over, a thousand times at once in a burst."""
+        alarm = self.alarms.get(key)
+        if alarm is not None and alarm.wake is not None:
+            alarm.ring()
+
     def forget(self, key: Key) -> None:
+        self.alarms.pop(key, None)
+        self.heard.pop(key, None)
+        self.annotations_seen.pop(key, None)
         self.sightings.pop(key, None)
         self.pod_sightings.pop(key, None)
         self.turns.pop(key, None)
@@ -185,10 +205,13 @@ async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indice
                                               seen_generation if isinstance(seen_generation, int) else None)):
         started = time.perf_counter()
         result = RESULT_ERROR
+        # A round that fails is tried again at the old timer's pace, or sooner on an event.
+        wake = wakeup.Wake(_now() + timedelta(seconds=runtime.settings.reconcile_interval))
         try:
-            result = await _reconcile(runtime, body, patch, indices, forced=forced)
+            result, wake = await _reconcile(runtime, body, patch, indices, forced=forced)
             runtime.metrics.cluster_reconciles.labels(*key, kind).inc()
         finally:
+            runtime.alarm(key).set(wake)
             runtime.metrics.reconciles.labels(kind, result).inc()
             runtime.metrics.duration.labels(kind).observe(time.perf_counter() - started)
 
@@ -197,8 +220,8 @@ Stage = Callable[[Runtime, Observed, Outcome], Awaitable[Outcome]]
 
 
 async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indices: Indices, *,
-                     forced: bool) -> str:
-    """The stages in order; returns the round's result for the metrics (RESULT_*)."""
+                     forced: bool) -> tuple[str, wakeup.Wake]:
+    """The stages in order; returns the round's result for the metrics (RESULT_*) and its next wake-up."""
     observed = observe(runtime, body, indices, forced=forced)
     outcome = Outcome()
     for name, stage in STAGES:
@@ -210,7 +233,27 @@ async def _reconcile(runtime: Runtime, body: kopf.Body, patch: kopf.Patch, indic
             patch.metadata.annotations[annotation] = None
     if outcome.patch_status:
         patch.status.update(outcome.status)
-    return outcome.result
+    return outcome.result, next_wake(runtime, observed, outcome)
+
+
+def next_wake(runtime: Runtime, observed: Observed, outcome: Outcome) -> wakeup.Wake:
+    """When this cluster's next round is due if no event comes first: the moments its decisions turn
+    on time (raftset.operator.pure.wakeup), the full re-apply, and the recheck while in motion."""
+    settings, key, now = runtime.settings, observed.key, observed.now
+    shown = outcome.status if outcome.patch_status else observed.old_status
+    applied = runtime.applied_at.get(key)
+    resync_at = ((datetime.fromtimestamp(applied, timezone.utc) if applied else now)
+                 + timedelta(seconds=settings.resync_period(status.degraded(shown))))
+    resting = (not outcome.ended and outcome.plan is not None and wakeup.at_rest(outcome.plan.action, outcome.status)
+               and not (outcome.workload is not None and rolls.pending(outcome.workload)))
+    diagnosed = runtime.diagnosed.get(key)
+    grace = timedelta(seconds=settings.stuck_seconds)
+    due = (wakeup.stuck_at(_recorded(outcome.workload), settings.stuck_seconds),
+           wakeup.lasting_at(runtime.disagreements.get(key, {}), grace),
+           wakeup.refresh_at(shown, outcome.status, settings.status_refresh_seconds),
+           diagnosed.at + timedelta(seconds=settings.diagnosis_seconds) if diagnosed else None)
+    return wakeup.next_wake(now, recheck_seconds=settings.reconcile_interval, resting=resting,
+                            resync_at=resync_at, heartbeats=observed.heartbeats, due=due)
 
 
 async def plan(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcome:

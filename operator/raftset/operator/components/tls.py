@@ -7,7 +7,7 @@ must run (see `contract.ANNOTATION_TLS_REVISION`).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from raftset import contract
+from raftset.workloads import being_deleted
 from raftset.operator.pure import certmanager
 from raftset.operator.pure import rotation
 from raftset.operator.pure import certificates
@@ -116,8 +117,14 @@ def _secret(cluster: Cluster, name: str, pair: KeyPair, ca_pem: bytes,
             "data": certificates.secret_data(pair, ca_pem)}
 
 
-def rolled(workload: Mapping[str, Any] | None, revision: str) -> bool:
-    """Do all the workload's pods run TLS revision `revision`, ready? (True before any pod exists.)"""
+def rolled(cluster: Cluster, workload: Mapping[str, Any] | None, revision: str,
+           pods: Sequence[Mapping[str, Any]]) -> bool:
+    """Do all the workload's pods run TLS revision `revision`, ready? (True before any pod exists.)
+
+    The workload's counts trail its pods: its controller writes them after it saw a pod go, and a
+    round woken by the operator's own deletion reads them at once. So every ordinal the workload
+    keeps must also show, in `pods` (the member pods read at this moment), a pod that is not
+    terminating, is Ready, and carries `revision` (from the template it was created from)."""
     if workload is None:
         return True
     if running_revision(workload) != revision:
@@ -126,7 +133,19 @@ def rolled(workload: Mapping[str, Any] | None, revision: str) -> bool:
     if status.get("observedGeneration") != meta.get("generation"):
         return False
     replicas = int((workload.get("spec") or {}).get("replicas") or 0)
-    return int(status.get("updatedReplicas") or 0) >= replicas and int(status.get("readyReplicas") or 0) >= replicas
+    if int(status.get("updatedReplicas") or 0) < replicas or int(status.get("readyReplicas") or 0) < replicas:
+        return False
+    running = {contract.member_ordinal(cluster.name, str((pod.get("metadata") or {}).get("name", ""))): pod
+               for pod in pods if _runs(pod, revision)}
+    return all(ordinal in running for ordinal in cluster.backend.kept(workload))
+
+
+def _runs(pod: Mapping[str, Any], revision: str) -> bool:
+    """Is `pod` Ready, not terminating, and created from a template of TLS `revision`?"""
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return (not being_deleted(pod) and annotations.get(contract.ANNOTATION_TLS_REVISION) == revision
+            and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions))
 
 
 async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime, workload: Mapping[str, Any] | None) -> str:
@@ -147,7 +166,11 @@ async def _ensure_auto(kube: KubeAPI, cluster: Cluster, now: datetime, workload:
         issuance = certificates.issuance(ca, leaves, specs, now)
     # A CA change (or one under way) goes through the phases of rotation.py, never at once.
     current = str(max((leaf.revision for leaf in leaves.values() if leaf), default=0))
-    phase = rotation.next_phase(ca.cert_pem, leaves, rolled(workload, current))
+    phase = rotation.next_phase(ca.cert_pem, leaves, rolled=False)
+    if phase is not None and phase.phase == rotation.WAIT:
+        # Only a phase that waits for the roll needs the pods, read now (see `rolled`).
+        pods = await kube.list("v1", "Pod", ns, contract.label_selector(cluster.name))
+        phase = rotation.next_phase(ca.cert_pem, leaves, rolled(cluster, workload, current, pods))
     if phase is not None:
         for purpose, (reissue, ca_bundle) in phase.writes.items():
             held = leaves[purpose]

@@ -107,10 +107,11 @@ class KubeClient:
         return await self._call(call)
 
     async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str,
-                          patch: Mapping[str, Any]) -> None:
+                          patch: Mapping[str, Any], *, subresource: str = "") -> None:
         def call() -> None:
+            resource = self._resource(api_version, kind)
             try:
-                self._resource(api_version, kind).patch(
+                (getattr(resource, subresource) if subresource else resource).patch(
                     name=name, namespace=namespace, body=dict(patch),
                     content_type="application/merge-patch+json")
             except NotFoundError:
