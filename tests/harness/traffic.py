@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import grpc
 from etcd3aio.kv import KVService, prefix_range_end
 
 from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, MemberClient
@@ -28,6 +29,7 @@ from tests.harness.watchcheck import Event, watch_problems
 from tools.devcluster import build
 
 PREFIX = "/traffic/"
+RESUMES = 5  # how many times a watcher resumes on another endpoint after its member ended the stream
 # How often each client picks each operation.
 MIX: dict[tuple[Kind, bool], int] = {("put", False): 3, ("get", False): 3, ("get", True): 2,
                                      ("delete", False): 1, ("cas", False): 2}
@@ -125,9 +127,8 @@ class Traffic(threading.Thread):
     async def _run(self) -> None:
         self.start_revision = await self._first_answer(lambda c: c.revision()) + 1
         self.events = [[] for _ in range(self.watchers)]
-        watch_clients = [TrafficClient(self.endpoint(n), self.tls, timeout=self.timeout) for n in range(self.watchers)]
-        watches = [asyncio.create_task(c.watch_prefix(self.prefix, self.start_revision, sink))
-                   for c, sink in zip(watch_clients, self.events)]
+        watch_clients: list[TrafficClient] = []
+        watches = [asyncio.create_task(self._watch(n, sink, watch_clients)) for n, sink in enumerate(self.events)]
         try:
             self.started_clients.set()
             await asyncio.gather(*(self._client(n) for n in range(self.clients)))
@@ -143,6 +144,22 @@ class Traffic(threading.Thread):
                                  for n in sorted(early)]
             for c in watch_clients:
                 await c.close()
+
+    async def _watch(self, n: int, sink: list[Event], clients: list[TrafficClient]) -> None:
+        """Watcher `n`, resumed after its last delivered revision on the next endpoint when its member
+        ends the stream (a member replaced becomes a learner, which serves no watch), as etcd's own
+        client does; it gives up after RESUMES such ends, and its last error is reported."""
+        for attempt in range(RESUMES + 1):
+            start = sink[-1].revision + 1 if sink else self.start_revision
+            client = TrafficClient(self.pin or self.endpoints[(n + attempt) % len(self.endpoints)], self.tls,
+                                   timeout=self.timeout)
+            clients.append(client)
+            try:
+                return await client.watch_prefix(self.prefix, start, sink)
+            except grpc.aio.AioRpcError:
+                if attempt == RESUMES:
+                    raise
+                await asyncio.sleep(0.2)
 
     async def _first_answer(self, call: Callable[[TrafficClient], Awaitable[int]]) -> int:
         for url in [self.pin] if self.pin else self.endpoints:
