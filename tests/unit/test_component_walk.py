@@ -166,6 +166,13 @@ async def test_a_recovery_is_recorded_only_on_the_workload_version_read() -> Non
     assert current.conditions[0].reason == "Recovering"
 
 
+async def test_no_recovery_starts_on_a_workload_deleted_since_the_round_read_it() -> None:
+    kube = PatchesKube({})
+    current = await QuorumLoss().sync(kube, a_lost_quorum_round(with_record(None)))  # type: ignore[arg-type]
+    assert kube.patched == [] and kube.deleted == []
+    assert [(c.status, c.reason) for c in current.conditions] == [(None, "WorkloadGone")]
+
+
 class PodsKube(FakeKube):
     """`pods` listed for every pod list (an unreachable apiserver when None); no other object listed."""
 
