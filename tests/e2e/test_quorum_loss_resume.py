@@ -22,7 +22,6 @@ backend, rather than all eight.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ import yaml
 from raftset import contract
 from raftset.quorum_loss import parse_record
 from tests.e2e.test_fullstack import FAST, stack
+from tests.harness.background import Background
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, install_crds, kubectl, wait_for
 from tests.harness.quorum import lose_majority, recovered, survivor_kept, survivor_writing
@@ -62,7 +62,7 @@ def proxied_kubeconfig(kubeconfig: str, server: str, path: Path) -> str:
     return str(path)
 
 
-class Watch:
+class Watch(Background):
     """Polls the API on a direct link: every recovery id recorded on the workload, every
     QuorumLost reason in the status, in the order seen."""
 
@@ -70,16 +70,7 @@ class Watch:
         self.kv = kv
         self.ids: list[str] = []
         self.reasons: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Watch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        super().__init__()
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):

@@ -11,7 +11,6 @@ import asyncio
 import base64
 import json
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from raftset.operator.pure import certificates
 from raftset.operator.pure.storage import ANNOTATION_FAILED
 from tests.e2e.test_fullstack import ELECTIONS_COUNTED, HAND_OFF_DEADLINE_S, stack
 from tests.e2e.test_repair import create_repairable, replaced_automatically
+from tests.harness.background import Background
 from tests.harness.checker import Writer, check
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, Sidecars, api, heartbeat_lease, kubectl, wait_for
@@ -218,7 +218,7 @@ class PodChange:
     leader: int | None
 
 
-class PodWatch:
+class PodWatch(Background):
     """Every change of a cluster's pods, in the order the apiserver made them: one watch stream, so
     a pod that lived a second is seen, and what came first is known (a poll on a loaded machine
     saw a phase's first restart before the template change that caused it)."""
@@ -228,20 +228,14 @@ class PodWatch:
         self.selector = f"{contract.LABEL_INSTANCE}={cluster}"
         self.changes: list[PodChange] = []
         self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__()
 
     def __enter__(self) -> PodWatch:
         listed = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
         for pod in listed.items:
             self._record("ADDED", pod)
         self._version = listed.metadata.resource_version
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        return super().__enter__()
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -36,7 +36,6 @@ its own hook ends), one membership change at a time.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -58,6 +57,7 @@ from raftset.sidecar.pure import readiness
 from raftset.sidecar.pure import heartbeat
 from raftset.sidecar.pure.heartbeat import Heartbeat
 from raftset.workloads import BACKENDS, Backend
+from tests.harness.background import Background
 
 CLUSTER_ID = 0xC1
 
@@ -98,7 +98,7 @@ class PodSidecar:
     label: str | None = None
 
 
-class Sidecars:
+class Sidecars(Background):
     """The sidecars of one cluster's kwok pods, ticking every `interval` seconds in a thread."""
 
     def __init__(self, api_client: client.ApiClient, namespace: str, cluster: str, leader: int | None = 0,
@@ -126,8 +126,7 @@ class Sidecars:
         self.lease_seconds = 30  # the sidecars' Lease duration, from the cluster object once read
         self.longest_outage = 0.0  # seconds between two good ticks
         self.last_good = time.monotonic()  # the last good tick (the start counts as one)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__()
 
     @property
     def leader(self) -> int | None:
@@ -137,13 +136,8 @@ class Sidecars:
     def leader(self, ordinal: int) -> None:
         self.wanted_leader = ordinal  # a MoveLeader, as soon as that ordinal is a running voter
 
-    def __enter__(self) -> Sidecars:
-        self._thread.start()
-        return self
-
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
+        super().__exit__(*exc)
         # A stand-in that stopped writing would make Leases go stale that real sidecars keep fresh.
         # An outage still running at exit counts too: it ends nowhere else.
         self.longest_outage = max(self.longest_outage, time.monotonic() - self.last_good)
