@@ -12,7 +12,7 @@ from raftset import contract
 from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.operator.pure.quorum_loss import (QuorumView, announcements, decide, lost_since, narrated, previous_condition,
-                                       restart, survivors)
+                                       restart, survivors, with_record)
 from raftset.operator.pure.events import Condition
 from raftset.operator.pure.status import merge_conditions
 from raftset.quorum_loss import QuorumLossRecord
@@ -400,3 +400,18 @@ def test_a_leader_seen_in_between_resets_the_grace_of_automatic() -> None:
 def test_unknown_is_written_as_unknown() -> None:
     merged = merge_conditions([], [Condition("QuorumLost", None, "MembersUnseen", "m")], 1, NOW)
     assert merged[0]["status"] == "Unknown"
+
+
+def test_a_view_with_a_record_is_announced_only_when_the_status_already_tells_that_recovery() -> None:
+    """The start reads the workload again and may find a recovery there: its view is built by the same rule
+    as the round's own, so a recovery the status tells is not announced twice, and one it does not is."""
+    telling = Condition("QuorumLost", True, "Recovering", "recovery r1: demo-1 leads alone")
+    other = QuorumLossRecord(id="r2", survivor="demo-1", member_id="b", started="2026-01-01T11:59:30Z",
+                             requested="auto")
+    assert with_record(view(LOST, previous=telling), RECORD).announced
+    assert not with_record(view(LOST, previous=telling), other).announced, "another recovery is news"
+    assert not with_record(view(LOST), RECORD).announced, "nothing shown yet"
+    assert not with_record(view(LOST, previous=telling, announced=True), None).announced, "no record, nothing told"
+    assert with_record(view(LOST), other).record == other
+    d = decide(with_record(view(LOST, previous=telling), RECORD))
+    assert d.start is None and d.announce is None, d

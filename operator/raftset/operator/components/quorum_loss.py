@@ -63,16 +63,15 @@ async def _handle(kube: KubeAPI, current: Round, told: list[Event], dropped: lis
     and the annotations to drop are added to `told` and `dropped` as they happen."""
     cluster, body, workload, now = current.cluster, current.body, current.workload, current.now
     record = parse_record(_annotations(workload).get(contract.ANNOTATION_QUORUM_RECOVERY))
-    shown = quorum_loss.previous_condition(current.previous)
-    view = quorum_loss.QuorumView(
+    view = quorum_loss.with_record(quorum_loss.QuorumView(
         cluster=cluster.name, kind_short=cluster.engine.short_name, replicas=cluster.replicas,
         kept=current.plan.kept, raft=current.raft, heartbeats=current.heartbeats,
         request=_annotations(body).get(contract.ANNOTATION_RECOVER_QUORUM) or None,
         policy=cluster.recovery.quorum_loss, grace_seconds=cluster.recovery.grace_seconds,
-        lost_since=quorum_loss.lost_since(current.previous), record=record,
+        lost_since=quorum_loss.lost_since(current.previous), record=None,
         force_supported=cluster.engine.capabilities.force_new_cluster, now=now, new_id=uuid.uuid4().hex[:8],
-        previous=shown, announced=record is not None and shown is not None and quorum_loss.narrated(shown, record),
-    )
+        previous=quorum_loss.previous_condition(current.previous),
+    ), record)
     decision = quorum_loss.decide(view)
     backend = cluster.backend
     if decision.start is not None:
@@ -85,8 +84,7 @@ async def _handle(kube: KubeAPI, current: Round, told: list[Event], dropped: lis
         running = parse_record(_annotations(live).get(contract.ANNOTATION_QUORUM_RECOVERY))
         if running is not None:
             record = running
-            decision = quorum_loss.decide(dataclasses.replace(view, record=running, announced=shown is not None
-                                                              and quorum_loss.narrated(shown, running)))
+            decision = quorum_loss.decide(quorum_loss.with_record(view, running))
         else:
             await kube.merge_patch(backend.api_version, backend.kind, cluster.namespace, cluster.name,
                                    {"metadata": {"resourceVersion": live["metadata"].get("resourceVersion"),

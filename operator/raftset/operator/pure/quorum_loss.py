@@ -29,7 +29,7 @@ tell, says so (Unknown, MembersUnseen) and starts nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -276,6 +276,13 @@ def _restoring_quorum(view: QuorumView, record: QuorumLossRecord) -> QuorumDecis
     return QuorumDecision(Condition(CONDITION, False, "Rejoining",
         f"recovery {record.id}: {leader.pod} leads and accepts writes; {healthy} of {view.replicas} members voting, "
         "the others rejoin as learners one at a time"), drop_request=drop, events=events, announce=announce)
+
+
+def with_record(view: QuorumView, record: QuorumLossRecord | None) -> QuorumView:
+    """`view` with `record` on the workload, announced when the status already tells that recovery: the
+    round's own record, or the one a start found on the workload read at that moment."""
+    return replace(view, record=record, announced=record is not None and view.previous is not None
+                   and narrated(view.previous, record))
 
 
 def narrated(condition: Condition, record: QuorumLossRecord) -> bool:
