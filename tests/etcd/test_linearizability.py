@@ -13,7 +13,7 @@ import pytest
 
 from tests.harness.history import lost_write, stale_read, stale_serializable_read
 from tests.harness.scenarios import grow
-from tests.harness.traffic import Traffic, lincheck
+from tests.harness.traffic import END_KEY, Traffic, lincheck
 from tests.harness.watchcheck import reordered, watch_problems
 
 pytestmark = pytest.mark.etcd
@@ -37,7 +37,11 @@ async def test_a_clean_run_passes_and_its_doctored_copies_are_rejected(make_lab,
 
     kinds = Counter((op.op, op.serializable) for op in ops if not op.unknown)
     assert {op.client for op in ops} >= set(range(8))
-    assert {op.key for op in ops if op.client >= 8} == {f"/traffic/{k}" for k in range(traffic.keys)}  # final reads
+    assert {op.key for op in ops if op.client >= 8} == {f"/traffic/{k}" for k in range(traffic.keys)} | {
+        f"/traffic/{END_KEY}"}  # the final reads, then the end mark
+    end = ops[-1]
+    assert (end.key, end.op, end.acknowledged_write) == (f"/traffic/{END_KEY}", "put", True), end
+    assert all(events[-1].revision == end.revision for events in traffic.events), "every watcher delivered the end"
     assert all(kinds[kind] >= 10 for kind in (("put", False), ("get", False), ("get", True),
                                               ("delete", False), ("cas", False))), kinds
     assert any(op.succeeded for op in ops if op.op == "cas") and any(
@@ -47,6 +51,8 @@ async def test_a_clean_run_passes_and_its_doctored_copies_are_rejected(make_lab,
     clean = lincheck(ops, tmp_path / "clean.html")
     assert clean.linearizable, clean.summary
     assert traffic.watch_problems() == []
+    assert traffic.settled() == [op for op in ops if not (op.unknown and op.op in ("put", "cas"))
+                                 or any((e.key, e.value) == (op.key, op.value) for e in traffic.events[0])]
     assert all(len(events) >= 20 for events in traffic.events), [len(e) for e in traffic.events]
 
     stale = lincheck(stale_read(ops), tmp_path / "stale-read.html")

@@ -35,6 +35,7 @@ class Op:
     mod_revision: int = 0  # get: the value's mod revision
     deleted: int = 0  # delete
     succeeded: bool = False  # cas
+    error: str = ""  # what the client was told when the outcome is unknown
 
     @property
     def unknown(self) -> bool:

@@ -5,7 +5,10 @@ client is sequential: it puts unique values, reads linearizably and serializably
 compare-and-swaps keys under a prefix, recording every operation (history.Op). Any error is an
 unknown outcome: the operation is recorded without a return time and the client goes on.
 Watchers follow the prefix from the revision the traffic started at. On stop, one last
-linearizable read of every key is recorded too, so that a write lost at the end is seen.
+linearizable read of every key is recorded too, so that a write lost at the end is seen, and then
+one last put, the end mark: a watcher that delivered it settles which writes of unknown outcome
+never took effect (`Traffic.settled`), so that a long outage's refused writes do not leave
+porcupine more histories than it can search.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import random
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +29,12 @@ from etcd3aio.kv import KVService, prefix_range_end
 
 from raftset.sidecar.io.etcdclient import ClientTLS, EtcdClientError, MemberClient
 from tests.harness.history import Kind, Op, to_json
+from tests.harness import watchcheck
 from tests.harness.watchcheck import Event, watch_problems
 from tools.devcluster import build
 
 PREFIX = "/traffic/"
+END_KEY = "end"  # under the prefix: the traffic's last write, its end mark (watchcheck.settled)
 RESUMES = 5  # how many times a watcher resumes on another endpoint after its member ended the stream
 # How often each client picks each operation.
 MIX: dict[tuple[Kind, bool], int] = {("put", False): 3, ("get", False): 3, ("get", True): 2,
@@ -133,6 +139,7 @@ class Traffic(threading.Thread):
             self.started_clients.set()
             await asyncio.gather(*(self._client(n) for n in range(self.clients)))
             await self._final_reads()
+            await self._mark_end()
             await self._catch_up(watches)
         finally:
             # A watch that ended on its own stopped delivering: how, for its gaps' report.
@@ -210,7 +217,7 @@ class Traffic(threading.Thread):
                 answer = {"revision": revision, "succeeded": succeeded}
         except EtcdClientError as exc:
             self.errors.append(str(exc))
-            return base
+            return dataclasses.replace(base, error=str(exc))
         return dataclasses.replace(base, returned=time.monotonic_ns(), **answer)  # type: ignore[arg-type]
 
     async def _final_reads(self) -> None:
@@ -225,6 +232,18 @@ class Traffic(threading.Thread):
                 if not op.unknown:
                     break
                 client_id += 1  # after an unknown outcome, a client's next operation is a new client's
+
+    async def _mark_end(self) -> None:
+        """One put after every client stopped and every key was read: a watcher that delivered it
+        without a gap has delivered every write that took effect before (watchcheck.settled)."""
+        client_id = max((op.client for op in self.history), default=self.clients) + 1
+        for url in [self.pin] if self.pin else self.endpoints:
+            async with TrafficClient(url, self.tls, timeout=self.timeout) as client:
+                op = await self._record(client, client_id, "put", False, self.prefix + END_KEY, END_KEY, None)
+            self.history.append(op)
+            if not op.unknown:
+                return
+            client_id += 1
 
     async def _catch_up(self, watches: list[asyncio.Task[None]], timeout: float = 10.0) -> None:
         """Give the watchers time to deliver up to the newest acknowledged revision."""
@@ -249,6 +268,20 @@ class Traffic(threading.Thread):
                 for p in watch_problems(events, ops, self.start_revision, self.horizon(ops))]
 
 
+    def settled(self, ops: Sequence[Op] | None = None) -> list[Op]:
+        """The history (or `ops`, the history as a loss excuses it) without the writes that a watcher
+        which delivered the end mark without a problem proves never took effect; as it is when no
+        watcher did."""
+        ops = self.history if ops is None else ops
+        ends = [op.revision for op in ops if op.key == self.prefix + END_KEY and op.acknowledged_write]
+        horizon = self.horizon(ops)
+        for events in self.events:
+            if ends and events and events[-1].revision >= ends[0] \
+                    and not watch_problems(events, ops, self.start_revision, horizon):
+                return watchcheck.settled(ops, events)
+        return list(ops)
+
+
 def _held_after(op: Op, before: str | None) -> str | None:
     """What the key held just after `op`, as far as its client knows."""
     if op.op == "put" or (op.op == "cas" and op.succeeded):
@@ -258,6 +291,11 @@ def _held_after(op: Op, before: str | None) -> str | None:
     if op.op == "delete":
         return None
     return before
+
+
+def unknown_causes(ops: Sequence[Op], top: int = 3) -> list[tuple[str, int]]:
+    """The commonest errors behind unknown outcomes, each cut to its first line, with their counts."""
+    return Counter(op.error.split("\n", 1)[0][:120] for op in ops if op.unknown).most_common(top)
 
 
 @dataclass(frozen=True)

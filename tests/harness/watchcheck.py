@@ -68,6 +68,21 @@ def watch_problems(events: Sequence[Event], ops: Sequence[Op], start: int, horiz
     return problems
 
 
+def settled(ops: Sequence[Op], delivered: Sequence[Event]) -> list[Op]:
+    """`ops` without the writes a complete watch proves never took effect.
+
+    `delivered` is one watch's events, without a gap, from the history's first revision through a
+    write made after every other operation was called (the traffic's end mark). Values are unique,
+    so a put or cas whose outcome is unknown and whose value the watch never delivered did not take
+    effect before that mark; had it taken effect after, no operation in the history could have seen
+    it. Leaving it out is exact, and spares porcupine trying it at every later point (etcd's
+    robustness suite settles its failed writes with its watch the same way). A delete carries no
+    value to look for: its outcome stays unknown.
+    """
+    written = {(event.key, event.value) for event in delivered if event.kind == "put"}
+    return [op for op in ops if not (op.unknown and op.op in ("put", "cas") and (op.key, op.value) not in written)]
+
+
 def _describe(event: Event) -> str:
     return f"delete of {event.key}" if event.kind == "delete" else f"put of {event.key}={event.value!r}"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.harness.history import Op, from_json, lost_write, stale_read, stale_serializable_read, to_json
-from tests.harness.watchcheck import Event, dropped, duplicated, reordered, watch_problems
+from tests.harness.watchcheck import Event, dropped, duplicated, reordered, settled, watch_problems
 
 pytestmark = pytest.mark.unit
 
@@ -132,3 +132,25 @@ def test_a_wrong_or_invented_value_is_reported() -> None:
     invented = [*EVENTS, Event(9, K, "put", "nobody")]
     assert watch_problems(invented, WRITES, start=5, horizon=8) == [
         "event 4 at revision 9: put of /traffic/0='nobody', which no client wrote"]
+
+
+def test_a_watch_settles_unknown_writes_it_never_delivered_and_keeps_the_rest() -> None:
+    """A write of unknown outcome whose value the complete watch delivered took effect and stays
+    unknown; one it never delivered did not, and leaves the history. Answered operations, reads
+    and deletes (no value to look for) are never touched."""
+    cas_lost = Op(client=5, op="cas", key=K, call=75, returned=None, value="never", expect="b")
+    cas_done = Op(client=6, op="cas", key=K, call=76, returned=None, value="swapped", expect="b")
+    get_unknown = Op(client=7, op="get", key=K, call=77, returned=None)
+    delete_unknown = Op(client=8, op="delete", key=K, call=78, returned=None)
+    ops = [*WRITES, cas_lost, cas_done, get_unknown, delete_unknown]
+    delivered = [*EVENTS, Event(9, K, "put", "swapped")]
+    kept = settled(ops, delivered)
+    assert kept == [*WRITES[:4], cas_done, get_unknown, delete_unknown], "'maybe' and 'never' never took effect"
+    assert settled(ops, [*delivered, Event(10, K, "put", "maybe")]) == [*WRITES, cas_done, get_unknown,
+                                                                          delete_unknown]
+    assert settled(WRITES[:4], []) == WRITES[:4], "an answered write stays even when the watch missed it"
+
+
+def test_an_unknown_outcome_keeps_what_the_client_was_told() -> None:
+    told = Op(client=1, op="put", key=K, call=1, returned=None, value="v", error="UNAVAILABLE: Connection refused")
+    assert from_json(to_json([told])) == [told]

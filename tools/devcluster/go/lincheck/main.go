@@ -35,6 +35,7 @@ type recorded struct {
 	Succeeded    bool    `json:"succeeded"`
 	Revision     int64   `json:"revision"`
 	Endpoint     string  `json:"endpoint"` // for people reading the visualization
+	Error        string  `json:"error"`    // what the client was told, when the outcome is unknown
 }
 
 type history struct {
