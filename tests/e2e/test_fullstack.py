@@ -28,6 +28,7 @@ from tests.harness.cli import PLUGIN
 from tests.harness.elections import Election
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, kubectl, wait_for
+from tests.harness.podwatch import PodWatch, deletions
 from tests.harness.view import ClusterView
 from tools.devcluster.podrunner import PodRunner, pod_ip
 
@@ -221,13 +222,21 @@ def roll_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backend:
     writer = Writer([kv.url(o) for o in (0, 1, 2)], deadline=HAND_OFF_DEADLINE_S)
     writer.start()
     try:
-        kubectl(kubeconfig, "patch", f"etcdclusters/{kv.name}", "-n", namespace, "--type=merge",
-                "-p", json.dumps({"spec": {"options": {"snapshot-count": "20000"}}}))
-        wait_for(lambda: all(p.metadata.creation_timestamp > before[p.metadata.name] for p in kv.pod_objects())
-                 and len(kv.pod_objects()) == 3, 240, "every pod re-created on the new template")
-        kv.wait_healthy(0, 1, 2)
+        with PodWatch(kv.core, namespace, kv.name) as pods:
+            kubectl(kubeconfig, "patch", f"etcdclusters/{kv.name}", "-n", namespace, "--type=merge",
+                    "-p", json.dumps({"spec": {"options": {"snapshot-count": "20000"}}}))
+            wait_for(lambda: all(p.metadata.creation_timestamp > before[p.metadata.name] for p in kv.pod_objects())
+                     and len(kv.pod_objects()) == 3, 240, "every pod re-created on the new template")
+            kv.wait_healthy(0, 1, 2)
     finally:
         writer.stop()
+    assert pods.errors == []
+    # One member down at a time: each deletion found both other pods Ready (two down is a lost quorum).
+    steps = deletions(pods.changes)
+    assert [change.name for change, _ in steps] == ["kv-1", "kv-0", "kv-2"], steps
+    for change, state in steps:
+        others = {name: state[name].ready for name in ("kv-0", "kv-1", "kv-2") if name != change.name}
+        assert all(others.values()), f"{change.name} deleted while {others}"
     restarted = [p.metadata.name for p in sorted(kv.pod_objects(), key=lambda p: p.metadata.creation_timestamp)]
     assert restarted == ["kv-1", "kv-0", "kv-2"], "followers first, highest ordinal first, the leader last"
     assert {m.name: m.id for m in kv.members(0, 1, 2)} == ids, "a restart keeps every member"

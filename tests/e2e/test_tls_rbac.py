@@ -14,7 +14,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 import yaml
 from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
@@ -35,9 +34,9 @@ from raftset.operator.pure import certificates
 from raftset.operator.pure.storage import ANNOTATION_FAILED
 from tests.e2e.test_fullstack import ELECTIONS_COUNTED, HAND_OFF_DEADLINE_S, stack
 from tests.e2e.test_repair import create_repairable, replaced_automatically
-from tests.harness.background import Background
 from tests.harness.checker import Writer, check
 from tests.harness.engines import EngineUnderTest
+from tests.harness.podwatch import PodWatch, deletions
 from tests.harness.operator import Operator, Sidecars, api, heartbeat_lease, kubectl, wait_for
 from tools.devcluster.plane import start_cert_manager
 from tools.devcluster.podrunner import RUN_NAMESPACE_PREFIX, PodRunner
@@ -206,73 +205,6 @@ def test_auto_reissues_a_deleted_leaf_from_the_same_ca_without_a_roll(admin: str
     assert template_annotation(admin, namespace, "kv") == "1"
 
 
-@dataclass(frozen=True)
-class PodChange:
-    """One change of a member pod as the apiserver's watch sent it, and the stand-in's leader then."""
-
-    name: str
-    uid: str
-    tls: str  # the TLS revision of the template the pod was created from
-    up: bool  # neither terminating nor deleted
-    ready: bool
-    leader: int | None
-
-
-class PodWatch(Background):
-    """Every change of a cluster's pods, in the order the apiserver made them: one watch stream, so
-    a pod that lived a second is seen, and what came first is known (a poll on a loaded machine
-    saw a phase's first restart before the template change that caused it)."""
-
-    def __init__(self, core: client.CoreV1Api, namespace: str, cluster: str, sidecars: Sidecars) -> None:
-        self.core, self.namespace, self.sidecars = core, namespace, sidecars
-        self.selector = f"{contract.LABEL_INSTANCE}={cluster}"
-        self.changes: list[PodChange] = []
-        self.errors: list[str] = []
-        super().__init__()
-
-    def __enter__(self) -> PodWatch:
-        listed = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
-        for pod in listed.items:
-            self._record("ADDED", pod)
-        self._version = listed.metadata.resource_version
-        return super().__enter__()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                for event in watch.Watch().stream(self.core.list_namespaced_pod, self.namespace,
-                                                  label_selector=self.selector, resource_version=self._version,
-                                                  timeout_seconds=5):
-                    self._version = event["object"].metadata.resource_version
-                    self._record(event["type"], event["object"])
-            except Exception as error:  # noqa: BLE001 - a gap in the stream: the test fails on it
-                self.errors.append(repr(error))
-                return
-
-    def _record(self, kind: str, pod: Any) -> None:
-        ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
-        up = kind != "DELETED" and pod.metadata.deletion_timestamp is None
-        tls = (pod.metadata.annotations or {}).get(contract.ANNOTATION_TLS_REVISION, "")
-        self.changes.append(PodChange(pod.metadata.name, pod.metadata.uid, tls, up, ready and up, self.sidecars.leader))
-
-    def current(self) -> dict[str, PodChange]:
-        """Each pod name's last change."""
-        return {change.name: change for change in list(self.changes)}
-
-
-def deletions(changes: list[PodChange]) -> list[tuple[PodChange, dict[str, PodChange]]]:
-    """Each pod incarnation's first change that is not up (its deletion), with every pod's last change before it."""
-    state: dict[str, PodChange] = {}
-    gone: set[str] = set()
-    out = []
-    for change in changes:
-        if not change.up and change.uid not in gone:
-            gone.add(change.uid)
-            out.append((change, dict(state)))
-        state[change.name] = change
-    return out
-
-
 def test_auto_rotates_a_deleted_ca_in_three_rolls_each_one_member_at_a_time_leader_last(
         admin: str, operator: Operator, namespace: str) -> None:
     """Phase by phase (rotation.py): trust both CAs, re-issue the leaves, drop the old CA; each
@@ -289,7 +221,7 @@ def test_auto_rotates_a_deleted_ca_in_three_rolls_each_one_member_at_a_time_lead
                      namespace, label_selector=f"{contract.LABEL_INSTANCE}=kv").items) == members,
                  TIMEOUT, "three pods on TLS revision 1, kv-1 leading")
         old_ca = secret(admin, namespace, "kv-ca")["tls.crt"]
-        with PodWatch(core, namespace, "kv", sidecars) as pods:
+        with PodWatch(core, namespace, "kv", lambda: sidecars.leader) as pods:
             core.delete_namespaced_secret("kv-ca", namespace)
             wait_for(lambda: all(c.tls == "4" and c.ready for c in pods.current().values())
                      and sorted(pods.current()) == members, 4 * TIMEOUT, "every pod Ready on TLS revision 4")

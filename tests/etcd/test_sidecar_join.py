@@ -191,13 +191,13 @@ async def test_sidecar_killed_right_after_member_add_is_reused_on_restart(make_l
     pod.kill()  # SIGKILL before the store ever started
     members = await lab.members(0)
     pending = [m for m in members if not m.started]
-    assert len(pending) == 1 and pending[0].is_learner
+    assert len(pending) == 1 and pending[0].is_learner and pending[0].id not in before
     pod.start_sidecar()
     pod.wait_startup()
     pod.start_store()
     pod.wait_ready()
     members = await lab.wait_voting(4)
-    assert f"{pending[0].id:x}" in {f"{m.id:x}" for m in members}
+    assert {m.id for m in members} == before | {pending[0].id}, "the entry reused: no second member added"
     assert "join: reuse-entry" in pod.sidecar_log.read_text()
     writer.stop()
     await check_members(lab, writer, 0, 1, 2, 3)

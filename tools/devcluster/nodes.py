@@ -312,7 +312,7 @@ def _write_node_files(run: Lab, node: lab.Node, certs_dir: Path) -> None:
     kubelet_yaml.write_text(yaml.safe_dump(lab.kubelet_config(run.plan, node, dirs, certs_dir / "ca.crt")))
     ca = pki.KeyPair(certs_dir / "ca.crt", certs_dir / "ca.key")
     pair = pki.issue_client(ca, f"system:node:{node.name}", "system:nodes", dirs.root, "kubelet-client")
-    node_kubeconfig = kubeconfig.write(dirs.root / "kubelet.kubeconfig", kubeconfig.render(
+    kubeconfig.write(dirs.root / "kubelet.kubeconfig", kubeconfig.render(
         run.plan.apiserver_url, certs_dir / "ca.crt", kubeconfig.cert_user(pair.cert, pair.key)))
     # The user the default ClusterRoleBinding system:node-proxier names.
     proxy_pair = pki.issue_client(ca, "system:kube-proxy", "", dirs.root, "kube-proxy-client")
