@@ -19,9 +19,10 @@ NEW, OLD = "rev-new", "rev-old"
 STEADY = Plan(replicas=3, reserved=(), action="steady", message="3 members as desired")
 
 
-def pod(ordinal: int, revision: str = OLD, *, terminating: bool = False, running: bool = True) -> rolls.PodRevision:
+def pod(ordinal: int, revision: str = OLD, *, terminating: bool = False, running: bool = True,
+        ready: bool = True) -> rolls.PodRevision:
     return rolls.PodRevision(name=f"demo-{ordinal}", ordinal=ordinal, revision=revision,
-                             uid=f"uid-{ordinal}-{revision}", running=running, terminating=terminating)
+                             uid=f"uid-{ordinal}-{revision}", running=running, terminating=terminating, ready=ready)
 
 
 def step_of(plan: Plan, pods: list[rolls.PodRevision], records: list[Any], *,
@@ -66,6 +67,18 @@ def test_the_leader_is_told_to_hand_off() -> None:
     step = step_of(STEADY, pods, members(range(3), leader=0))
     assert step.restart == ("demo-0",) and step.hand_off_from == "demo-0"
     assert "leadership" in step.message
+
+
+def test_waits_for_a_restarted_pod_to_be_ready_even_once_its_member_reported_healthy() -> None:
+    """e2e, before: kv-0 deleted while {'kv-1': False, 'kv-2': True}: the restarted kv-1 had reported
+    a healthy voter (its sidecar's heartbeat) before the kubelet's probe made it Ready, and the next
+    deletion took a second member out of the client Service."""
+    pods = [pod(0), pod(1, NEW, ready=False), pod(2)]
+    step = step_of(STEADY, pods, members(range(3), leader=2))
+    assert step.action == "wait" and not step.restart, step
+    assert "demo-1 to be Ready" in step.message
+    pods[1] = dataclasses.replace(pods[1], ready=True)
+    assert step_of(STEADY, pods, members(range(3), leader=2)).restart == ("demo-0",)
 
 
 def test_waits_while_a_pod_restarts() -> None:
@@ -208,3 +221,15 @@ def test_a_deleted_pod_not_yet_re_created_holds_the_roll() -> None:
     records = members(range(3), leader=0)
     step = step_of(STEADY, [pod(0), pod(1)], records, raft=raft_of(records))
     assert step.action == "wait" and not step.restart and "ordinal 2" in step.message, step
+
+
+@pytest.mark.parametrize(("conditions", "ready"), [
+    ([{"type": "Ready", "status": "True"}], True),
+    ([{"type": "Ready", "status": "False"}], False),
+    ([{"type": "ContainersReady", "status": "True"}], False),
+    ([], False),
+    (None, False),
+])
+def test_pod_revisions_read_the_ready_condition(conditions: Any, ready: bool) -> None:
+    raw = {"metadata": {"name": "demo-0", "uid": "u"}, "status": {"phase": "Running", "conditions": conditions}}
+    assert rolls.pod_revisions([raw], "demo")[0].ready is ready

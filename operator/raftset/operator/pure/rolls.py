@@ -3,8 +3,9 @@
 The workload's update strategy is OnDelete on both backends, so no controller restarts a
 member on its own; the operator deletes one outdated pod per step and the workload
 controller re-creates it on the new template with its volume (its member). Before each
-deletion, every kept ordinal must show, in what is read at that moment: a pod that runs
-and is not terminating, and a fresh, healthy voter (one Raft lists as a voter, where the
+deletion, every kept ordinal must show, in what is read at that moment: a pod that runs,
+is Ready (the kubelet's probe passed, so the client Service sends it traffic again: a roll
+never takes a second member out of the Service) and is not terminating, and a fresh, healthy voter (one Raft lists as a voter, where the
 leader published the membership) whose heartbeat the operator saw renewed at least
 `settle` after it first listed that pod. Both times are the operator's own clock
 (`PodSighting`, `raftset.operator.pure.freshness`), so a deleted pod whose Lease is still
@@ -42,6 +43,7 @@ class PodRevision:
     uid: str  # tells a re-created pod from the one it replaced
     running: bool  # status.phase Running
     terminating: bool
+    ready: bool  # the Ready condition is True: the kubelet's probe passed, the Service routes to it
 
 
 @dataclass(frozen=True)
@@ -87,9 +89,12 @@ def pod_revisions(pods: Sequence[Mapping[str, Any]], cluster: str) -> list[PodRe
         uid = meta.get("uid")
         if prefix != cluster or not tail.isdigit() or not uid:
             continue
+        status = pod.get("status") or {}
         out.append(PodRevision(name=name, ordinal=int(tail), revision=(meta.get("labels") or {}).get(REVISION_LABEL, ""),
-                               uid=str(uid), running=(pod.get("status") or {}).get("phase") == "Running",
-                               terminating=bool(meta.get("deletionTimestamp"))))
+                               uid=str(uid), running=status.get("phase") == "Running",
+                               terminating=bool(meta.get("deletionTimestamp")),
+                               ready=any(c.get("type") == "Ready" and c.get("status") == "True"
+                                         for c in status.get("conditions") or [])))
     return sorted(out, key=lambda p: p.ordinal)
 
 
@@ -122,6 +127,10 @@ def next_restart(plan: Plan, revision: str, pods: Sequence[PodRevision], heartbe
     absent = [o for o in kept if o not in running]
     if absent:
         return wait(f"waiting for the pod of ordinal {', '.join(map(str, absent))} to be created and run")
+    unready = [p.name for p in running.values() if not p.ready]
+    if unready:
+        return wait(f"waiting for {', '.join(unready)} to be Ready (its readiness probe), so that the client "
+                    "Service has it back before another member leaves it")
     state = membership(kept, heartbeats, now, raft)
     if not state.settled:
         return wait(state.describe())
