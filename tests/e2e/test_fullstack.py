@@ -28,7 +28,7 @@ from tests.harness.cli import PLUGIN
 from tests.harness.elections import Election
 from tests.harness.engines import EngineUnderTest
 from tests.harness.operator import Operator, kubectl, wait_for
-from tests.harness.podwatch import PodWatch, deletions
+from tests.harness.podwatch import PodChange, PodWatch, deletions
 from tests.harness.view import ClusterView
 from tools.devcluster.podrunner import PodRunner, pod_ip
 
@@ -210,6 +210,17 @@ class Roll:
                 f"elections logged: {'; '.join(seen) or 'none'}")
 
 
+def one_out_at_a_time(pods: PodWatch, members: tuple[str, ...]) -> list[tuple[PodChange, dict[str, PodChange]]]:
+    """The pods' deletions, each checked to have found every other member's pod Ready: a roll takes
+    one member out of the client Service at a time (two out of three is a lost quorum)."""
+    assert pods.errors == []
+    steps = deletions(pods.changes)
+    for change, state in steps:
+        others = {name: state[name].ready for name in members if name != change.name}
+        assert all(others.values()), f"{change.name} deleted while {others}"
+    return steps
+
+
 def roll_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backend: str, version: str,
                       logs: Path) -> None:
     kv.create(3, workloadKind=backend, version=version, storage={"size": "1Gi"}, **ELECTIONS_COUNTED)
@@ -230,13 +241,8 @@ def roll_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backend:
             kv.wait_healthy(0, 1, 2)
     finally:
         writer.stop()
-    assert pods.errors == []
-    # One member down at a time: each deletion found both other pods Ready (two down is a lost quorum).
-    steps = deletions(pods.changes)
-    assert [change.name for change, _ in steps] == ["kv-1", "kv-0", "kv-2"], steps
-    for change, state in steps:
-        others = {name: state[name].ready for name in ("kv-0", "kv-1", "kv-2") if name != change.name}
-        assert all(others.values()), f"{change.name} deleted while {others}"
+    assert [change.name for change, _ in one_out_at_a_time(pods, ("kv-0", "kv-1", "kv-2"))] == \
+        ["kv-1", "kv-0", "kv-2"]
     restarted = [p.metadata.name for p in sorted(kv.pod_objects(), key=lambda p: p.metadata.creation_timestamp)]
     assert restarted == ["kv-1", "kv-0", "kv-2"], "followers first, highest ordinal first, the leader last"
     assert {m.name: m.id for m in kv.members(0, 1, 2)} == ids, "a restart keeps every member"
@@ -299,17 +305,19 @@ def upgrade_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backe
     writer.start()
     rolls: list[Roll] = []
     try:
-        for version in later:
-            roll = Roll(f"the roll to {version}", kv.raft_term(0, 1, 2), kv.leader(0, 1, 2))
-            kubectl(kubeconfig, "patch", f"etcdclusters/{kv.name}", "-n", namespace, "--type=merge",
-                    "-p", json.dumps({"spec": {"version": version}}))
-            wait_for(lambda v=version: kv.status().get("version") == v, 300, f"every member on {version}")
-            kv.wait_healthy(0, 1, 2)
-            wait_for(lambda: writer.ok > 400 * len(rolls) + 400, 120, "a snapshot's worth of writes")
-            wait_versions(kv, version, 0, 1, 2)
-            rolls.append(roll.ended(kv.raft_term(0, 1, 2), kv.leader(0, 1, 2)))
+        with PodWatch(kv.core, namespace, kv.name) as pods:
+            for version in later:
+                roll = Roll(f"the roll to {version}", kv.raft_term(0, 1, 2), kv.leader(0, 1, 2))
+                kubectl(kubeconfig, "patch", f"etcdclusters/{kv.name}", "-n", namespace, "--type=merge",
+                        "-p", json.dumps({"spec": {"version": version}}))
+                wait_for(lambda v=version: kv.status().get("version") == v, 300, f"every member on {version}")
+                kv.wait_healthy(0, 1, 2)
+                wait_for(lambda: writer.ok > 400 * len(rolls) + 400, 120, "a snapshot's worth of writes")
+                wait_versions(kv, version, 0, 1, 2)
+                rolls.append(roll.ended(kv.raft_term(0, 1, 2), kv.leader(0, 1, 2)))
     finally:
         writer.stop()
+    assert len(one_out_at_a_time(pods, ("kv-0", "kv-1", "kv-2"))) == 3 * len(later), "each roll restarts each once"
     assert {m.name: m.id for m in kv.members(0, 1, 2)} == ids, "an upgrade keeps every member"
     found = store_elections(logs, namespace, kv.name)
     report = "\n".join(roll.report(found, ids) for roll in rolls)
