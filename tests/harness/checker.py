@@ -122,6 +122,9 @@ class Verdict:
     hashes: dict[str, KVHash]
 
 
+EXCUSED = "acknowledged by a lost member above the survivor's revision: excused by the quorum loss"
+
+
 @dataclass(frozen=True)
 class ExcusedLoss:
     """The one loss a check may excuse: a quorum loss recovered by forcing a new cluster from a survivor.
@@ -147,7 +150,7 @@ class ExcusedLoss:
         """The history with each excused write's outcome made unknown: it may have taken effect, or
         not. Reads stay as answered: one that saw an erased write sees time travel afterwards, which
         no documented loss excuses."""
-        return [dataclasses.replace(op, returned=None, revision=0, deleted=0, succeeded=False)
+        return [dataclasses.replace(op, returned=None, revision=0, deleted=0, succeeded=False, error=EXCUSED)
                 if op.acknowledged_write and self.excuses(op.endpoint, op.revision) else op for op in ops]
 
 
