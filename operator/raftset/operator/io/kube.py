@@ -18,8 +18,7 @@ import json
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
-from raftset.operator.io import apiorder
-
+import aiohttp
 import kubernetes.aio.client
 import kubernetes.aio.config
 from kubernetes import client, config
@@ -28,10 +27,15 @@ from kubernetes.aio.dynamic import DynamicClient
 from kubernetes.aio.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from kubernetes.client.exceptions import ApiException
 
+from raftset.operator.io import apiorder
+
 FIELD_MANAGER = "raftset-operator"
 # Calls in flight, and so connections kept: more only queue inside the apiserver (a spec change's call
 # would then wait behind them there), fewer leave the apiserver's round trips unused.
 CONNECTIONS = 16
+# A call the apiserver has not answered by then gives up, as an ApiException (status 0): a hung
+# connection would otherwise hold its reconcile, and the cluster's next ones, for the client's 5 minutes.
+REQUEST_TIMEOUT_S = 30.0
 T = TypeVar("T")
 
 
@@ -52,6 +56,11 @@ async def connect() -> KubeClient:
         kubernetes.aio.config.load_incluster_config(client_configuration=configuration)
     except kubernetes.aio.config.ConfigException:
         await kubernetes.aio.config.load_kube_config(client_configuration=configuration)
+    return await session(configuration)
+
+
+async def session(configuration: kubernetes.aio.client.Configuration) -> KubeClient:
+    """A client session on `configuration`, its pool sized to the calls let in flight."""
     configuration.connection_pool_maxsize = CONNECTIONS
     api = kubernetes.aio.client.ApiClient(configuration)
     try:
@@ -91,6 +100,8 @@ class KubeClient:
                 return await call
             except AsyncApiException as error:
                 raise _official(error) from None
+            except (TimeoutError, aiohttp.ClientError) as error:
+                raise ApiException(status=0, reason=f"no answer from the API server: {error!r}") from error
 
     async def _resource(self, api_version: str, kind: str) -> Any:
         async with self._discovery:
@@ -103,7 +114,7 @@ class KubeClient:
         async def probe() -> bool:
             path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
             try:
-                found = (await self._dynamic.request("GET", path)).to_dict()
+                found = (await self._dynamic.request("GET", path, _request_timeout=REQUEST_TIMEOUT_S)).to_dict()
             except NotFoundError:
                 return False
             if not any(r.get("kind") == kind and "/" not in r.get("name", "") for r in found.get("resources") or []):
@@ -122,7 +133,7 @@ class KubeClient:
             resource = await self._resource(manifest["apiVersion"], manifest["kind"])
             result = await self._dynamic.server_side_apply(
                 resource, body=dict(manifest), name=meta["name"], namespace=meta.get("namespace"),
-                field_manager=FIELD_MANAGER, force_conflicts=True)
+                field_manager=FIELD_MANAGER, force_conflicts=True, _request_timeout=REQUEST_TIMEOUT_S)
             return dict(result.to_dict())
         return await self._call(call())
 
@@ -130,7 +141,8 @@ class KubeClient:
         async def call() -> dict[str, Any] | None:
             resource = await self._resource(api_version, kind)
             try:
-                return dict((await self._dynamic.get(resource, name=name, namespace=namespace)).to_dict())
+                return dict((await self._dynamic.get(resource, name=name, namespace=namespace,
+                                                     _request_timeout=REQUEST_TIMEOUT_S)).to_dict())
             except NotFoundError:
                 return None
         return await self._call(call())
@@ -141,7 +153,7 @@ class KubeClient:
         async def call() -> list[dict[str, Any]]:
             resource = await self._resource(api_version, kind)
             found = await self._dynamic.get(resource, namespace=namespace, label_selector=selector,
-                                            field_selector=fields or None)
+                                            field_selector=fields or None, _request_timeout=REQUEST_TIMEOUT_S)
             return [item.to_dict() for item in found.items]
         return await self._call(call())
 
@@ -152,7 +164,8 @@ class KubeClient:
             try:
                 await self._dynamic.patch(getattr(resource, subresource) if subresource else resource,
                                           name=name, namespace=namespace, body=dict(patch),
-                                          content_type="application/merge-patch+json")
+                                          content_type="application/merge-patch+json",
+                                          _request_timeout=REQUEST_TIMEOUT_S)
             except NotFoundError:
                 pass
         await self._call(call())
@@ -161,7 +174,7 @@ class KubeClient:
         async def call() -> None:
             resource = await self._resource(api_version, kind)
             try:
-                await self._dynamic.delete(resource, name=name, namespace=namespace)
+                await self._dynamic.delete(resource, name=name, namespace=namespace, _request_timeout=REQUEST_TIMEOUT_S)
             except NotFoundError:
                 pass
         await self._call(call())
