@@ -24,7 +24,7 @@ from raftset.operator.io import apiorder
 from raftset.operator.pure.objects import cached, edited_behind_our_back
 from raftset.operator.pure import freshness, wakeup
 from raftset.operator.pure.heartbeats import LEASE, SIGHTING, from_observed
-from raftset.operator.io.kube import KubeClient, load_config
+from raftset.operator.io import kube
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
 from raftset.operator.settings import from_env
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
@@ -48,10 +48,17 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = SETTINGS.api_error_backoffs
     log.info("API errors retried after %s s, then given up", ", ".join(f"{d:g}" for d in SETTINGS.api_error_backoffs))
-    memo.runtime = Runtime(settings=SETTINGS, kube=KubeClient(load_config()), watches=WATCHES)
+    memo.runtime = Runtime(settings=SETTINGS, kube=await kube.connect(), watches=WATCHES)
     for forbidden in WATCHES.forbidden:
         memo.runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)
     memo.runtime.metrics.serve(SETTINGS.metrics_address)
+
+
+@kopf.on.cleanup()
+async def disconnect(memo: kopf.Memo, **_: Any) -> None:
+    """The client session's connections closed as the operator stops."""
+    if hasattr(memo, "runtime"):
+        await memo.runtime.kube.close()
 
 
 def _if_watched(watch: watches.Watch, decorator: Any) -> Any:

@@ -1,14 +1,14 @@
 """In which order the operator's API calls go: a spec change's first, then a new cluster's, then the rest.
 
-The official client is synchronous, so every call takes a worker thread. With a plain
-first-in-first-out pool, a thousand clusters' reconciles (the create handlers of a few hundred
-new clusters, a resync wave, an operator restart) queued thousands of calls, and each of the
-eight sequential applies of a spec change went to the back of that queue again: at 1000
-clusters a spec change had not reached its StatefulSet 30 s later, while reconciles took 220 s
-on average. `Gate` lets at most `width` calls run at once and hands a free slot to the waiting
-call of the most urgent reconcile, and among equals to the reconcile that began first: a spec
-change's calls wait only for calls already running, never for the queue, and a burst of
-reconciles of one urgency finishes in the order it began instead of advancing all together.
+Calls in flight are bounded (raftset.operator.io.kube.CONNECTIONS, the client's connection pool), so a
+burst of reconciles (the create handlers of a few hundred new clusters, an operator restart, a thousand
+re-applies) still queues thousands of calls. In first-in-first-out order each of the eight sequential
+applies of a spec change went to the back of that queue again: with the former six-thread pool, at
+1000 clusters a spec change had not reached its StatefulSet 30 s later, while reconciles took 220 s on
+average. `Gate` lets at most `width` calls run at once and hands a free slot to the waiting call of the
+most urgent reconcile, and among equals to the reconcile that began first: a spec change's calls wait
+only for calls already running, never for the queue, and a burst of reconciles of one urgency finishes
+in the order it began instead of advancing all together.
 
 `Turns` keeps one cluster's reconciles one at a time. A reconcile that has to wait for the cluster lends
 its urgency to the one running (priority inheritance): otherwise a spec change waits for a background
