@@ -61,6 +61,7 @@ class Plane:
     supervisor: procs.Supervisor
     timings: dict[str, float] = field(default_factory=dict)
     _owns_workdir: bool = False
+    claims: net.Claims | None = None  # a block bigger than a /20 keeps its /20s from other planes
 
     @property
     def host(self) -> str:
@@ -114,6 +115,8 @@ class Plane:
     def stop(self) -> None:
         volumes = self.provisioned_dirs()  # read while the apiserver still answers
         self.supervisor.stop_all()
+        if self.claims is not None:
+            self.claims.close()
         for volume in volumes:
             shutil.rmtree(volume, ignore_errors=True)
         if self._owns_workdir:
@@ -487,11 +490,12 @@ def _base_env() -> dict[str, str]:
 
 
 def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: Log = _quiet,
-          run_namespace_prefix: str = "") -> Plane:
+          run_namespace_prefix: str = "", room: int = 0) -> Plane:
     """Start a plane (building missing binaries first); on any failure nothing is left running.
     kwok leaves the readiness of raftset's member pods in the namespaces named with
     `run_namespace_prefix` (every namespace by default, as `make run`'s pod runner runs them
-    all) to the pod runner's probes (`kwok_pod_stages`)."""
+    all) to the pod runner's probes (`kwok_pod_stages`). `room`: Service IPs and pod IPs the
+    plane must hold at least (a bigger loopback block than the default /20, tools/devcluster/net.py)."""
     components = build.PLANE if full else (build.ETCD, build.KUBE)
     build.ensure_all(components, log=log)
 
@@ -500,10 +504,15 @@ def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: L
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "logs").mkdir(exist_ok=True)
     sup = procs.Supervisor(workdir / "logs")
+    block = net.pick_block(prefix=net.prefix_for(room, room))
+    claims = net.claim(block)
     try:
-        return _start(sup, workdir, owns, full, nodes, log, run_namespace_prefix)
+        plane = _start(sup, workdir, owns, full, nodes, log, run_namespace_prefix, block)
+        plane.claims = claims
+        return plane
     except BaseException:
         sup.stop_all()
+        claims.close()
         if owns:
             shutil.rmtree(workdir, ignore_errors=True)
             log(f"start failed; logs were in {workdir / 'logs'} (removed)")
@@ -519,10 +528,9 @@ def _step(timings: dict[str, float], name: str, log: Log) -> Iterator[None]:
 
 
 def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: int, log: Log,
-           run_namespace_prefix: str) -> Plane:
+           run_namespace_prefix: str, block: net.Block) -> Plane:
     t0 = time.monotonic()
     timings: dict[str, float] = {}
-    block = net.pick_block()
     certs = pki.make_pki(workdir / "pki", [block.host])
     with _step(timings, "etcd", log):
         etcd_url, _ = _start_etcd(sup, workdir, block.host)
