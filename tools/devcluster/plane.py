@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import shutil
 import ssl
@@ -376,9 +377,20 @@ def start_cert_manager(plane: Plane) -> procs.Proc:
     return proc
 
 
-def fake_node(name: str) -> dict:
-    """A Node that kwok keeps Ready; no taints, so ordinary pods schedule onto it."""
-    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+NODE_PODS = 110  # a fake node's pods by default (the kubelet's default): 32 CPUs hold 118 member pods
+
+
+def node_scale(pods: int, nodes: int) -> int:
+    """How many default nodes' worth of capacity each fake node gets so that `nodes` hold `pods`:
+    a member pod requests 270m CPU and 576Mi, so 4 default nodes hold 440 and the rest would stay
+    Pending (an operator cost measured on clusters that never become ready)."""
+    return max(1, math.ceil(pods / (nodes * NODE_PODS)))
+
+
+def fake_node(name: str, scale: int = 1) -> dict:
+    """A Node that kwok keeps Ready; no taints, so ordinary pods schedule onto it; `scale` times
+    the default capacity."""
+    capacity = {"cpu": str(32 * scale), "memory": f"{256 * scale}Gi", "pods": str(NODE_PODS * scale)}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -451,7 +463,7 @@ def kwok_pod_stages(run_namespace_prefix: str) -> list[dict]:
     return [ready, run, *stages[1:]]
 
 
-def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int, run_namespace_prefix: str) -> procs.Proc:
+def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int, run_namespace_prefix: str, pods: int) -> procs.Proc:
     port = net.free_port(plane.host)
     stages = plane.workdir / "kwok-stages.yaml"
     stages.write_text(yaml.safe_dump_all(kwok_pod_stages(run_namespace_prefix), sort_keys=False))
@@ -473,7 +485,7 @@ def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int, run_namespace_p
     )
     procs.wait_for(lambda: _ok(f"http://{plane.host}:{port}/healthz"), "kwok /healthz", START_TIMEOUT_S, [proc])
     names = [f"kwok-node-{i}" for i in range(nodes)]
-    plane.apply([fake_node(n) for n in names], server_side=False)
+    plane.apply([fake_node(n, node_scale(pods, nodes)) for n in names], server_side=False)
     procs.wait_for(lambda: _nodes_ready(plane, names), f"{nodes} kwok nodes Ready", START_TIMEOUT_S, [proc])
     return proc
 
@@ -494,8 +506,9 @@ def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: L
     """Start a plane (building missing binaries first); on any failure nothing is left running.
     kwok leaves the readiness of raftset's member pods in the namespaces named with
     `run_namespace_prefix` (every namespace by default, as `make run`'s pod runner runs them
-    all) to the pod runner's probes (`kwok_pod_stages`). `room`: Service IPs and pod IPs the
-    plane must hold at least (a bigger loopback block than the default /20, tools/devcluster/net.py)."""
+    all) to the pod runner's probes (`kwok_pod_stages`). `room`: Service IPs and pods the plane
+    must hold at least (a bigger loopback block than the default /20, tools/devcluster/net.py, and
+    fake nodes of a bigger capacity, `node_scale`)."""
     components = build.PLANE if full else (build.ETCD, build.KUBE)
     build.ensure_all(components, log=log)
 
@@ -507,7 +520,7 @@ def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: L
     block = net.pick_block(prefix=net.prefix_for(room, room))
     claims = net.claim(block)
     try:
-        plane = _start(sup, workdir, owns, full, nodes, log, run_namespace_prefix, block)
+        plane = _start(sup, workdir, owns, full, nodes, log, run_namespace_prefix, block, room)
         plane.claims = claims
         return plane
     except BaseException:
@@ -528,7 +541,7 @@ def _step(timings: dict[str, float], name: str, log: Log) -> Iterator[None]:
 
 
 def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: int, log: Log,
-           run_namespace_prefix: str, block: net.Block) -> Plane:
+           run_namespace_prefix: str, block: net.Block, room: int) -> Plane:
     t0 = time.monotonic()
     timings: dict[str, float] = {}
     certs = pki.make_pki(workdir / "pki", [block.host])
@@ -551,7 +564,7 @@ def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: 
         with _step(timings, "kruise-manager", log):
             _start_kruise(sup, plane)
         with _step(timings, "kwok", log):
-            _start_kwok(sup, plane, nodes, run_namespace_prefix)
+            _start_kwok(sup, plane, nodes, run_namespace_prefix, room)
         with _step(timings, "default ServiceAccount", log):
             _wait_default_service_account(plane)
     timings["total"] = time.monotonic() - t0
