@@ -710,15 +710,16 @@ threads at a time, inside `create_s`; the bench looks at every cluster once a se
 clusters/1000 seconds above 1000 clusters, so `create_s` is that coarse). `size_s`: the whole size,
 from its first step to its row. The local control plane takes a loopback block with room for a
 ClusterIP Service and a kwok pod IP per cluster and 256 more (`tools/devcluster/net.py`: the default
-/20 holds 2046 Service IPs and 1024 pod IPs; a /19 at 1000 clusters, a /17 at 5000). The stand-in
-heartbeats are written by writer threads, one per {operator_cost.WRITES_PER_WRITER_S:g} renewals a second
-(20 at 5000 clusters, 500 renewals a second), each on its own connection; `heartbeat_late_p50_s`/`_p99_s`/`_max_s` say how late each
-renewal of the size started against its due time: a Lease lasts {3 * operator_cost.HEARTBEAT_S:.0f} s, so
+/20 holds 2046 Service IPs and 1024 pod IPs; a /19 at 1000 clusters, a /17 at 5000) and fake nodes
+that hold every pod. The stand-in heartbeats are started each at its due time by one event loop, up to
+{operator_cost.IN_FLIGHT} awaiting their answer at once, as independent sidecars would;
+`heartbeat_late_p50_s`/`_p99_s`/`_max_s` say how late each
+renewal of the size was answered against its due time: a Lease lasts {3 * operator_cost.HEARTBEAT_S:.0f} s, so
 a stand-in more than {2 * operator_cost.HEARTBEAT_S:.0f} s late would show the operator expired heartbeats and
 the row would measure something else. `version`: `this` is the
 checkout measured; `baseline` the operator of git ref `{p.get('operator_baseline') or '-'}` (`--operator-baseline`),
 measured after it on the same clusters, each operator alone: the one that did not create a size's
-clusters starts on them (`resume_s`: until it ran a reconcile per cluster) and is then measured the
+clusters starts on them (`resume_s`: until it ran a reconcile of each cluster) and is then measured the
 same way. Churn (at the largest size): {p.get('churn_per_s', 0):g} spec changes a second for
 {p.get('churn_s', 0):.0f} s, each on another idle cluster; `cpu_churn_pct` is the operator's CPU over
 that time, `churn_p50_ms`/`churn_p95_ms` each change's time until its StatefulSet's generation moved
@@ -747,7 +748,8 @@ clock); `first_reconcile_s` until its first reconcile ran to its end (its
 a user made while no replica acted; `all_reconciled_s` until every cluster had a reconcile of its own
 run to its end in the new replica (`raftset_cluster_reconciles_total`, read every second, every
 clusters/1000 seconds above 1000). `reconciled` is how many had when the bench stopped looking
-({operator_cost.FAILOVER_TIMEOUT_S:.0f} s after the kill at most); a time left blank was not reached by then.
+({operator_cost.FAILOVER_TIMEOUT_S:.0f} s after the kill, or {operator_cost.PATIENCE_PER_CLUSTER_S:g} s a cluster if that is longer); a
+time left blank was not reached by then.
 
 {_failover_table(results.get('operator_failover') or [])}
 

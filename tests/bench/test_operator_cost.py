@@ -30,24 +30,11 @@ def test_changes_that_all_land_are_all_measured() -> None:
     assert (latencies, timed_out) == ([50.0, 50.0], 0)
 
 
-@pytest.mark.parametrize("clusters, writers", [(1, 1), (50, 1), (250, 1), (251, 2), (1000, 4), (5000, 20)])
-def test_heartbeat_writers_grow_with_the_renewals_a_second(clusters: int, writers: int) -> None:
-    assert operator_cost.writers_for(clusters) == writers
-    per_writer = clusters / operator_cost.HEARTBEAT_S / writers
-    assert per_writer <= operator_cost.WRITES_PER_WRITER_S
-
-
 def test_renewals_are_spread_over_the_interval_and_repeat_every_interval() -> None:
     interval = operator_cost.HEARTBEAT_S
     times = [operator_cost.due(100.0, 0, position, 4) for position in range(4)]
     assert times == [100.0, 100.0 + interval / 4, 100.0 + interval / 2, 100.0 + 3 * interval / 4]
     assert operator_cost.due(100.0, 3, 1, 4) == times[1] + 3 * interval
-
-
-def test_a_writer_split_covers_each_cluster_once_per_round() -> None:
-    clusters, writers = 5000, operator_cost.writers_for(5000)
-    shares = [range(w, clusters, writers) for w in range(writers)]
-    assert sorted(p for share in shares for p in share) == list(range(clusters))
 
 
 def test_heartbeat_lateness_is_summarised_in_seconds() -> None:
@@ -61,3 +48,9 @@ def test_heartbeat_lateness_is_summarised_in_seconds() -> None:
 @pytest.mark.parametrize("clusters, seconds", [(10, 1.0), (1000, 1.0), (3000, 3.0), (5000, 5.0)])
 def test_the_settle_poll_slows_down_above_a_thousand_clusters(clusters: int, seconds: float) -> None:
     assert operator_cost.settle_poll_s(clusters) == seconds
+
+
+def test_the_bench_waits_longer_for_thousands_of_clusters() -> None:
+    assert operator_cost.patience_s(50, operator_cost.RESUME_S) == operator_cost.RESUME_S
+    assert operator_cost.patience_s(5000, operator_cost.RESUME_S) == 5000 * operator_cost.PATIENCE_PER_CLUSTER_S
+    assert operator_cost.patience_s(5000, operator_cost.FAILOVER_TIMEOUT_S) > operator_cost.FAILOVER_TIMEOUT_S
