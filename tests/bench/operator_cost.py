@@ -4,9 +4,9 @@ The real operator runs as a subprocess (`tests.harness.operator.Operator`) with 
 default intervals against the full local plane (controller-manager, scheduler, OpenKruise,
 kwok), whose loopback block is sized for the largest count (`tools/devcluster/net.py`).
 Clusters are one-member EtcdClusters on the builtin StatefulSet, so their kwok pods fit the
-fake nodes; each has a heartbeat Lease renewed every 10 s (the sidecar's default) by
-stand-in writer threads (`Heartbeats`, which record how late each renewal started), so the
-operator sees what it would see in a live cluster at rest.
+fake nodes; each has a heartbeat Lease renewed every 10 s (the sidecar's default) by a
+stand-in (`Heartbeats`: each renewal started at its due time, how late each was answered
+recorded), so the operator sees what it would see in a live cluster at rest.
 
 At rest: after the clusters are created and settled, CPU over a quiet interval (psutil
 cpu_times of the operator process) and its RSS. Latency: one cluster at a time, a label
@@ -19,7 +19,6 @@ cluster. The bench's own looks at thousands of objects list metadata only, undec
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import random
 import ssl
@@ -28,7 +27,7 @@ import time
 import uuid
 from datetime import datetime, timezone
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +108,7 @@ class Heartbeats:
         self._loop = asyncio.new_event_loop()
         self._session: aiohttp.ClientSession | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="bench-heartbeats")
-        self._planner: concurrent.futures.Future[None] | None = None
+        self._planner: Future[None] | None = None
 
     def start(self) -> None:
         self._thread.start()
