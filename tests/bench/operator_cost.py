@@ -45,7 +45,8 @@ from tests.harness.waiting import wait_for
 COLUMNS = ("version", "clusters", "settled", "apply_s", "create_s", "resume_s", "rss_mib", "cpu_rest_pct",
            "spec_changes", "spec_changes_timed_out", "spec_to_patch_p50_ms", "spec_to_patch_p95_ms",
            "spec_to_patch_max_ms", "churn_per_s", "churn_changes", "churn_timed_out", "cpu_churn_pct", "churn_p50_ms",
-           "churn_p95_ms", "heartbeat_late_p50_s", "heartbeat_late_p99_s", "heartbeat_late_max_s", "size_s")
+           "churn_p95_ms", "heartbeat_late_p50_s", "heartbeat_late_p99_s", "heartbeat_late_max_s", "heartbeats_failed",
+           "size_s")
 VERSION, BASELINE = "this", "baseline"  # the checkout measured, and the other one (--operator-baseline)
 STALL_S = 120.0  # give up waiting for the clusters to settle after this long without progress
 HEARTBEAT_S = 10.0  # the sidecar's default RAFTSET_HEARTBEAT_INTERVAL; Lease duration 3x
@@ -514,7 +515,7 @@ def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: i
         for count in sorted(counts):
             new = [f"c{i:04d}" for i in range(len(names), count)]
             for turn, (version, source) in enumerate(versions):
-                began = time.monotonic()
+                began, failed_before = time.monotonic(), heartbeats.failed
                 if operator is None or operator.source != source:
                     if operator is not None:
                         operator.stop()
@@ -565,7 +566,8 @@ def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: i
                 if churn_per_s > 0 and count == max(counts):
                     idle = [n for n in rng.sample(sorted(settled), len(settled)) if n not in chosen]
                     row.update(_churn(custom, apps, namespace, idle, churn_per_s, churn_s, proc, f"{version}-{count}"))
-                row.update(lateness(heartbeats.take_lateness()), size_s=round(time.monotonic() - began, 1))
+                row.update(lateness(heartbeats.take_lateness()), heartbeats_failed=heartbeats.failed - failed_before,
+                           size_s=round(time.monotonic() - began, 1))
                 took = heartbeats.took()
                 rows.append(row)
                 log(f"  operator {version} with {count} clusters: {row.get('settled')} settled, RSS {rss:.0f} MiB, "
@@ -574,7 +576,7 @@ def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: i
                     f"churn {row.get('churn_per_s', '-')}/s: CPU {row.get('cpu_churn_pct', '-')}%, "
                     f"p95 {row.get('churn_p95_ms', '-')} ms; heartbeats late p99 {row['heartbeat_late_p99_s']} s "
                     f"max {row['heartbeat_late_max_s']} s, each took p50 {percentile(took, 50):.3f} s p99 "
-                    f"{percentile(took, 99):.3f} s max {max(took, default=0.0):.3f} s ({heartbeats.failed} failed so far); "
+                    f"{percentile(took, 99):.3f} s max {max(took, default=0.0):.3f} s ({row['heartbeats_failed']} failed); "
                     f"the size took {row['size_s']:.0f} s")
                 if not operator.alive():
                     raise AssertionError(f"the operator exited: see {operator.log}")

@@ -716,7 +716,8 @@ that hold every pod. The stand-in heartbeats are started each at its due time by
 `heartbeat_late_p50_s`/`_p99_s`/`_max_s` say how late each
 renewal of the size was answered against its due time: a Lease lasts {3 * operator_cost.HEARTBEAT_S:.0f} s, so
 a stand-in more than {2 * operator_cost.HEARTBEAT_S:.0f} s late would show the operator expired heartbeats and
-the row would measure something else. `version`: `this` is the
+the row would measure something else; `heartbeats_failed` counts the renewals refused or not answered
+within {operator_cost.HEARTBEAT_S:.0f} s (the next round renews them). `version`: `this` is the
 checkout measured; `baseline` the operator of git ref `{p.get('operator_baseline') or '-'}` (`--operator-baseline`),
 measured after it on the same clusters, each operator alone: the one that did not create a size's
 clusters starts on them (`resume_s`: until it ran a reconcile of each cluster) and is then measured the
