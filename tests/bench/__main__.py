@@ -5,6 +5,7 @@
                           [--repetitions N]
                           [--backup-mib N] [--latencies MS,MS,...] [--strategies S,S,...]
                           [--sizes FROM-TO,...]
+                          [--clusters N,N,...] [--operator-baseline REF] [--no-operator-failover]
 
 The etcd benchmarks run against a bare kube-apiserver of their own (with OpenKruise's
 StatefulSet CRD, so the sidecars can read an Advanced StatefulSet); the operator's cost
@@ -48,6 +49,7 @@ from tests.bench.labs import grow
 from tests.harness import engines
 
 T = TypeVar("T")
+PLANE_ADDRESSES = 256  # Service and pod IPs the full plane needs besides the operator cost's clusters
 UPGRADE_PATH = sorted(engines.ETCDS, key=lambda e: tuple(map(int, e.version.split("."))))
 BUILDS = {e.label: e for e in engines.MATRIX}
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +82,7 @@ class Params:
     churn_per_s: float = 10.0  # at the largest size: idle clusters, this many spec changes a second
     churn_s: float = 30.0
     operator_baseline: str = ""  # a git ref whose operator is measured beside this checkout's
+    operator_failover: bool = True  # at the largest size: two replicas, the acting one killed
     footprint_settle_s: float = 60.0  # idle first: the steady state, not the joins' tail
     idle_s: float = 30.0
     backup_mib: int = 256
@@ -102,11 +105,11 @@ SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.
                spec_changes=2, rest_s=2.0, churn_per_s=1.0, churn_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0,
                engine_builds=(engines.XLINE.label,), engine_strategies=builds.STRATEGIES[1:], engine_repetitions=1,
                upgrade_path=FULL.upgrade_path[:2], replace_targets=rolls.TARGETS[:1])
-SECTIONS = ("scale_in", "scale_out", "operator", "footprint", "recovery", "backup", "engines", "upgrade", "rolls",
+SECTIONS = ("scale_in", "scale_out", "operator", "operator_failover", "footprint", "recovery", "backup", "engines", "upgrade", "rolls",
             "replace")
 # --only: the sections it measures
 ONLY = {"scale-in": ("scale_in",), "recovery": ("recovery",), "backup": ("backup",), "footprint": ("footprint",),
-        "scale-out": ("scale_out",), "operator": ("operator",), "engines": ("engines", "upgrade"),
+        "scale-out": ("scale_out",), "operator": ("operator", "operator_failover"), "engines": ("engines", "upgrade"),
         "rolls": ("rolls", "replace")}
 
 
@@ -197,14 +200,17 @@ def _on_bare_plane(work: Path, p: Params, sections: Sections, only: str | None) 
 
 
 def _on_full_plane(work: Path, logs: Path, p: Params, sections: Sections,
-                   only: str | None) -> tuple[list[scalein.Run], list[dict[str, Any]]]:
-    """On a full local control plane: (scale-in runs of (c) through the operator, operator cost rows)."""
+                   only: str | None) -> tuple[list[scalein.Run], dict[str, list[dict[str, Any]]]]:
+    """On a full local control plane: (scale-in runs of (c) through the operator, operator cost rows
+    by section: "operator", "operator_failover")."""
     runs: list[scalein.Run] = []
-    operator: list[dict[str, Any]] = []
+    operator: dict[str, list[dict[str, Any]]] = {"operator": [], "operator_failover": []}
     through_operator = only in (None, "scale-in") and scalein.OPERATOR_STRATEGY in p.strategies
     if only in (None, "operator") or through_operator:
+        # Room for the operator cost's clusters (a Service and a kwok pod each) and the plane's own.
+        room = max(p.cluster_counts) + PLANE_ADDRESSES if only in (None, "operator") else 0
         with start(workdir=work / "control-plane", full=True, nodes=4,
-                   run_namespace_prefix=RUN_NAMESPACE_PREFIX) as plane:
+                   run_namespace_prefix=RUN_NAMESPACE_PREFIX, room=room) as plane:
             if through_operator:  # first: it removes its namespaces, the operator cost starts clean
                 log("scale-in availability, (c) through the operator (full control plane)")
                 runs = asyncio.run(sections.run("scale-in (c) through the operator", lambda: (
@@ -213,10 +219,12 @@ def _on_full_plane(work: Path, logs: Path, p: Params, sections: Sections,
             if only in (None, "operator"):
                 log("operator cost (full control plane)")
                 baseline = _checkout(p.operator_baseline, work / "baseline") if p.operator_baseline else None
-                operator = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
+                measured = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
                     operator_cost.bench, plane.kubeconfig, logs / "operator", p.cluster_counts,
                     p.spec_changes, p.rest_s, log, baseline=baseline, churn_per_s=p.churn_per_s,
-                    churn_s=p.churn_s), []))
+                    churn_s=p.churn_s, failover=p.operator_failover), {}))
+                operator.update({k: v for k, v in measured.items() if k in operator})
+                sections.errors += measured.get("errors", [])
     return runs, operator
 
 
@@ -229,7 +237,7 @@ def _checkout(ref: str, into: Path) -> Path:
 
 
 def _both_planes(work: Path, logs: Path, p: Params, sections: Sections, only: str | None,
-                 side_by_side: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                 side_by_side: bool) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     """Every benchmark asked for: (the etcd sections with (c) through the operator in `runs`, operator cost
     rows), the full plane beside the bare one when `side_by_side` (the smoke), else after it."""
     if side_by_side:
@@ -269,7 +277,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--strategies", help="scale-in strategies, comma-separated (default: "
                         f"{','.join(scalein.REPORTED)}; the smoke leaves out {scalein.STRATEGIES[3]})")
     parser.add_argument("--sizes", help="scale-in sizes FROM-TO, comma-separated (default 3-2,5-3)")
-    parser.add_argument("--clusters", help="operator cost: cluster counts, comma-separated (default 10,100,300,1000)")
+    parser.add_argument("--clusters", "--operator-clusters", dest="clusters",
+                        help="operator cost: cluster counts, comma-separated (default 10,100,300,1000; "
+                             "e.g. 10,100,1000,5000)")
+    parser.add_argument("--no-operator-failover", action="store_true",
+                        help="operator cost: leave out the failover of two replicas at the largest size")
     parser.add_argument("--operator-baseline", metavar="REF",
                         help="operator cost: also measure the operator of this git ref (e.g. main) on the same clusters")
     args = parser.parse_args(argv)
@@ -294,6 +306,8 @@ def main(argv: list[str] | None = None) -> None:
         params = replace(params, cluster_counts=tuple(int(x) for x in args.clusters.split(",")))
     if args.operator_baseline:
         params = replace(params, operator_baseline=args.operator_baseline)
+    if args.no_operator_failover:
+        params = replace(params, operator_failover=False)
     out: Path = args.out.resolve()
     doc: Path = (args.doc or (ROOT / "docs" / "benchmarks.md" if out == DEFAULT_OUT else out / "benchmarks.md"))
     if args.page_only:
@@ -325,7 +339,8 @@ def main(argv: list[str] | None = None) -> None:
         "scale_in": rows,
         "scale_in_summary": report.summarise(rows),
         "scale_out": etcd["scale_out"],
-        "operator": operator,
+        "operator": operator["operator"],
+        "operator_failover": operator["operator_failover"],
         "footprint": etcd["footprint"],
         "footprint_summary": footprint.summarise(etcd["footprint"]),
         "recovery": etcd["recovery"],

@@ -32,6 +32,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     "scale_in": scalein.COLUMNS,
     "scale_out": scaleout.COLUMNS,
     "operator": operator_cost.COLUMNS,
+    "operator_failover": operator_cost.FAILOVER_COLUMNS,
     "footprint": footprint.COLUMNS,
     "recovery": recovery.COLUMNS,
     "backup": backup.COLUMNS,
@@ -144,6 +145,7 @@ PARAMS_OF = {
     "scale_in": ("scale_in_sizes", "latencies_ms", "strategies", "repetitions", "baseline_s"),
     "scale_out": ("data_mib", "join_settle_s"),
     "operator": ("cluster_counts", "spec_changes", "rest_s", "churn_per_s", "churn_s", "operator_baseline"),
+    "operator_failover": ("operator_failover",),
     "footprint": ("footprint_settle_s", "idle_s"),
     "recovery": ("recovery_repetitions", "recovery_sizes"),
     "backup": ("backup_mib", "backup_steady_s"),
@@ -364,6 +366,13 @@ def _operator_versions(rows: Sequence[Mapping[str, Any]]) -> str:
         lines.append(f"- {count} clusters, baseline \u2192 this: "
                      + ", ".join(f"`{k}` {a} \u2192 {b}" for k, a, b in pairs if a is not None or b is not None))
     return "\n".join(lines)
+
+
+def _failover_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The failover rows, or that there are none yet (results from before the failover was measured)."""
+    if not rows:
+        return "*Not measured yet: the next `make bench` (or `--only operator`) writes these rows.*"
+    return _table(rows, operator_cost.FAILOVER_COLUMNS)
 
 
 def plot_operator(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
@@ -696,22 +705,54 @@ cluster at a time, a label added to `spec.podTemplate.labels`, until the Statefu
 on settled clusters only; a change not in the workload after {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s counts
 as {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s (a lower bound, `spec_changes_timed_out`), and after
 {operator_cost.MAX_TIMEOUTS} of those the size's other changes are not tried. `settled` is how many clusters got their StatefulSet and an
-observed status. The local control plane serves ClusterIP Services from a /21
-(`tools/devcluster/net.py`), room for about 2000 client Services. `version`: `this` is the
+observed status (`apply_s`: how long the bench took to create the size's new clusters, four
+threads at a time, inside `create_s`; the bench looks at every cluster once a second, every
+clusters/1000 seconds above 1000 clusters, so `create_s` is that coarse). `size_s`: the whole size,
+from its first step to its row. The local control plane takes a loopback block with room for a
+ClusterIP Service and a kwok pod IP per cluster and 256 more (`tools/devcluster/net.py`: the default
+/20 holds 2046 Service IPs and 1024 pod IPs; a /19 at 1000 clusters, a /17 at 5000) and fake nodes
+that hold every pod. The stand-in heartbeats are started each at its due time by one event loop, up to
+{operator_cost.IN_FLIGHT} awaiting their answer at once, as independent sidecars would;
+`heartbeat_late_p50_s`/`_p99_s`/`_max_s` say how late each
+renewal of the size was answered against its due time: a Lease lasts {3 * operator_cost.HEARTBEAT_S:.0f} s, so
+a stand-in more than {2 * operator_cost.HEARTBEAT_S:.0f} s late would show the operator expired heartbeats and
+the row would measure something else; `heartbeats_failed` counts the renewals refused or not answered
+within {operator_cost.HEARTBEAT_S:.0f} s (the next round renews them). `version`: `this` is the
 checkout measured; `baseline` the operator of git ref `{p.get('operator_baseline') or '-'}` (`--operator-baseline`),
 measured after it on the same clusters, each operator alone: the one that did not create a size's
-clusters starts on them (`resume_s`: until it ran a reconcile per cluster) and is then measured the
+clusters starts on them (`resume_s`: until it ran a reconcile of each cluster) and is then measured the
 same way. Churn (at the largest size): {p.get('churn_per_s', 0):g} spec changes a second for
 {p.get('churn_s', 0):.0f} s, each on another idle cluster; `cpu_churn_pct` is the operator's CPU over
 that time, `churn_p50_ms`/`churn_p95_ms` each change's time until its StatefulSet's generation moved
 (one watch of the StatefulSets), a change not there {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s after
 the last counted at {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s (`churn_timed_out`).
+`python -m tests.bench --only operator --clusters 10,100,1000,5000` picks the sizes.
 
 {_operator_versions(results['operator'])}
 
 ![operator cost]({img[PLOTS[3]]})
 
 {_table(results['operator'], operator_cost.COLUMNS)}
+
+### Operator failover
+{_stamp(results, "operator_failover")}
+At the largest size, after the rows above, on the same clusters at rest (heartbeats still
+renewed): two replicas of the operator with `--leader-elect` and the shipped Lease timings
+(raftset.operator.election.Timing: `lease_duration_s`, renewals every 2 s), as the Deployment runs
+them. The first takes the operator Lease and runs kopf; once it has reconciled every cluster
+(`resume_s`, counted from its metrics) the second is started and waits (its log says it stands by);
+then the first is SIGKILLed and a label is added to one cluster's `spec.podTemplate.labels`. From the
+kill: `takeover_s` until the standby's write of the Lease (its own `acquireTime`, the same machine's
+clock); `first_reconcile_s` until its first reconcile ran to its end (its
+`raftset_operator_reconciles_total` above 0; it serves metrics only once it acts, polled every
+{operator_cost.FAILOVER_POLL_S:g} s); `spec_change_s` until that cluster's StatefulSet's generation moved: the change
+a user made while no replica acted; `all_reconciled_s` until every cluster had a reconcile of its own
+run to its end in the new replica (`raftset_cluster_reconciles_total`, read every second, every
+clusters/1000 seconds above 1000). `reconciled` is how many had when the bench stopped looking
+({operator_cost.FAILOVER_TIMEOUT_S:.0f} s after the kill, or {operator_cost.PATIENCE_PER_CLUSTER_S:g} s a cluster if that is longer); a
+time left blank was not reached by then.
+
+{_failover_table(results.get('operator_failover') or [])}
 
 ## Recovery time (RTO)
 {_stamp(results, "recovery")}

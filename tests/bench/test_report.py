@@ -186,3 +186,14 @@ def test_each_engine_build_gets_its_own_summary_and_headline_row_in_the_order_th
     assert "| 3\u21922 members, 0 ms | (b) builtin + sidecar | (c) Advanced + planner |" in table
     assert "| etcd-3.7.3 | 0 (0) / 0.100 s / 0 ms (0) / 0 ms / 0 | - |" in table
     assert "| xline-0.6.1 | 4 (6) / 1.200 s / 0 ms (0) / 0 ms / 1 | 0 (0) / 0.200 s" in table
+
+
+def test_the_failover_table_says_when_it_was_not_measured_and_shows_its_rows_when_it_was() -> None:
+    from tests.bench import operator_cost
+    assert "Not measured yet" in report._failover_table([])
+    row = {"version": "this", "clusters": 50, "lease_duration_s": 15.0, "resume_s": 3.1, "takeover_s": 15.2,
+           "first_reconcile_s": 17.9, "spec_change_s": 18.4, "all_reconciled_s": 21.0, "reconciled": 50}
+    table = report._failover_table([row])
+    assert table.splitlines()[0] == "| " + " | ".join(operator_cost.FAILOVER_COLUMNS) + " |"
+    assert "| this | 50 | 15.0 | 3.1 | 15.2 | 17.9 | 18.4 | 21.0 | 50 |" in table
+    assert "operator_failover" in report.TABLES and report.TABLES["operator_failover"] == operator_cost.FAILOVER_COLUMNS

@@ -57,8 +57,11 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     # The smoke's one latency went through Toxiproxy, under the concurrent load, with a steady phase.
     assert {r["one_way_ms"] for r in results["scale_in"]} == {20}
     assert all(r["steady_writes_per_s"] > 0 and r["steady_write_p50_ms"] > 0 for r in results["scale_in"])
-    assert set(results["measured"]) == {"scale_in", "scale_out", "operator", "footprint", "recovery", "backup",
-                                        "engines", "upgrade", "rolls", "replace"}
+    assert set(results["measured"]) == {"scale_in", "scale_out", "operator", "operator_failover", "footprint",
+                                        "recovery", "backup", "engines", "upgrade", "rolls", "replace"}
+    # The failover's standby reconciled every cluster of the largest size after the kill.
+    [failed_over] = results["operator_failover"]
+    assert failed_over["reconciled"] == failed_over["clusters"] == max(results["params"]["cluster_counts"])
     # The per-engine scale-in in its smallest form: Xline, the planner; the upgrade's first roll.
     assert {r["engine"] for r in results["engines"]} == {engines.XLINE.label}
     [roll] = results["upgrade"]

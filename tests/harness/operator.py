@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from typing import Any
 
 from kubernetes import client, config
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
 from raftset import contract, engines
 from raftset.membership import RaftMember, RaftMembership
@@ -90,20 +92,29 @@ class Operator:
         """The operator's /metrics (RAFTSET_METRICS_ADDRESS, on loopback)."""
         return f"http://{self.env['RAFTSET_METRICS_ADDRESS']}/metrics"
 
+    def _samples(self, name: str) -> list[Sample]:
+        """The samples of one metric, asked for alone (`name[]`: at thousands of clusters the whole
+        scrape is megabytes of per-cluster gauges the operator would render for nothing)."""
+        url = f"{self.metrics_url}?{urllib.parse.urlencode({'name[]': name})}"
+        with urllib.request.urlopen(url, timeout=5) as response:
+            text = response.read().decode()
+        return [s for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
+
     def reconciles(self, namespace: str, cluster: str) -> float:
         """How many reconciles of this cluster ran to their end (raftset_cluster_reconciles_total)."""
-        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
-            text = response.read().decode()
-        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-                   if s.name == "raftset_cluster_reconciles_total"
-                   and (s.labels.get("namespace"), s.labels.get("cluster")) == (namespace, cluster))
+        return self.cluster_reconciles(namespace).get(cluster, 0.0)
+
+    def cluster_reconciles(self, namespace: str) -> dict[str, float]:
+        """Per cluster of `namespace`, how many of its reconciles ran to their end in this process."""
+        counts: dict[str, float] = {}
+        for s in self._samples("raftset_cluster_reconciles_total"):
+            if s.labels.get("namespace") == namespace:
+                counts[s.labels["cluster"]] = counts.get(s.labels["cluster"], 0.0) + s.value
+        return counts
 
     def all_reconciles(self) -> float:
         """How many reconciles this process ran, of every cluster and result (raftset_operator_reconciles_total)."""
-        with urllib.request.urlopen(self.metrics_url, timeout=5) as response:
-            text = response.read().decode()
-        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-                   if s.name == "raftset_operator_reconciles_total")
+        return sum(s.value for s in self._samples("raftset_operator_reconciles_total"))
 
     def rounds_pass(self, namespace: str, cluster: str, count: int = 2, timeout: float = 60.0) -> None:
         """Wait until `count` more reconciles of the cluster ran to their end: a test that then asserts

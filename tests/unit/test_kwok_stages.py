@@ -65,3 +65,13 @@ def test_a_changed_kwok_template_is_refused_not_silently_kept_ready() -> None:
     with pytest.raises(ValueError, match="template changed"):
         plane.unready(stage(FAST_TEMPLATE.replace("type: ContainersReady", "type: Whatever")))
 
+
+
+@pytest.mark.parametrize("pods, nodes, scale", [(0, 3, 1), (440, 4, 1), (441, 4, 2), (1256, 4, 3), (5256, 4, 12)])
+def test_fake_nodes_hold_every_pod_asked_for(pods: int, nodes: int, scale: int) -> None:
+    assert plane.node_scale(pods, nodes) == scale
+    capacity = plane.fake_node("n", scale)["status"]["allocatable"]
+    # A member pod requests 270m CPU and 576Mi (the store's default and the sidecar's): every one fits.
+    by_cpu = int(capacity["cpu"]) * 1000 // 270
+    by_memory = int(capacity["memory"].removesuffix("Gi")) * 1024 // 576
+    assert nodes * min(int(capacity["pods"]), by_cpu, by_memory) >= pods

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import shutil
 import ssl
@@ -61,6 +62,7 @@ class Plane:
     supervisor: procs.Supervisor
     timings: dict[str, float] = field(default_factory=dict)
     _owns_workdir: bool = False
+    claims: net.Claims | None = None  # a block bigger than a /20 keeps its /20s from other planes
 
     @property
     def host(self) -> str:
@@ -114,6 +116,8 @@ class Plane:
     def stop(self) -> None:
         volumes = self.provisioned_dirs()  # read while the apiserver still answers
         self.supervisor.stop_all()
+        if self.claims is not None:
+            self.claims.close()
         for volume in volumes:
             shutil.rmtree(volume, ignore_errors=True)
         if self._owns_workdir:
@@ -373,9 +377,20 @@ def start_cert_manager(plane: Plane) -> procs.Proc:
     return proc
 
 
-def fake_node(name: str) -> dict:
-    """A Node that kwok keeps Ready; no taints, so ordinary pods schedule onto it."""
-    capacity = {"cpu": "32", "memory": "256Gi", "pods": "110"}
+NODE_PODS = 110  # a fake node's pods by default (the kubelet's default): 32 CPUs hold 118 member pods
+
+
+def node_scale(pods: int, nodes: int) -> int:
+    """How many default nodes' worth of capacity each fake node gets so that `nodes` hold `pods`:
+    a member pod requests 270m CPU and 576Mi, so 4 default nodes hold 440 and the rest would stay
+    Pending (an operator cost measured on clusters that never become ready)."""
+    return max(1, math.ceil(pods / (nodes * NODE_PODS)))
+
+
+def fake_node(name: str, scale: int = 1) -> dict:
+    """A Node that kwok keeps Ready; no taints, so ordinary pods schedule onto it; `scale` times
+    the default capacity."""
+    capacity = {"cpu": str(32 * scale), "memory": f"{256 * scale}Gi", "pods": str(NODE_PODS * scale)}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -448,7 +463,7 @@ def kwok_pod_stages(run_namespace_prefix: str) -> list[dict]:
     return [ready, run, *stages[1:]]
 
 
-def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int, run_namespace_prefix: str) -> procs.Proc:
+def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int, run_namespace_prefix: str, pods: int) -> procs.Proc:
     port = net.free_port(plane.host)
     stages = plane.workdir / "kwok-stages.yaml"
     stages.write_text(yaml.safe_dump_all(kwok_pod_stages(run_namespace_prefix), sort_keys=False))
@@ -470,7 +485,7 @@ def _start_kwok(sup: procs.Supervisor, plane: Plane, nodes: int, run_namespace_p
     )
     procs.wait_for(lambda: _ok(f"http://{plane.host}:{port}/healthz"), "kwok /healthz", START_TIMEOUT_S, [proc])
     names = [f"kwok-node-{i}" for i in range(nodes)]
-    plane.apply([fake_node(n) for n in names], server_side=False)
+    plane.apply([fake_node(n, node_scale(pods, nodes)) for n in names], server_side=False)
     procs.wait_for(lambda: _nodes_ready(plane, names), f"{nodes} kwok nodes Ready", START_TIMEOUT_S, [proc])
     return proc
 
@@ -487,11 +502,13 @@ def _base_env() -> dict[str, str]:
 
 
 def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: Log = _quiet,
-          run_namespace_prefix: str = "") -> Plane:
+          run_namespace_prefix: str = "", room: int = 0) -> Plane:
     """Start a plane (building missing binaries first); on any failure nothing is left running.
     kwok leaves the readiness of raftset's member pods in the namespaces named with
     `run_namespace_prefix` (every namespace by default, as `make run`'s pod runner runs them
-    all) to the pod runner's probes (`kwok_pod_stages`)."""
+    all) to the pod runner's probes (`kwok_pod_stages`). `room`: Service IPs and pods the plane
+    must hold at least (a bigger loopback block than the default /20, tools/devcluster/net.py, and
+    fake nodes of a bigger capacity, `node_scale`)."""
     components = build.PLANE if full else (build.ETCD, build.KUBE)
     build.ensure_all(components, log=log)
 
@@ -500,10 +517,15 @@ def start(workdir: Path | None = None, full: bool = True, nodes: int = 3, log: L
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "logs").mkdir(exist_ok=True)
     sup = procs.Supervisor(workdir / "logs")
+    block = net.pick_block(prefix=net.prefix_for(room, room))
+    claims = net.claim(block)
     try:
-        return _start(sup, workdir, owns, full, nodes, log, run_namespace_prefix)
+        plane = _start(sup, workdir, owns, full, nodes, log, run_namespace_prefix, block, room)
+        plane.claims = claims
+        return plane
     except BaseException:
         sup.stop_all()
+        claims.close()
         if owns:
             shutil.rmtree(workdir, ignore_errors=True)
             log(f"start failed; logs were in {workdir / 'logs'} (removed)")
@@ -519,10 +541,9 @@ def _step(timings: dict[str, float], name: str, log: Log) -> Iterator[None]:
 
 
 def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: int, log: Log,
-           run_namespace_prefix: str) -> Plane:
+           run_namespace_prefix: str, block: net.Block, room: int) -> Plane:
     t0 = time.monotonic()
     timings: dict[str, float] = {}
-    block = net.pick_block()
     certs = pki.make_pki(workdir / "pki", [block.host])
     with _step(timings, "etcd", log):
         etcd_url, _ = _start_etcd(sup, workdir, block.host)
@@ -543,7 +564,7 @@ def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: 
         with _step(timings, "kruise-manager", log):
             _start_kruise(sup, plane)
         with _step(timings, "kwok", log):
-            _start_kwok(sup, plane, nodes, run_namespace_prefix)
+            _start_kwok(sup, plane, nodes, run_namespace_prefix, room)
         with _step(timings, "default ServiceAccount", log):
             _wait_default_service_account(plane)
     timings["total"] = time.monotonic() - t0
