@@ -224,26 +224,26 @@ class Traffic(threading.Thread):
         """A linearizable read of every key, by a client of its own, from the first endpoint that answers."""
         client_id = self.clients
         for k in range(self.keys):
-            key = f"{self.prefix}{k}"
-            for url in [self.pin] if self.pin else self.endpoints:
-                async with TrafficClient(url, self.tls, timeout=self.timeout) as client:
-                    op = await self._record(client, client_id, "get", False, key, "", None)
-                self.history.append(op)
-                if not op.unknown:
-                    break
-                client_id += 1  # after an unknown outcome, a client's next operation is a new client's
+            client_id = await self._until_answered(client_id, "get", f"{self.prefix}{k}", "")
 
     async def _mark_end(self) -> None:
         """One put after every client stopped and every key was read: a watcher that delivered it
         without a gap has delivered every write that took effect before (watchcheck.settled)."""
         client_id = max((op.client for op in self.history), default=self.clients) + 1
+        await self._until_answered(client_id, "put", self.prefix + END_KEY, END_KEY)
+
+    async def _until_answered(self, client_id: int, kind: Kind, key: str, value: str) -> int:
+        """`kind` on `key`, recorded, tried on each endpoint in turn until one answers; after an
+        unknown outcome the next try is a new client's (its operations must not overlap). Returns the
+        client id the next operation may use."""
         for url in [self.pin] if self.pin else self.endpoints:
             async with TrafficClient(url, self.tls, timeout=self.timeout) as client:
-                op = await self._record(client, client_id, "put", False, self.prefix + END_KEY, END_KEY, None)
+                op = await self._record(client, client_id, kind, False, key, value, None)
             self.history.append(op)
             if not op.unknown:
-                return
+                break
             client_id += 1
+        return client_id
 
     async def _catch_up(self, watches: list[asyncio.Task[None]], timeout: float = 10.0) -> None:
         """Give the watchers time to deliver up to the newest acknowledged revision."""
