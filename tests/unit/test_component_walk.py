@@ -57,7 +57,7 @@ class FakeKube:
                           patch: Mapping[str, Any]) -> None:
         return None
 
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str = "") -> None:
         self.deleted.append((kind, name))
 
 

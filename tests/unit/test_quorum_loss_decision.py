@@ -11,6 +11,7 @@ import pytest
 from raftset import contract
 from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.pure.heartbeats import HeartbeatRecord
+from raftset.operator.pure.objects import Incarnation
 from raftset.operator.pure.quorum_loss import (QuorumView, announcements, decide, lost_since, narrated, previous_condition,
                                        restart, survivors, with_record)
 from raftset.operator.pure.events import Condition
@@ -165,22 +166,24 @@ def test_announcements_once_per_change() -> None:
 
 def test_pods_that_started_before_the_record_restart_once() -> None:
     def pod(name: str, created: str, deleting: bool = False) -> dict:
-        meta = {"name": name, "creationTimestamp": created}
+        meta = {"name": name, "uid": f"uid-{name}", "creationTimestamp": created}
         if deleting:
             meta["deletionTimestamp"] = created
         return {"metadata": meta}
     pods = [pod("demo-0", "2026-01-01T11:00:00Z"), pod("demo-1", "2026-01-01T11:59:00Z"),
             pod("demo-2", "2026-01-01T11:59:01Z"), pod("demo-3", "2026-01-01T10:00:00Z", deleting=True)]
-    assert restart(pods, RECORD) == ["demo-0", "demo-1"]
+    judged = [Incarnation("demo-0", "uid-demo-0"), Incarnation("demo-1", "uid-demo-1")]
+    assert restart(pods, RECORD) == judged
     for order in itertools.permutations(pods):
-        assert restart(list(order), RECORD) == ["demo-0", "demo-1"]
+        assert restart(list(order), RECORD) == judged
 
 
 def test_restart_counts_whole_seconds_and_skips_unreadable_creation_times() -> None:
-    pods = [{"metadata": {"name": "demo-0", "creationTimestamp": "2026-01-01T11:59:00.5Z"}},
-            {"metadata": {"name": "demo-1", "creationTimestamp": "yesterday"}},
-            {"metadata": {"name": "demo-2"}}]
-    assert restart(pods, RECORD) == ["demo-0"]
+    pods = [{"metadata": {"name": "demo-0", "uid": "u0", "creationTimestamp": "2026-01-01T11:59:00.5Z"}},
+            {"metadata": {"name": "demo-1", "uid": "u1", "creationTimestamp": "yesterday"}},
+            {"metadata": {"name": "demo-2", "uid": "u2"}},
+            {"metadata": {"name": "demo-3", "creationTimestamp": "2026-01-01T11:00:00Z"}}]  # no UID: not judged
+    assert restart(pods, RECORD) == [Incarnation("demo-0", "u0")]
 
 
 @pytest.mark.parametrize("started", ["", "zzz", "soon"])

@@ -10,6 +10,7 @@ import pytest
 
 from raftset import contract
 from raftset.operator.pure import rolls
+from raftset.operator.pure.objects import Incarnation
 from raftset.operator.pure.planner import STEP_REASONS, Plan
 from tests.unit.builders import NOW, member, members, raft, raft_member, raft_of
 
@@ -23,6 +24,11 @@ def pod(ordinal: int, revision: str = OLD, *, terminating: bool = False, running
         ready: bool = True) -> rolls.PodRevision:
     return rolls.PodRevision(name=f"demo-{ordinal}", ordinal=ordinal, revision=revision,
                              uid=f"uid-{ordinal}-{revision}", running=running, terminating=terminating, ready=ready)
+
+
+def judged(ordinal: int, revision: str = OLD) -> Incarnation:
+    """The incarnation of `pod(ordinal, revision)`, as a roll's restart names it."""
+    return Incarnation(f"demo-{ordinal}", f"uid-{ordinal}-{revision}")
 
 
 def step_of(plan: Plan, pods: list[rolls.PodRevision], records: list[Any], *,
@@ -46,7 +52,7 @@ def test_followers_go_first_highest_ordinal_first_and_the_leader_last(leader: in
         pods = [pod(o, revisions[o]) for o in range(3)]
         step = step_of(STEADY, pods, members(range(3), leader=leader))
         assert step.action == "roll" and len(step.restart) == 1, step
-        victim = contract.ordinal_of(step.restart[0])
+        victim = contract.ordinal_of(step.restart[0].name)
         assert (step.hand_off_from is not None) == (victim == leader)
         seen.append(victim)
         revisions[victim] = NEW
@@ -65,7 +71,7 @@ def test_a_roll_step_is_a_step_with_its_own_reason() -> None:
 def test_the_leader_is_told_to_hand_off() -> None:
     pods = [pod(0), pod(1, NEW), pod(2, NEW)]
     step = step_of(STEADY, pods, members(range(3), leader=0))
-    assert step.restart == ("demo-0",) and step.hand_off_from == "demo-0"
+    assert step.restart == (judged(0),) and step.hand_off_from == "demo-0"
     assert "leadership" in step.message
 
 
@@ -78,7 +84,7 @@ def test_waits_for_a_restarted_pod_to_be_ready_even_once_its_member_reported_hea
     assert step.action == "wait" and not step.restart, step
     assert "demo-1 to be Ready" in step.message
     pods[1] = dataclasses.replace(pods[1], ready=True)
-    assert step_of(STEADY, pods, members(range(3), leader=2)).restart == ("demo-0",)
+    assert step_of(STEADY, pods, members(range(3), leader=2)).restart == (judged(0),)
 
 
 def test_waits_while_a_pod_restarts() -> None:
@@ -104,7 +110,7 @@ def test_raft_holds_the_roll_where_a_lease_still_says_voter() -> None:
     voter of two reachable. A learner in Raft holds it the same way."""
     records = members(range(3), leader=0)
     pods = [pod(0), pod(1, NEW), pod(2)]
-    assert step_of(STEADY, pods, records, raft=raft_of(records)).restart == ("demo-2",)
+    assert step_of(STEADY, pods, records, raft=raft_of(records)).restart == (judged(2),)
     for published, why in ((raft([raft_member(0), raft_member(2)]), "demo-1 (member"),
                            (raft([raft_member(0), raft_member(1, learner=True), raft_member(2)]), "ordinal 1 to join")):
         step = step_of(STEADY, pods, records, raft=published)
@@ -118,7 +124,7 @@ def test_waits_for_the_restarted_pod_to_report_from_its_new_pod() -> None:
     step = step_of(STEADY, pods, records, listed={2: 5})
     assert step.action == "wait" and "demo-2" in step.message
     records = members(range(3), leader=0, overrides={2: {"age": 1}})
-    assert step_of(STEADY, pods, records, listed={2: 5}).restart == ("demo-1",)
+    assert step_of(STEADY, pods, records, listed={2: 5}).restart == (judged(1),)
 
 
 def test_the_sidecars_clock_proves_nothing() -> None:
@@ -162,7 +168,7 @@ def test_only_kept_ordinals_roll() -> None:
     plan = Plan(replicas=2, reserved=(1,), action="steady", message="")
     pods = [pod(0, NEW), pod(2)]
     step = step_of(plan, pods, [member(0, contract.ROLE_LEADER), member(2)])
-    assert step.restart == ("demo-2",)
+    assert step.restart == (judged(2),)
 
 
 def workload(generation: int = 2, observed: int = 2, updated: int = 1, replicas: int = 3,
@@ -203,13 +209,13 @@ def test_a_restarted_member_reports_for_one_refresh_before_the_next_goes() -> No
     step = step_of(STEADY, pods, just_back, settle=settle, listed={2: 12})
     assert step.action == "wait" and "demo-2" in step.message
     settled = members(range(3), leader=0, overrides={2: {"age": 1}})  # 11 s after
-    assert step_of(STEADY, pods, settled, settle=settle, listed={2: 12}).restart == ("demo-1",)
+    assert step_of(STEADY, pods, settled, settle=settle, listed={2: 12}).restart == (judged(1),)
 
 
 def test_a_leader_rolled_without_hand_off_is_told_an_election_follows() -> None:
     pods = [pod(0), pod(1, NEW), pod(2, NEW)]
     step = step_of(STEADY, pods, members(range(3), leader=0), hand_off=False)
-    assert step.restart == ("demo-0",) and step.hand_off_from == "demo-0" and step.hand_off is False
+    assert step.restart == (judged(0),) and step.hand_off_from == "demo-0" and step.hand_off is False
     assert "without a hand-off: an election follows" in step.message
     assert [e[:2] for e in step.step_events()] == [("Normal", "RollingMember"), ("Warning", "LeaderLeavesWithoutHandOff")]
 

@@ -13,5 +13,5 @@ class PodRestarts(Owned):
     async def sync(self, kube: KubeAPI, current: Round) -> Round:
         if current.write:
             for pod in current.plan.restart:
-                await kube.delete("v1", "Pod", current.cluster.namespace, pod)
+                await kube.delete("v1", "Pod", current.cluster.namespace, pod.name, uid=pod.uid)
         return current

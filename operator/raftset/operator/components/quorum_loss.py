@@ -102,10 +102,10 @@ async def _handle(kube: KubeAPI, current: Round, told: list[Event], dropped: lis
     told.extend((*decision.events, *quorum_loss.announcements(current.previous, decision.condition)))
     if record is not None:
         pods = await kube.list("v1", "Pod", cluster.namespace, contract.label_selector(cluster.name))
-        for name in quorum_loss.restart(pods, record):
-            await kube.delete("v1", "Pod", cluster.namespace, name)
+        for pod in quorum_loss.restart(pods, record):
+            await kube.delete("v1", "Pod", cluster.namespace, pod.name, uid=pod.uid)
             told.append(Event("Normal", "QuorumRecoveryRestart",
-                              f"recovery {record.id}: {name} restarts so that its sidecar reads the recovery"))
+                              f"recovery {record.id}: {pod.name} restarts so that its sidecar reads the recovery"))
     return decision.condition
 
 

@@ -24,7 +24,7 @@ import kubernetes.aio.config
 from kubernetes import client, config
 from kubernetes.aio.client.rest import ApiException as AsyncApiException
 from kubernetes.aio.dynamic import DynamicClient
-from kubernetes.aio.dynamic.exceptions import NotFoundError, ResourceNotFoundError
+from kubernetes.aio.dynamic.exceptions import ConflictError, NotFoundError, ResourceNotFoundError
 from kubernetes.client.exceptions import ApiException
 
 from raftset.operator.io import apiorder
@@ -170,13 +170,19 @@ class KubeClient:
                 pass
         await self._call(call())
 
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str = "") -> None:
         async def call() -> None:
             resource = await self._resource(api_version, kind)
+            body = {"preconditions": {"uid": uid}} if uid else None
             try:
-                await self._dynamic.delete(resource, name=name, namespace=namespace, _request_timeout=REQUEST_TIMEOUT_S)
+                await self._dynamic.delete(resource, name=name, namespace=namespace, body=body,
+                                           _request_timeout=REQUEST_TIMEOUT_S)
             except NotFoundError:
                 pass
+            except ConflictError:
+                if not uid:
+                    raise
+                # The precondition failed: the incarnation judged is gone, another holds the name.
         await self._call(call())
 
 

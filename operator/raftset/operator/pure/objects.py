@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from raftset import contract
 from raftset.operator.pure.spec import Cluster
+
+
+class Incarnation(NamedTuple):
+    """One pod as a destructive step judged it: deleted only while its UID is still this one, so a
+    pod re-created under the same name after the judgement is never the one deleted."""
+
+    name: str
+    uid: str
 
 
 def labels(cluster: Cluster, component: str) -> dict[str, str]:

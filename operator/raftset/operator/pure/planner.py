@@ -22,6 +22,7 @@ from raftset.contract import quorum
 from raftset.membership import RaftMember, RaftMembership
 from raftset.operator.pure.scale_step import SCALE_IN, SCALE_OUT, ScaleStep
 from raftset.operator.pure.heartbeats import HeartbeatRecord
+from raftset.operator.pure.objects import Incarnation
 from raftset.times import parse_rfc3339, rfc3339
 from raftset.workloads import Backend, being_deleted, kept_ordinals
 from raftset.operator.pure.events import Event
@@ -45,7 +46,7 @@ class Plan:
     action: str  # "create" | "steady" | "wait" | "scale-out" | "scale-in" | "roll" (raftset.operator.pure.rolls)
     message: str
     scale_away: tuple[str, ...] = ()  # pods to mark with contract.ANNOTATION_SCALE_AWAY
-    restart: tuple[str, ...] = ()  # pods to delete so that they come back on the new template
+    restart: tuple[Incarnation, ...] = ()  # pods to delete so that they come back on the new template
     hand_off_from: str | None = None  # the leader pod that goes in this step
     # Whether that leader's sidecar hands leadership away first (the engine's Capabilities.hand_off).
     # Without it (Xline) the leader just stops and the others elect one: writes stall meanwhile.

@@ -37,6 +37,7 @@ from raftset import contract
 from raftset.contract import quorum
 from raftset.membership import RaftMembership
 from raftset.operator.pure.heartbeats import HeartbeatRecord
+from raftset.operator.pure.objects import Incarnation
 from raftset.quorum_loss import QuorumLossRecord, Survivor, choose
 from raftset.times import parse_rfc3339, rfc3339
 from raftset.operator.pure.events import Condition, Event
@@ -328,7 +329,7 @@ def announcements(old: Mapping[str, Any], new: Condition) -> list[Event]:
     return []
 
 
-def restart(pods: Sequence[Mapping[str, Any]], record: QuorumLossRecord) -> list[str]:
+def restart(pods: Sequence[Mapping[str, Any]], record: QuorumLossRecord) -> list[Incarnation]:
     """Pods created no later than the recovery started: their sidecars may have joined without the record.
 
     Whole seconds: a pod created in the second the record was written is restarted once more,
@@ -342,8 +343,8 @@ def restart(pods: Sequence[Mapping[str, Any]], record: QuorumLossRecord) -> list
     for pod in pods:
         meta = pod.get("metadata") or {}
         created = parse_rfc3339(meta.get("creationTimestamp"))
-        if meta.get("deletionTimestamp") or created is None:
+        if meta.get("deletionTimestamp") or created is None or not meta.get("uid"):
             continue
         if created.replace(microsecond=0) <= started.replace(microsecond=0):
-            out.append(str(meta.get("name")))
+            out.append(Incarnation(str(meta.get("name")), str(meta["uid"])))
     return sorted(out)

@@ -28,6 +28,7 @@ from typing import Any
 
 from raftset.membership import RaftMembership
 from raftset.operator.pure.heartbeats import HeartbeatRecord
+from raftset.operator.pure.objects import Incarnation
 from raftset.operator.pure.planner import Plan, awaiting_renewal, leader, leader_going, membership
 
 REVISION_LABEL = "controller-revision-hash"
@@ -152,7 +153,7 @@ def next_restart(plan: Plan, revision: str, pods: Sequence[PodRevision], heartbe
     message = f"restarting {victim.name} on the new template ({left})"
     if leading:
         message += f"; {leader_going(hand_off)}"
-    return dataclasses.replace(plan, action="roll", message=message, restart=(victim.name,),
+    return dataclasses.replace(plan, action="roll", message=message, restart=(Incarnation(victim.name, victim.uid),),
                                hand_off_from=victim.name if leading else None, hand_off=hand_off)
 
 
