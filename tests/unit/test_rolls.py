@@ -239,3 +239,56 @@ def test_a_deleted_pod_not_yet_re_created_holds_the_roll() -> None:
 def test_pod_revisions_read_the_ready_condition(conditions: Any, ready: bool) -> None:
     raw = {"metadata": {"name": "demo-0", "uid": "u"}, "status": {"phase": "Running", "conditions": conditions}}
     assert rolls.pod_revisions([raw], "demo")[0].ready is ready
+
+
+@pytest.mark.parametrize("down", [{"ready": False}, {"running": False, "ready": False}])
+def test_an_outdated_member_that_serves_nothing_restarts_first_while_the_others_serve(down: dict[str, bool]) -> None:
+    """A bad template rolled back: demo-1 crash-loops on it (its pod runs but is not Ready, its
+    heartbeat unhealthy or gone) and is now the outdated one. Waiting for it to be Ready would wait
+    forever; restarting it takes no one out of the Service. demo-0, the leader, stays."""
+    pods = [pod(0, NEW), pod(1, **down), pod(2, NEW)]
+    for records in (members(range(3), leader=0, overrides={1: {"healthy": False}}),
+                    [m for m in members(range(3), leader=0) if m.ordinal != 1]):
+        step = step_of(STEADY, pods, records, raft=raft_of(members(range(3), leader=0)))
+        assert step.action == "roll" and step.restart == (judged(1),), step
+        assert step.hand_off_from is None and "serves nothing on the old one" in step.message
+
+
+def test_a_member_that_serves_nothing_on_the_new_template_is_waited_for() -> None:
+    """Restarting it again would only restart it on the same template."""
+    pods = [pod(0), pod(1, NEW, ready=False), pod(2)]
+    step = step_of(STEADY, pods, members(range(3), leader=0, overrides={1: {"healthy": False}}))
+    assert step.action == "wait" and not step.restart and "demo-1 to be Ready" in step.message, step
+
+
+@pytest.mark.parametrize("also", [
+    {0: {"ready": False}},  # a second member out of the Service
+    {2: {"terminating": True}},
+])
+def test_an_outdated_member_that_serves_nothing_waits_while_another_does_not_serve(also: dict[int, dict[str, bool]]) -> None:
+    pods = [pod(0, NEW), pod(1, ready=False), pod(2, NEW)]
+    pods = [dataclasses.replace(p, **also.get(p.ordinal, {})) for p in pods]
+    step = step_of(STEADY, pods, members(range(3), leader=2, overrides={1: {"healthy": False}}))
+    assert step.action == "wait" and not step.restart, step
+
+
+def test_an_outdated_member_that_serves_nothing_waits_for_the_others_to_be_healthy_voters() -> None:
+    pods = [pod(0, NEW), pod(1, ready=False), pod(2, NEW)]
+    records = members(range(3), leader=0, overrides={1: {"healthy": False}, 2: {"healthy": False}})
+    step = step_of(STEADY, pods, records)
+    assert step.action == "wait" and not step.restart and "ordinal 2" in step.message, step
+
+
+def test_a_roll_that_restarted_nothing_for_the_stuck_period_is_stuck_in_the_same_words() -> None:
+    pods = [pod(0), pod(1, NEW, ready=False), pod(2)]
+    records = members(range(3), leader=0)
+    seen = {p.name: rolls.PodSighting(p.uid, NOW - timedelta(seconds=age)) for p, age in zip(pods, (900, 119, 900))}
+    move = rolls.next_restart(STEADY, NEW, pods, records, NOW, seen=seen)
+    assert rolls.overdue(move, seen, NOW, 120.0) == move, "not yet"
+    later = [rolls.overdue(move, seen, NOW + timedelta(seconds=s), 120.0) for s in (1, 30)]
+    assert all(m.stuck == rolls.STUCK_REASON and m.action == "wait" for m in later), later
+    assert later[0].message == later[1].message and later[0].message.startswith(move.message)
+    assert "no pod restarted for 120 s" in later[0].message
+    step = step_of(STEADY, [pod(0), pod(1, NEW), pod(2)], records)
+    assert rolls.overdue(step, seen, NOW + timedelta(seconds=30), 120.0) == step, "a restart is never stuck"
+    assert rolls.overdue(move, {}, NOW, 120.0) == move

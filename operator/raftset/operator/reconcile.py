@@ -318,9 +318,10 @@ async def _next_move(runtime: Runtime, observed: Observed, cluster: spec.Cluster
     seen = runtime.pod_sightings[key] = rolls.sight(runtime.pod_sightings.get(key, {}), pods, now)
     revision = rolls.update_revision(workload)
     assert revision is not None  # rolls.pending checked it
-    return rolls.next_restart(plan, revision, pods, heartbeats, now, seen=seen,
+    move = rolls.next_restart(plan, revision, pods, heartbeats, now, seen=seen,
                               settle=timedelta(seconds=cluster.sidecar.heartbeat_interval), hand_off=hand_off,
                               raft=observed.raft)
+    return rolls.overdue(move, seen, now, runtime.settings.stuck_seconds)
 
 
 async def components(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcome:

@@ -30,8 +30,10 @@ from raftset.membership import RaftMembership
 from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.operator.pure.objects import Incarnation
 from raftset.operator.pure.planner import Plan, awaiting_renewal, leader, leader_going, membership
+from raftset.times import rfc3339
 
 REVISION_LABEL = "controller-revision-hash"
+STUCK_REASON = "RollStuck"  # Degraded: a roll that waits with no pod restarted for the stuck period
 
 
 @dataclass(frozen=True)
@@ -124,37 +126,59 @@ def next_restart(plan: Plan, revision: str, pods: Sequence[PodRevision], heartbe
     restarting = [p.name for p in pods if p.terminating]
     if restarting:
         return wait(f"waiting for {', '.join(restarting)} to restart")
-    running = {p.ordinal: p for p in pods if p.ordinal in kept and p.running}
-    absent = [o for o in kept if o not in running]
+    # An outdated member whose pod serves nothing (not Running and Ready) goes first, while every
+    # other member serves: restarting it takes no one out of the client Service, and where the new
+    # template is what it needs (a bad template rolled back) this is the only way it comes back.
+    down = [p for p in outdated if not (p.running and p.ready)]
+    broken = max(down, key=lambda p: p.ordinal) if down else None
+    others = [o for o in kept if broken is None or o != broken.ordinal]
+    records = [m for m in heartbeats if broken is None or m.ordinal != broken.ordinal]
+    running = {p.ordinal: p for p in pods if p.ordinal in others and p.running}
+    absent = [o for o in others if o not in running]
     if absent:
         return wait(f"waiting for the pod of ordinal {', '.join(map(str, absent))} to be created and run")
     unready = [p.name for p in running.values() if not p.ready]
     if unready:
         return wait(f"waiting for {', '.join(unready)} to be Ready (its readiness probe), so that the client "
                     "Service has it back before another member leaves it")
-    state = membership(kept, heartbeats, now, raft)
+    state = membership(others, records, now, raft)
     if not state.settled:
         return wait(state.describe())
-    by_pod = {m.pod: m for m in heartbeats}
+    by_pod = {m.pod: m for m in records}
     unproven = sorted(p.name for p in running.values() if not _reported_from(p, by_pod.get(p.name),
                                                                               seen.get(p.name), settle))
     if unproven:
         return wait(f"waiting for {', '.join(unproven)} to report healthy from its pod, a renewal seen "
                     f"{settle.seconds} s or more after the operator first listed that pod")
-    unobserved = awaiting_renewal(heartbeats, now)
+    unobserved = awaiting_renewal(records, now)
     if unobserved is not None:
         return wait(unobserved)
     current_leader = leader(heartbeats, now)
     if current_leader is None:
         return wait("waiting for a leader")
     # Followers first, the highest ordinal first (as a StatefulSet would); the leader last.
-    victim = max(outdated, key=lambda p: (p.name != current_leader.pod, p.ordinal))
+    victim = broken or max(outdated, key=lambda p: (p.name != current_leader.pod, p.ordinal))
     leading = victim.name == current_leader.pod
     message = f"restarting {victim.name} on the new template ({left})"
+    if victim is broken:
+        message += f"; it serves nothing on the old one ({'not Ready' if victim.running else 'not running'})"
     if leading:
         message += f"; {leader_going(hand_off)}"
     return dataclasses.replace(plan, action="roll", message=message, restart=(Incarnation(victim.name, victim.uid),),
                                hand_off_from=victim.name if leading else None, hand_off=hand_off)
+
+
+def overdue(move: Plan, seen: Mapping[str, PodSighting], now: datetime, stuck_after: float) -> Plan:
+    """`move` marked stuck (Degraded) when it waits and no pod of the cluster is younger, to the
+    operator, than `stuck_after`: the roll has restarted nothing for that long. Its words stay the
+    same round after round (a change of the condition's message is an Event)."""
+    if move.action != "wait" or not seen:
+        return move
+    since = max(s.seen for s in seen.values())
+    if (now - since).total_seconds() < stuck_after:
+        return move
+    return dataclasses.replace(move, stuck=STUCK_REASON, message=(
+        f"{move.message}; no pod restarted for {stuck_after:.0f} s (the newest listed at {rfc3339(since)})"))
 
 
 def _reported_from(pod: PodRevision, record: HeartbeatRecord | None, sighting: PodSighting | None,
