@@ -453,7 +453,7 @@ class _Worker(threading.Thread):
             log.exception("%s: worker failed", self.pod.key)
             self.containers.stop(grace=5.0)
         finally:
-            self.runner.release(self.pod)
+            self.runner.release(self.pod, deleted=self.terminating)
 
     def _wait_startup(self) -> bool:
         """The startupProbe: poll /startup until 200 (restarting a sidecar that exits)."""
@@ -671,8 +671,8 @@ class PodRunner:
             if meta.get("deletionTimestamp"):
                 if worker is not None:
                     worker.terminate()
-                elif FINALIZER in (meta.get("finalizers") or []):
-                    self._remove_finalizer(meta)  # held by a runner that is gone
+                else:  # nothing of it runs: never started, skipped, or held by a runner that is gone
+                    self._delete_terminated(meta)
             elif worker is None and uid not in self._skipped and (pod.get("spec") or {}).get("nodeName"):
                 try:
                     self._begin(pod)
@@ -858,12 +858,30 @@ class PodRunner:
                 worker.close()
                 worker.containers.kill()
 
-    def release(self, pod: _Pod) -> None:
-        """The pod's processes have stopped: let the API finish deleting it."""
+    def _delete_terminated(self, meta: Mapping[str, Any]) -> None:
+        """kubelet's last word on a pod whose containers have stopped: the object deleted at once,
+        with its UID as a precondition, so a pod re-created under the name is never the one deleted.
+        (kwok's own delete stage deletes by name: a late one deleted the re-created pod of a roll.)"""
+        if FINALIZER in (meta.get("finalizers") or []):
+            self._remove_finalizer(meta)
+        options = k8s.V1DeleteOptions(grace_period_seconds=0, preconditions=k8s.V1Preconditions(uid=meta["uid"]))
         try:
-            self._remove_finalizer({"name": pod.name, "namespace": pod.namespace, "uid": pod.uid})
-        except Exception as exc:  # noqa: BLE001
-            log.warning("%s: finalizer not removed: %s", pod.key, exc)
+            self.core.delete_namespaced_pod(meta["name"], meta["namespace"], body=options)
+        except ApiException as exc:
+            if exc.status not in (404, 409):  # gone, or a new pod under the same name
+                raise
+
+    def release(self, pod: _Pod, *, deleted: bool) -> None:
+        """The pod's processes have stopped: a `deleted` pod goes from the API now; another (the
+        runner closing, a lost node) is only let go, its object left as it is."""
+        meta = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid, "finalizers": [FINALIZER]}
+        try:
+            if deleted:
+                self._delete_terminated(meta)
+            else:
+                self._remove_finalizer(meta)
+        except Exception as exc:  # noqa: BLE001 - a deleted pod is deleted by the next round (no worker holds it)
+            log.warning("%s: not released: %s", pod.key, exc)
         self.workers.pop(pod.uid, None)  # workers is only ever read whole or per key: GIL-atomic
         shutil.rmtree(pod.root, ignore_errors=True)
         log.info("%s: released", pod.key)
