@@ -17,14 +17,10 @@ def _in(seconds: float) -> Wake:
     return Wake(datetime.now(timezone.utc) + timedelta(seconds=seconds))
 
 
-def _never(wake: Wake, now: datetime) -> Wake | None:
-    return None
-
-
 async def test_a_ring_ends_the_sleep_at_once() -> None:
     alarm = ClusterAlarm()
     alarm.set(_in(3600))
-    sleeper = asyncio.create_task(alarm.sleep(_never))
+    sleeper = asyncio.create_task(alarm.sleep())
     await asyncio.sleep(0.01)
     assert not sleeper.done()
     alarm.ring()
@@ -35,26 +31,19 @@ async def test_a_ring_during_a_round_is_kept_for_the_next_sleep() -> None:
     alarm = ClusterAlarm()
     alarm.ring()
     alarm.set(_in(3600))  # the round that was running when it rang sets the alarm afterwards
-    await asyncio.wait_for(alarm.sleep(_never), 1)
+    await asyncio.wait_for(alarm.sleep(), 1)
 
 
-async def test_the_wake_up_time_ends_the_sleep_unless_postponed() -> None:
+async def test_the_wake_up_time_ends_the_sleep() -> None:
     alarm = ClusterAlarm()
     alarm.set(_in(0.05))
-    asked: list[Wake] = []
-
-    def recheck(wake: Wake, now: datetime) -> Wake | None:
-        asked.append(wake)
-        return _in(0.05) if len(asked) == 1 else None  # only renewals the first time
-
-    await asyncio.wait_for(alarm.sleep(recheck), 1)
-    assert len(asked) == 2
+    await asyncio.wait_for(alarm.sleep(), 1)
 
 
 async def test_an_earlier_wake_up_set_while_asleep_is_kept() -> None:
     alarm = ClusterAlarm()
     alarm.set(_in(3600))
-    sleeper = asyncio.create_task(alarm.sleep(_never))
+    sleeper = asyncio.create_task(alarm.sleep())
     await asyncio.sleep(0.01)
     alarm.set(_in(0.02))  # e.g. kopf's spec-change handler's round started a step
     await asyncio.wait_for(sleeper, 1)
@@ -62,7 +51,7 @@ async def test_an_earlier_wake_up_set_while_asleep_is_kept() -> None:
 
 async def test_without_a_wake_up_only_a_ring_ends_the_sleep() -> None:
     alarm = ClusterAlarm()
-    sleeper = asyncio.create_task(alarm.sleep(_never))
+    sleeper = asyncio.create_task(alarm.sleep())
     await asyncio.sleep(0.05)
     assert not sleeper.done()
     alarm.ring()

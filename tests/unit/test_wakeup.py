@@ -11,9 +11,9 @@ from raftset.operator.pure import wakeup
 from raftset.operator.pure.freshness import Sighting
 from raftset.operator.pure.lasting import Seen
 from raftset.operator.pure.scale_step import SCALE_IN, ScaleStep
-from raftset.operator.pure.wakeup import Heard, Wake, lease_view, lease_wakes, next_wake, postponed
+from raftset.operator.pure.wakeup import Heard, Wake, lease_view, lease_wakes, next_wake
 from raftset.times import rfc3339
-from tests.unit.builders import NOW, heartbeat, lease, member, members
+from tests.unit.builders import NOW, heartbeat, lease
 
 pytestmark = pytest.mark.unit
 
@@ -22,11 +22,10 @@ AVAILABLE = {"conditions": [{"type": "Available", "status": "True"}, {"type": "P
                             {"type": "Degraded", "status": "False"}]}
 
 
-def test_a_cluster_at_rest_sleeps_until_its_first_heartbeat_goes_stale_or_its_resync() -> None:
-    beats = [member(0, contract.ROLE_LEADER, age=10), member(1, age=25)]  # lease 30 s: stale in 20 s, 5 s
-    wake = next_wake(NOW, recheck_seconds=5, resting=True, resync_at=NOW + 600 * S, heartbeats=beats)
-    assert wake == Wake(NOW + 600 * S, NOW + 5 * S, frozenset({"demo-0", "demo-1"}))
-    assert wake.at == NOW + 5 * S
+def test_a_cluster_at_rest_sleeps_until_its_resync() -> None:
+    """Its heartbeats going stale ring it on their own (raftset.operator.staleness)."""
+    wake = next_wake(NOW, recheck_seconds=5, resting=True, resync_at=NOW + 600 * S)
+    assert wake == Wake(NOW + 600 * S)
 
 
 def test_a_cluster_in_motion_is_looked_at_again_after_the_recheck_period() -> None:
@@ -37,7 +36,7 @@ def test_a_cluster_in_motion_is_looked_at_again_after_the_recheck_period() -> No
 def test_the_earliest_decision_moment_wins() -> None:
     wake = next_wake(NOW, recheck_seconds=5, resting=True, resync_at=NOW + 600 * S,
                      due=[None, NOW + 42 * S, NOW + 90 * S])
-    assert wake.at == NOW + 42 * S and wake.stale is None
+    assert wake.at == NOW + 42 * S
 
 
 def test_a_moment_already_past_is_retried_at_the_old_pace_never_at_once() -> None:
@@ -84,25 +83,6 @@ def test_a_quorum_loss_or_a_recovery_under_way_is_motion_even_when_available(rea
     quorum = {"type": "QuorumLost", "status": "False" if resting or reason == "Rejoining" else "True",
               "reason": reason}
     assert wakeup.at_rest("steady", {"conditions": [*AVAILABLE["conditions"], quorum]}) is resting
-
-
-def test_renewals_alone_postpone_the_stale_wake_up() -> None:
-    before = members([0, 1], leader=0, overrides={1: {"age": 25}})
-    wake = next_wake(NOW, recheck_seconds=5, resting=True, resync_at=NOW + 600 * S, heartbeats=before)
-    later = NOW + 5 * S  # demo-1 was renewed meanwhile: its record is fresh for 30 s more
-    renewed = [member(0, contract.ROLE_LEADER), member(1)]
-    renewed = [m.__class__(**{**m.__dict__, "expires": later + 30 * S}) for m in renewed]
-    assert postponed(wake, renewed, later) == Wake(NOW + 600 * S, later + 30 * S, wake.fresh)
-
-
-def test_a_heartbeat_gone_stale_is_a_round() -> None:
-    before = members([0, 1], leader=0, overrides={1: {"age": 25}})
-    wake = next_wake(NOW, recheck_seconds=5, resting=True, resync_at=NOW + 600 * S, heartbeats=before)
-    assert postponed(wake, before, NOW + 5 * S) is None  # demo-1 expired, not renewed
-
-
-def test_a_decision_moment_reached_is_a_round() -> None:
-    assert postponed(Wake(NOW), [member(0)], NOW) is None
 
 
 def _heard(beat: dict | None = None, *, token: str = "1", at: timedelta = timedelta(0), confirmed: bool = True,

@@ -1,5 +1,6 @@
-"""Each cluster's alarm: rung by the watch events that matter to it, set by every round to the next
-moment a decision changes on its own (raftset.operator.pure.wakeup). What replaced the 5 s timer.
+"""Each cluster's alarm: rung by the watch events that matter to it (and by a heartbeat going stale,
+raftset.operator.staleness), set by every round to the next moment a decision changes on its own
+(raftset.operator.pure.wakeup). What replaced the 5 s timer.
 
 An alarm is a cache like the rest of `Runtime`: a restarted operator reconciles every cluster once
 (kopf's resume handler) and each round sets the alarm again from what the API says.
@@ -8,14 +9,13 @@ An alarm is a cache like the rest of `Runtime`: a restarted operator reconciles 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import datetime, timezone
 
 from raftset.operator.pure.wakeup import Wake
 
 
 class ClusterAlarm:
-    """Rung (a round is due now) or set (a round is due at `wake.at` unless `recheck` postpones it)."""
+    """Rung (a round is due now) or set (a round is due at `wake.at`)."""
 
     def __init__(self) -> None:
         self.wake: Wake | None = None
@@ -30,9 +30,8 @@ class ClusterAlarm:
         self.wake = wake
         self._changed.set()  # the sleeper measures its timeout again
 
-    async def sleep(self, recheck: Callable[[Wake, datetime], Wake | None]) -> None:
-        """Until rung, or until the wake-up time at which `recheck` (wakeup.postponed over the
-        current indices) finds a round due; a ring during a round is kept for the next sleep."""
+    async def sleep(self) -> None:
+        """Until rung, or until the wake-up time; a ring during a round is kept for the next sleep."""
         while not self._rung:
             self._changed.clear()
             wake = self.wake
@@ -40,12 +39,7 @@ class ClusterAlarm:
             try:
                 await asyncio.wait_for(self._changed.wait(), timeout)
             except asyncio.TimeoutError:
-                assert wake is not None
-                later = recheck(wake, _now())
-                if later is None:
-                    break
-                if self.wake is wake:
-                    self.wake = later
+                break
         self._rung = False
 
 

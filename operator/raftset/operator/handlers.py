@@ -11,6 +11,7 @@ a decision turns on time (raftset.operator.pure.wakeup). The reconcile itself is
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from datetime import datetime, timezone
 from typing import Any
@@ -23,7 +24,7 @@ from raftset.operator import watches
 from raftset.operator.io import apiorder
 from raftset.operator.pure.objects import cached, edited_behind_our_back
 from raftset.operator.pure import freshness, wakeup
-from raftset.operator.pure.heartbeats import LEASE, SIGHTING, from_observed
+from raftset.operator.pure.heartbeats import LEASE, SIGHTING, expiry
 from raftset.operator.io import kube
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
 from raftset.operator.settings import from_env
@@ -49,6 +50,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.networking.error_backoffs = SETTINGS.api_error_backoffs
     log.info("API errors retried after %s s, then given up", ", ".join(f"{d:g}" for d in SETTINGS.api_error_backoffs))
     memo.runtime = Runtime(settings=SETTINGS, kube=await kube.connect(), watches=WATCHES)
+    memo.staleness = asyncio.create_task(memo.runtime.staleness.run(), name="raftset-staleness")
     for forbidden in WATCHES.forbidden:
         memo.runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)
     memo.runtime.metrics.serve(SETTINGS.metrics_address)
@@ -57,6 +59,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 @kopf.on.cleanup()
 async def disconnect(memo: kopf.Memo, **_: Any) -> None:
     """The client session's connections closed as the operator stops."""
+    if hasattr(memo, "staleness"):
+        memo.staleness.cancel()
     if hasattr(memo, "runtime"):
         await memo.runtime.kube.close()
 
@@ -89,6 +93,7 @@ async def heartbeats(namespace: str, name: str, labels: dict[str, str], body: ko
     before, heard[name] = heard.get(name), wakeup.Heard(wakeup.lease_view(lease), seen[name])
     if wakeup.lease_wakes(before, heard[name], now):
         memo.runtime.ring(key)
+    memo.runtime.staleness.renewed(key, name, expiry(lease, seen[name]))
     return {key: {LEASE: lease, SIGHTING: seen[name]}}
 
 
@@ -195,12 +200,9 @@ def _register(engine: engines.Engine) -> None:
         indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
                              advanced_statefulsets, backup_records)
 
-        def recheck(wake: wakeup.Wake, now: datetime) -> wakeup.Wake | None:
-            return wakeup.postponed(wake, from_observed(indices.heartbeats.get(key, []), key[1]), now)
-
         alarm = runtime.alarm(key)
         while not stopped:
-            await alarm.sleep(recheck)
+            await alarm.sleep()
             if stopped:
                 return
             patch = kopf.Patch()
@@ -267,6 +269,7 @@ async def lease_deleted(namespace: str, name: str, labels: dict[str, str], memo:
     key = (namespace, labels[contract.LABEL_INSTANCE])
     if hasattr(memo, "runtime"):
         memo.runtime.heard.get(key, {}).pop(name, None)
+        memo.runtime.staleness.gone(key, name)
         memo.runtime.ring(key)
 
 

@@ -43,6 +43,7 @@ from raftset.operator.pure.freshness import Sighting
 from raftset.operator.pure.heartbeats import HeartbeatRecord, from_observed
 from raftset.operator.pure.scale_step import SCALE_IN, ScaleStep, parse_step
 from raftset.operator.pure.settings import OperatorSettings
+from raftset.operator.staleness import Staleness
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
 Key = tuple[str, str]  # (namespace, cluster name)
@@ -76,6 +77,11 @@ class Runtime:
     heard: dict[Key, dict[str, wakeup.Heard]] = field(default_factory=dict)
     annotations_seen: dict[Key, dict[str, str]] = field(default_factory=dict)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    # When each heartbeat Lease expires unless renewed; its task rings the cluster then.
+    staleness: Staleness = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.staleness = Staleness(self.ring)
 
     def alarm(self, key: Key) -> ClusterAlarm:
         return self.alarms.get(key) or self.alarms.setdefault(key, ClusterAlarm())
@@ -89,6 +95,7 @@ class Runtime:
             alarm.ring()
 
     def forget(self, key: Key) -> None:
+        self.staleness.gone(key)
         self.alarms.pop(key, None)
         self.heard.pop(key, None)
         self.annotations_seen.pop(key, None)
@@ -253,7 +260,7 @@ def next_wake(runtime: Runtime, observed: Observed, outcome: Outcome) -> wakeup.
            wakeup.refresh_at(shown, outcome.status, settings.status_refresh_seconds),
            diagnosed.at + timedelta(seconds=settings.diagnosis_seconds) if diagnosed else None)
     return wakeup.next_wake(now, recheck_seconds=settings.reconcile_interval, resting=resting,
-                            resync_at=resync_at, heartbeats=observed.heartbeats, due=due)
+                            resync_at=resync_at, due=due)
 
 
 async def plan(runtime: Runtime, observed: Observed, outcome: Outcome) -> Outcome:

@@ -71,7 +71,7 @@ def from_lease(lease: Mapping[str, Any], sighting: Sighting | None = None) -> He
         renewed = parse_rfc3339(spec.get("renewTime"))
         beat = json.loads(raw)
         ordinal = contract.ordinal_of(pod)
-        duration = int(spec.get("leaseDurationSeconds") or 30)
+        duration = _duration(spec)
     except (AttributeError, TypeError, ValueError):
         return None
     if renewed is None or not isinstance(beat, dict):
@@ -93,6 +93,21 @@ def from_lease(lease: Mapping[str, Any], sighting: Sighting | None = None) -> He
         applied_index=_count(beat.get("raft_applied_index")),
         **_readiness(beat),
     )
+
+
+def _duration(spec: Mapping[str, Any]) -> int:
+    """The Lease's duration in seconds, 30 without one; ValueError where it is not a number."""
+    return int(spec.get("leaseDurationSeconds") or 30)
+
+
+def expiry(lease: Mapping[str, Any], sighting: Sighting) -> datetime:
+    """When the Lease seen at `sighting` is stale unless renewed: its record's `expires` (an
+    unreadable duration counts as the default: the record is none, and a round then costs little)."""
+    try:
+        duration = _duration(lease.get("spec") or {})
+    except (TypeError, ValueError):
+        duration = 30
+    return sighting.observed + timedelta(seconds=duration)
 
 
 def _readiness(beat: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,20 +10,20 @@ discovery). Everything here is plain data over the operator's own clock.
 
 A heartbeat renewal changes only the Lease's resourceVersion and renewTime, and every member renews
 every few seconds: a renewal that changes nothing a decision reads (`LeaseView`) wakes nothing, its
-sighting only pushes the stale time later (`postponed`).
+sighting only pushes its expiry later. A heartbeat that goes stale rings its cluster through one
+timer for every Lease (raftset.operator.staleness), not through each cluster's wake-up time.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from raftset import contract
 from raftset.operator.pure.freshness import Sighting
-from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.operator.pure.lasting import Seen
 from raftset.operator.pure.quorum_loss import CONDITION as QUORUM_CONDITION
 from raftset.operator.pure.scale_step import ScaleStep
@@ -36,21 +36,9 @@ LAST_HEARTBEAT = "lastHeartbeat"  # the status's member field the status refresh
 
 @dataclass(frozen=True)
 class Wake:
-    """When the next round is due without an event: `decided` by the decisions that do not turn on a
-    renewal, `stale` when the first fresh heartbeat expires (a renewal postpones it)."""
+    """When the next round is due without an event (a heartbeat going stale rings on its own)."""
 
-    decided: datetime
-    stale: datetime | None = None
-    fresh: frozenset[str] = frozenset()  # the pods whose heartbeat was fresh when `stale` was computed
-
-    @property
-    def at(self) -> datetime:
-        return min(self.decided, self.stale) if self.stale is not None else self.decided
-
-
-def stale_at(heartbeats: Iterable[HeartbeatRecord], now: datetime) -> datetime | None:
-    """When the first heartbeat fresh at `now` goes stale; None when none is fresh."""
-    return min((m.expires for m in heartbeats if m.fresh(now)), default=None)
+    at: datetime
 
 
 def stuck_at(pending: ScaleStep | None, stuck_after: float) -> datetime | None:
@@ -93,7 +81,7 @@ def at_rest(action: str, status: Mapping[str, Any]) -> bool:
 
 
 def next_wake(now: datetime, *, recheck_seconds: float, resting: bool, resync_at: datetime,
-              heartbeats: Sequence[HeartbeatRecord] = (), due: Iterable[datetime | None] = ()) -> Wake:
+              due: Iterable[datetime | None] = ()) -> Wake:
     """The next round without an event. `due`: the moments the decisions asked for (stuck_at,
     lasting_at, refresh_at, ...). A moment already past (a write that failed, a status the object
     does not show yet) is retried after `recheck_seconds`, the old timer's pace, never at once."""
@@ -101,20 +89,7 @@ def next_wake(now: datetime, *, recheck_seconds: float, resting: bool, resync_at
     moments = [m for m in (resync_at, *due) if m is not None]
     if not resting:
         moments.append(recheck)
-    decided = min(m if m > now else recheck for m in moments)
-    stale = stale_at(heartbeats, now)
-    return Wake(decided, stale, frozenset(m.pod for m in heartbeats if m.fresh(now)))
-
-
-def postponed(wake: Wake, heartbeats: Sequence[HeartbeatRecord], now: datetime) -> Wake | None:
-    """At `wake.at`: the wake-up moved on when only renewals happened since (every heartbeat that was
-    fresh is still fresh), else None: a round is due now."""
-    if wake.decided <= now:
-        return None
-    fresh = frozenset(m.pod for m in heartbeats if m.fresh(now))
-    if not wake.fresh <= fresh:
-        return None  # a heartbeat went stale: the decisions read that
-    return Wake(wake.decided, stale_at(heartbeats, now), wake.fresh)
+    return Wake(min(m if m > now else recheck for m in moments))
 
 
 @dataclass(frozen=True)
