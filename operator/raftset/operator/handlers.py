@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime, timezone
 from typing import Any
 
 import kopf
@@ -23,9 +22,8 @@ from raftset import replace
 from raftset.operator import watches
 from raftset.operator.io import apiorder
 from raftset.operator.pure.objects import cached, edited_behind_our_back
-from raftset.operator.pure import freshness, wakeup
-from raftset.operator.pure.heartbeats import LEASE, SIGHTING, expiry
 from raftset.operator.io import kube
+from raftset.operator.io.leasewatch import LeaseWatch
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
 from raftset.operator.settings import from_env
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
@@ -49,8 +47,15 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = SETTINGS.api_error_backoffs
     log.info("API errors retried after %s s, then given up", ", ".join(f"{d:g}" for d in SETTINGS.api_error_backoffs))
-    memo.runtime = Runtime(settings=SETTINGS, kube=await kube.connect(), watches=WATCHES)
-    memo.staleness = asyncio.create_task(memo.runtime.staleness.run(), name="raftset-staleness")
+    runtime = memo.runtime = Runtime(settings=SETTINGS, kube=await kube.connect(), watches=WATCHES)
+    memo.tasks = [asyncio.create_task(runtime.staleness.run(), name="raftset-staleness")]
+    if WATCHES.enabled(watches.LEASES):
+        lease_watch = LeaseWatch(runtime.kube.api, runtime.leases, WATCHES.namespaces, runtime.lease_changed)
+        runtime.leases_listed = lease_watch.listed
+        runtime.metrics.lease_relists.set_function(lambda: lease_watch.relists)
+        memo.tasks.append(asyncio.create_task(lease_watch.run(), name="raftset-leases"))
+    else:
+        runtime.leases_listed.set()  # nothing to wait for: the clusters are refused (watches.problem)
     for forbidden in WATCHES.forbidden:
         memo.runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)
     memo.runtime.metrics.serve(SETTINGS.metrics_address)
@@ -59,8 +64,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 @kopf.on.cleanup()
 async def disconnect(memo: kopf.Memo, **_: Any) -> None:
     """The client session's connections closed as the operator stops."""
-    if hasattr(memo, "staleness"):
-        memo.staleness.cancel()
+    for task in getattr(memo, "tasks", []):
+        task.cancel()
     if hasattr(memo, "runtime"):
         await memo.runtime.kube.close()
 
@@ -72,51 +77,8 @@ def _if_watched(watch: watches.Watch, decorator: Any) -> Any:
 
 # --- indices: the API objects each reconcile needs, kept current by kopf's watches ---
 # (Coroutines although they never wait: kopf runs a plain function in a worker thread, a thread
-# hop per watch event, and heartbeat renewals are the most frequent events there are.)
-
-@_if_watched(watches.LEASES, kopf.index(*watches.LEASES.resource, labels={contract.LABEL_HEARTBEAT: "true"}))
-async def heartbeats(namespace: str, name: str, labels: dict[str, str], body: kopf.Body, memo: kopf.Memo,
-                     **_: Any) -> dict[Key, Any]:
-    """The Lease with the operator's sighting of it: a watch event is the moment a renewal is observed."""
-    cluster = labels.get(contract.LABEL_INSTANCE)
-    if not cluster:
-        return {}
-    lease = {
-        "metadata": {"annotations": dict(body.metadata.annotations),
-                     "resourceVersion": body.metadata.get("resourceVersion")},
-        "spec": dict(body.spec),
-    }
-    key, now = (namespace, cluster), datetime.now(timezone.utc)
-    seen = memo.runtime.sightings.setdefault(key, {})
-    seen[name] = freshness.observe(seen.get(name), freshness.token(lease), now)
-    heard = memo.runtime.heard.setdefault(key, {})
-    before, heard[name] = heard.get(name), wakeup.Heard(wakeup.lease_view(lease), seen[name])
-    if wakeup.lease_wakes(before, heard[name], now):
-        memo.runtime.ring(key)
-    memo.runtime.staleness.renewed(key, name, expiry(lease, seen[name]))
-    return {key: {LEASE: lease, SIGHTING: seen[name]}}
-
-
-@_if_watched(watches.LEASES, kopf.index(*watches.LEASES.resource, labels={contract.LABEL_MEMBERSHIP: "true"}))
-async def memberships(namespace: str, labels: dict[str, str], annotations: dict[str, str], memo: kopf.Memo,
-                      **_: Any) -> dict[Key, str]:
-    """The Raft membership record the cluster's leader published (raftset.membership)."""
-    cluster = labels.get(contract.LABEL_INSTANCE)
-    raw = annotations.get(contract.ANNOTATION_MEMBERSHIP)
-    if cluster:
-        memo.runtime.ring((namespace, cluster))  # written on a change of Raft's membership only
-    return {(namespace, cluster): raw} if cluster and raw else {}
-
-
-@_if_watched(watches.LEASES, kopf.index(*watches.LEASES.resource, labels={contract.LABEL_BACKUP: "true"}))
-async def backup_records(namespace: str, labels: dict[str, str], annotations: dict[str, str], memo: kopf.Memo,
-                         **_: Any) -> dict[Key, dict[str, str]]:
-    """The backup record and restore failure the leader's (or first member's) sidecar published."""
-    cluster = labels.get(contract.LABEL_INSTANCE)
-    if cluster:
-        memo.runtime.ring((namespace, cluster))
-    return {(namespace, cluster): dict(annotations)} if cluster else {}
-
+# hop per watch event.) The clusters' Leases are not among them: the operator's own watch keeps
+# them (raftset.operator.io.leasewatch, into Runtime.leases).
 
 @_if_watched(watches.PODS, kopf.index(*watches.PODS.resource, annotations={contract.ANNOTATION_SCALE_AWAY: kopf.PRESENT}))
 async def scale_away_marks(namespace: str, name: str, labels: dict[str, str], **_: Any) -> dict[Key, str]:
@@ -179,11 +141,10 @@ def _register(engine: engines.Engine) -> None:
     @kopf.on.create(*resource, id=f"{engine.name}-create")
     @kopf.on.update(*resource, id=f"{engine.name}-update", field="spec")
     async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, reason: kopf.Reason,
-                      heartbeats: Idx = None, memberships: Idx = None, scale_away_marks: Idx = None,
-                      replace_requests: Idx = None, statefulsets: Idx = None, advanced_statefulsets: Idx = None,
-                      backup_records: Idx = None, **_: Any) -> None:
-        indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
-                             advanced_statefulsets, backup_records)
+                      scale_away_marks: Idx = None, replace_requests: Idx = None, statefulsets: Idx = None,
+                      advanced_statefulsets: Idx = None, **_: Any) -> None:
+        indices = Indices.of(memo.runtime.leases, scale_away_marks, replace_requests, statefulsets,
+                             advanced_statefulsets)
         await reconcile(body, patch, memo.runtime, indices, forced=True,
                         urgency=URGENCY.get(reason, apiorder.BACKGROUND))
 
@@ -191,14 +152,13 @@ def _register(engine: engines.Engine) -> None:
     # is cancelled a second after its cluster is deleted or the operator stops: it holds no state.
     @kopf.daemon(*resource, id=f"{engine.name}-step", cancellation_timeout=1.0)
     async def step(body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped,
-                   heartbeats: Idx = None, memberships: Idx = None, scale_away_marks: Idx = None,
-                   replace_requests: Idx = None, statefulsets: Idx = None, advanced_statefulsets: Idx = None,
-                   backup_records: Idx = None, **_: Any) -> None:
+                   scale_away_marks: Idx = None, replace_requests: Idx = None, statefulsets: Idx = None,
+                   advanced_statefulsets: Idx = None, **_: Any) -> None:
         """The cluster's rounds between spec changes: each when its alarm goes (rung or due)."""
         runtime: Runtime = memo.runtime
         key: Key = (body.metadata.namespace, body.metadata.name)
-        indices = Indices.of(heartbeats, memberships, scale_away_marks, replace_requests, statefulsets,
-                             advanced_statefulsets, backup_records)
+        indices = Indices.of(runtime.leases, scale_away_marks, replace_requests, statefulsets,
+                             advanced_statefulsets)
 
         alarm = runtime.alarm(key)
         while not stopped:
@@ -260,17 +220,6 @@ for _engine in engines.ENGINES.values():
 
 def _deleted(type: str | None, **_: Any) -> bool:
     return type == "DELETED"
-
-
-@_if_watched(watches.LEASES, kopf.on.event(*watches.LEASES.resource, labels={contract.LABEL_INSTANCE: kopf.PRESENT},
-                                            when=_deleted, id="leases-ring"))
-async def lease_deleted(namespace: str, name: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:
-    """A Lease gone (a member removed, a cluster released): kopf's indices drop it without a call to them."""
-    key = (namespace, labels[contract.LABEL_INSTANCE])
-    if hasattr(memo, "runtime"):
-        memo.runtime.heard.get(key, {}).pop(name, None)
-        memo.runtime.staleness.gone(key, name)
-        memo.runtime.ring(key)
 
 
 @_if_watched(watches.PODS, kopf.on.event(*watches.PODS.resource, labels={contract.LABEL_NAME: contract.MANAGER},

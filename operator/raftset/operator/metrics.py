@@ -124,6 +124,9 @@ class OperatorMetrics:
         self.watch_forbidden = Gauge("raftset_operator_watch_forbidden",
                                      "1 for each resource the operator may not list and watch, and so does not watch.",
                                      ["resource"], registry=self.registry)
+        self.lease_relists = Gauge("raftset_operator_lease_relists",
+                                   "Lists of the clusters' Leases after the first: each a watch gap (410 or a broken stream).",
+                                   registry=self.registry)
         self.clusters = Clusters()
         self.registry.register(self.clusters)
 

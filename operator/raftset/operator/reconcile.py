@@ -16,6 +16,7 @@ locks, the time of the last full apply) is a cache that a restart simply rebuild
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -39,10 +40,10 @@ from raftset.operator.metrics import RESULT_ERROR, RESULT_FAILED, RESULT_INVALID
 from raftset.operator.pure import lasting, planner, replace, rolls, spec, status, wakeup
 from raftset.operator.pure.diagnosis import Diagnosed, look_again
 from raftset.operator.pure.events import Condition, Event
-from raftset.operator.pure.freshness import Sighting
 from raftset.operator.pure.heartbeats import HeartbeatRecord, from_observed
 from raftset.operator.pure.scale_step import SCALE_IN, ScaleStep, parse_step
 from raftset.operator.pure.settings import OperatorSettings
+from raftset.operator.pure.leasebook import Change, LeaseBook
 from raftset.operator.staleness import Staleness
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
@@ -61,9 +62,11 @@ class Runtime:
     # The last status computed per cluster: a reconcile may run on a body that does not
     # show our previous status patch yet, and must not announce the same change twice.
     published: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    # When each heartbeat Lease was last seen to change (raftset.operator.pure.freshness); a
-    # restart starts afresh, every Lease unconfirmed until its next renewal.
-    sightings: dict[Key, dict[str, Sighting]] = field(default_factory=dict)
+    # The clusters' Leases as last heard, each heartbeat with when it was last seen to change
+    # (raftset.operator.pure.leasebook, .freshness); a restart starts afresh, every Lease
+    # unconfirmed until its next renewal. `leases_listed` is set once the first list is in.
+    leases: LeaseBook = field(default_factory=LeaseBook)
+    leases_listed: asyncio.Event = field(default_factory=asyncio.Event)
     # When each member pod (by UID) was first listed during a roll (raftset.operator.pure.rolls); a
     # restart starts afresh, and each pod must then report once more before the next deletion.
     pod_sightings: dict[Key, dict[str, rolls.PodSighting]] = field(default_factory=dict)
@@ -71,10 +74,8 @@ class Runtime:
     disagreements: dict[Key, dict[str, lasting.Seen]] = field(default_factory=dict)
     # The last look for why a cluster's members are missing (raftset.operator.pure.diagnosis).
     diagnosed: dict[Key, Diagnosed] = field(default_factory=dict)
-    # Each cluster's alarm (raftset.operator.alarms), and each heartbeat Lease as last heard, so that a
-    # renewal that changes nothing the decisions read rings none (raftset.operator.pure.wakeup).
+    # Each cluster's alarm (raftset.operator.alarms).
     alarms: dict[Key, ClusterAlarm] = field(default_factory=dict)
-    heard: dict[Key, dict[str, wakeup.Heard]] = field(default_factory=dict)
     annotations_seen: dict[Key, dict[str, str]] = field(default_factory=dict)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     # When each heartbeat Lease expires unless renewed; its task rings the cluster then.
@@ -94,12 +95,20 @@ class Runtime:
         if alarm is not None and alarm.wake is not None:
             alarm.ring()
 
+    def lease_changed(self, change: Change) -> None:
+        """What the Lease watch heard: a round where the book says so, the staleness timer told."""
+        if change.gone:
+            self.staleness.gone(change.key, change.lease)
+        elif change.expires is not None:
+            self.staleness.renewed(change.key, change.lease, change.expires)
+        if change.ring:
+            self.ring(change.key)
+
     def forget(self, key: Key) -> None:
         self.staleness.gone(key)
+        self.leases.forget(key)
         self.alarms.pop(key, None)
-        self.heard.pop(key, None)
         self.annotations_seen.pop(key, None)
-        self.sightings.pop(key, None)
         self.pod_sightings.pop(key, None)
         self.turns.pop(key, None)
         self.applied_at.pop(key, None)
@@ -111,7 +120,8 @@ class Runtime:
 
 @dataclass(frozen=True)
 class Indices:
-    """kopf's indices (kopf.Index) a reconcile reads, by what they hold."""
+    """What a reconcile reads of the API objects, by what they hold: the Lease book's records and
+    kopf's indices (kopf.Index)."""
 
     heartbeats: Mapping[Key, Any]
     memberships: Mapping[Key, Any]
@@ -124,15 +134,14 @@ class Indices:
         return next(iter(self.workloads[backend.name].get(key, [])), None)
 
     @classmethod
-    def of(cls, heartbeats: kopf.Index | None, memberships: kopf.Index | None, scale_away_marks: kopf.Index | None,
-           replace_requests: kopf.Index | None, statefulsets: kopf.Index | None,
-           advanced_statefulsets: kopf.Index | None, backup_records: kopf.Index | None) -> Indices:
-        """The indices kopf passed; one not watched here (None) reads as empty, and the reconcile
-        refuses a cluster that needs it before reading any (watches.problem)."""
+    def of(cls, leases: LeaseBook, scale_away_marks: kopf.Index | None, replace_requests: kopf.Index | None,
+           statefulsets: kopf.Index | None, advanced_statefulsets: kopf.Index | None) -> Indices:
+        """The book's records and the indices kopf passed; an index not watched here (None) reads
+        as empty, and the reconcile refuses a cluster that needs it before reading any (watches.problem)."""
+        heartbeats, memberships, backups = leases.views()
         workloads = {STATEFULSET.name: statefulsets, ADVANCED_STATEFULSET.name: advanced_statefulsets}
-        return cls(_watched(heartbeats), _watched(memberships), _watched(scale_away_marks),
-                   _watched(replace_requests), {name: _watched(index) for name, index in workloads.items()},
-                   _watched(backup_records))
+        return cls(heartbeats, memberships, _watched(scale_away_marks), _watched(replace_requests),
+                   {name: _watched(index) for name, index in workloads.items()}, backups)
 
 
 def _watched(index: kopf.Index | None) -> Mapping[Key, Any]:
@@ -207,6 +216,7 @@ async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indice
     key = (body.metadata.namespace, body.metadata.name)
     kind = str(body.get("kind", ""))
     seen_generation = (body.get("status") or {}).get("observedGeneration")
+    await runtime.leases_listed.wait()  # a round on a Lease book still empty would see every member missing
     turns = runtime.turns.get(key) or runtime.turns.setdefault(key, apiorder.Turns(runtime.kube.gate))
     async with turns.take(apiorder.urgency_of(urgency, int(body.metadata.get("generation") or 0),
                                               seen_generation if isinstance(seen_generation, int) else None)):

@@ -68,6 +68,7 @@ class Watches:
 
     backends: frozenset[str]
     forbidden: frozenset[Watch] = frozenset()
+    namespaces: tuple[str, ...] = ()  # the operator's namespaces; none: every namespace
 
     def enabled(self, watch: Watch) -> bool:
         """Is `watch` registered with kopf?"""
@@ -117,7 +118,7 @@ def review(api: client.ApiClient, backends: Sequence[str], namespaces: Sequence[
         log.error("the operator may not list and watch %s: not watched; %s", watch.name,
                   "clusters that need it are Degraded (WatchForbidden)" if watch.needed_by
                   else "drift of these objects is repaired by the periodic resync only")
-    return Watches(decided.backends, forbidden)
+    return Watches(decided.backends, forbidden, tuple(namespaces))
 
 
 _decided: Watches | None = None

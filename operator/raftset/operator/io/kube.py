@@ -90,6 +90,11 @@ class KubeClient:
         self._discovery = asyncio.Lock()
         self.gate = apiorder.Gate(CONNECTIONS)
 
+    @property
+    def api(self) -> kubernetes.aio.client.ApiClient:
+        """The session's client, for the one watch the operator keeps itself (io.leasewatch)."""
+        return self._api
+
     async def close(self) -> None:
         await self._api.close()
 
