@@ -56,7 +56,7 @@ POLL_S = 0.02
 SPEC_CHANGE_TIMEOUT_S = 30.0  # a change not in the workload by then is counted at this (a lower bound)
 MAX_TIMEOUTS = 3
 RESUME_S = 300.0
-PATIENCE_PER_CLUSTER_S = 0.3
+PATIENCE_PER_CLUSTER_S = 1.0  # 1000 resumed in 12 min on 2 busy cores (2026-11-28): "at rest" must come after
 REPLICAS = ("replica-a", "replica-b")  # the failover's acting replica, then its standby
 FAILOVER_TIMEOUT_S = 600.0
 FAILOVER_POLL_S = 0.1
@@ -390,7 +390,8 @@ def _churn(custom: client.CustomObjectsApi, apps: client.AppsV1Api, namespace: s
 
 def patience_s(clusters: int, floor: float) -> float:
     """How long the bench waits for an operator to get through every cluster: `floor`, or
-    PATIENCE_PER_CLUSTER_S each at thousands (1000 resumed in about 300 s under load)."""
+    PATIENCE_PER_CLUSTER_S each at thousands (a measurement "at rest" taken while rounds of the
+    resume still queue measures the resume)."""
     return max(floor, clusters * PATIENCE_PER_CLUSTER_S)
 
 

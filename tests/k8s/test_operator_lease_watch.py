@@ -65,7 +65,8 @@ async def test_a_lease_created_renewed_changed_and_deleted_reaches_the_book_acro
     leases = client.CoordinationV1Api(api(kube_apiserver.kubeconfig))
     leases.create_namespaced_lease(namespace, heartbeat_lease("demo-0", contract.ROLE_FOLLOWER))  # before the list
     book, changes = LeaseBook(), []
-    watch = LeaseWatch(session.api, book, [namespace], changes.append, watch_seconds=2)
+    watch_api = session.watch_client(1)
+    watch = LeaseWatch(watch_api, book, [namespace], changes.append, watch_seconds=2)
     task = asyncio.create_task(watch.run())
     key = (namespace, "demo")
     try:
@@ -94,3 +95,4 @@ async def test_a_lease_created_renewed_changed_and_deleted_reaches_the_book_acro
         assert book.views()[0].get(key, []) == [] and watch.relists == 0, "no gap: no second list"
     finally:
         task.cancel()
+        await watch_api.close()

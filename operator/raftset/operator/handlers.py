@@ -50,7 +50,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     runtime = memo.runtime = Runtime(settings=SETTINGS, kube=await kube.connect(), watches=WATCHES)
     memo.tasks = [asyncio.create_task(runtime.staleness.run(), name="raftset-staleness")]
     if WATCHES.enabled(watches.LEASES):
-        lease_watch = LeaseWatch(runtime.kube.api, runtime.leases, WATCHES.namespaces, runtime.lease_changed)
+        memo.watch_client = runtime.kube.watch_client(max(1, len(WATCHES.namespaces)))
+        lease_watch = LeaseWatch(memo.watch_client, runtime.leases, WATCHES.namespaces, runtime.lease_changed)
         runtime.leases_listed = lease_watch.listed
         runtime.metrics.lease_relists.set_function(lambda: lease_watch.relists)
         memo.tasks.append(asyncio.create_task(lease_watch.run(), name="raftset-leases"))
@@ -66,6 +67,8 @@ async def disconnect(memo: kopf.Memo, **_: Any) -> None:
     """The client session's connections closed as the operator stops."""
     for task in getattr(memo, "tasks", []):
         task.cancel()
+    if hasattr(memo, "watch_client"):
+        await memo.watch_client.close()
     if hasattr(memo, "runtime"):
         await memo.runtime.kube.close()
 

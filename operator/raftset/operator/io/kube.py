@@ -14,6 +14,7 @@ the kubectl plugin catch.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
@@ -90,10 +91,13 @@ class KubeClient:
         self._discovery = asyncio.Lock()
         self.gate = apiorder.Gate(CONNECTIONS)
 
-    @property
-    def api(self) -> kubernetes.aio.client.ApiClient:
-        """The session's client, for the one watch the operator keeps itself (io.leasewatch)."""
-        return self._api
+    def watch_client(self, streams: int) -> kubernetes.aio.client.ApiClient:
+        """A client of its own for `streams` long-lived watches (io.leasewatch): a watch holds its
+        connection for minutes, and in the calls' pool it would leave one slot fewer to every
+        reconcile (and, one per namespace of a namespaced operator, could take them all)."""
+        configuration = copy.copy(self._api.configuration)
+        configuration.connection_pool_maxsize = streams
+        return kubernetes.aio.client.ApiClient(configuration)
 
     async def close(self) -> None:
         await self._api.close()
