@@ -2,7 +2,7 @@
 
 observe -> plan -> components -> narrate -> publish:
 
-* observe: everything the round reads from kopf's indices and the cluster object, in one value;
+* observe: everything the round reads from the Lease book, kopf's indices and the cluster object, in one value;
 * plan: the spec parsed, the workload read, the pure planner's next scale step or roll restart;
 * components: the registry walked (raftset.operator.components.registry), every write of the round;
 * narrate: what is told before the status (replace steps, the step's Events, a missing member's cause);
