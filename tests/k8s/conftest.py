@@ -5,13 +5,16 @@ tests/conftest.py, beside the e2e tier's."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes.aio.client
+import kubernetes.aio.config
 import pytest
 
 from raftset import contract
+from raftset.operator.io import kube
 from raftset.operator.components.member_rbac import member_rbac
 from raftset.operator.pure.objects import member_service_account
 from raftset.operator.pure import spec
@@ -48,6 +51,18 @@ def lab(kube_apiserver: Any, engine_ready: EngineUnderTest, tmp_path: Path) -> I
     yield make
     for made in labs:
         made.close()
+
+
+@pytest.fixture
+async def operator_session(kube_apiserver: Any) -> AsyncIterator[kube.KubeClient]:
+    """The operator's own client session (raftset.operator.io.kube), straight to the apiserver."""
+    configuration = kubernetes.aio.client.Configuration()
+    await kubernetes.aio.config.load_kube_config(kube_apiserver.kubeconfig, client_configuration=configuration)
+    session = await kube.session(configuration)
+    try:
+        yield session
+    finally:
+        await session.close()
 
 
 @pytest.fixture

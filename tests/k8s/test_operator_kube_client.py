@@ -71,30 +71,18 @@ async def test_every_call_on_a_hung_connection_gives_up_within_its_timeout_as_an
         assert TIMEOUT_S - 0.5 < took < TIMEOUT_S + 3, f"{name} gave up after {took:.1f}s"
 
 
-@pytest.fixture
-async def direct(kube_apiserver: Any) -> AsyncIterator[kube.KubeClient]:
-    """The operator's client session, straight to the apiserver."""
-    configuration = kubernetes.aio.client.Configuration()
-    await kubernetes.aio.config.load_kube_config(kube_apiserver.kubeconfig, client_configuration=configuration)
-    session = await kube.session(configuration)
-    try:
-        yield session
-    finally:
-        await session.close()
-
-
 async def test_a_delete_with_a_uid_leaves_the_object_re_created_under_the_name(
-        namespace: str, direct: kube.KubeClient) -> None:
+        namespace: str, operator_session: kube.KubeClient) -> None:
     """A roll and a quorum-loss recovery judge one pod incarnation: one re-created under its name
     between the judgement and the delete must survive the delete."""
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "judged", "namespace": namespace}}
-    judged = (await direct.apply(config_map))["metadata"]["uid"]
-    await direct.delete("v1", "ConfigMap", namespace, "judged")
-    again = (await direct.apply(config_map))["metadata"]["uid"]
+    judged = (await operator_session.apply(config_map))["metadata"]["uid"]
+    await operator_session.delete("v1", "ConfigMap", namespace, "judged")
+    again = (await operator_session.apply(config_map))["metadata"]["uid"]
     assert again != judged
-    await direct.delete("v1", "ConfigMap", namespace, "judged", uid=judged)
-    kept = await direct.get("v1", "ConfigMap", namespace, "judged")
+    await operator_session.delete("v1", "ConfigMap", namespace, "judged", uid=judged)
+    kept = await operator_session.get("v1", "ConfigMap", namespace, "judged")
     assert kept is not None and kept["metadata"]["uid"] == again, "the re-created object was deleted"
-    await direct.delete("v1", "ConfigMap", namespace, "judged", uid=again)
-    assert await direct.get("v1", "ConfigMap", namespace, "judged") is None, "the judged incarnation stays"
-    await direct.delete("v1", "ConfigMap", namespace, "judged", uid=again)  # gone already: done
+    await operator_session.delete("v1", "ConfigMap", namespace, "judged", uid=again)
+    assert await operator_session.get("v1", "ConfigMap", namespace, "judged") is None, "the judged incarnation stays"
+    await operator_session.delete("v1", "ConfigMap", namespace, "judged", uid=again)  # gone already: done

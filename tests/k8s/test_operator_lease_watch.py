@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import kubernetes.aio.client
-import kubernetes.aio.config
 import pytest
 from kubernetes import client
 
@@ -30,17 +28,6 @@ from tests.harness.operator import api
 pytestmark = pytest.mark.k8s
 
 RENEWED = datetime(2026, 1, 1, 12, 0, 0, 1, tzinfo=timezone.utc)  # a MicroTime the client writes as one
-
-
-@pytest.fixture
-async def session(kube_apiserver: Any) -> AsyncIterator[kube.KubeClient]:
-    configuration = kubernetes.aio.client.Configuration()
-    await kubernetes.aio.config.load_kube_config(kube_apiserver.kubeconfig, client_configuration=configuration)
-    made = await kube.session(configuration)
-    try:
-        yield made
-    finally:
-        await made.close()
 
 
 def heartbeat_lease(pod: str, role: str) -> dict[str, Any]:
@@ -61,11 +48,11 @@ async def until(condition: Callable[[], bool], what: str, timeout: float = 20.0)
 
 
 async def test_a_lease_created_renewed_changed_and_deleted_reaches_the_book_across_watch_requests(
-        kube_apiserver: Any, namespace: str, session: kube.KubeClient) -> None:
+        kube_apiserver: Any, namespace: str, operator_session: kube.KubeClient) -> None:
     leases = client.CoordinationV1Api(api(kube_apiserver.kubeconfig))
     leases.create_namespaced_lease(namespace, heartbeat_lease("demo-0", contract.ROLE_FOLLOWER))  # before the list
     book, changes = LeaseBook(), []
-    watch_api = session.watch_client(1)
+    watch_api = operator_session.watch_client(1)
     watch = LeaseWatch(watch_api, book, [namespace], changes.append, watch_seconds=2)
     task = asyncio.create_task(watch.run())
     key = (namespace, "demo")

@@ -5,7 +5,8 @@ A heartbeat is fresh until its Lease duration after the operator last saw it ren
 missing, a step waits), so its cluster needs a round then. Each member renews every few seconds,
 so that moment moves on with every renewal. Every cluster's own alarm waking at its first
 member's expiry, to find it renewed and sleep again, was a wake-up per cluster every few seconds
-(a fifth of the operator's CPU at rest at 1000 clusters). Here every renewal is one push on one
+(the per-cluster daemons took a quarter of the samples of a py-spy profile at rest with 1000
+clusters, 2026-11-27). Here every renewal is one push on one
 heap, and a cluster is rung only when one of its Leases really expires: its expiry comes with
 no renewal after it.
 """
