@@ -56,7 +56,7 @@ class Staleness:
         return stale
 
     def pending(self) -> int:
-        """Expiries held, replaced ones included (the heap's size, for the metrics)."""
+        """Expiries held, replaced ones included (the heap's size): what a renewal storm leaves behind."""
         return len(self._heap)
 
     async def run(self) -> None:
