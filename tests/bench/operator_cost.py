@@ -4,9 +4,10 @@ The real operator runs as a subprocess (`tests.harness.operator.Operator`) with 
 default intervals against the full local plane (controller-manager, scheduler, OpenKruise,
 kwok), whose loopback block is sized for the largest count (`tools/devcluster/net.py`).
 Clusters are one-member EtcdClusters on the builtin StatefulSet, so their kwok pods fit the
-fake nodes; each has a heartbeat Lease renewed every 10 s (the sidecar's default) by a
-stand-in (`Heartbeats`: each renewal started at its due time, how late each was answered
-recorded), so the operator sees what it would see in a live cluster at rest.
+fake nodes; each has a heartbeat Lease and a membership Lease renewed every 10 s (the sidecar's
+default; its leader refreshes the membership record at that interval) by a stand-in
+(`Heartbeats`: each renewal started at its due time, how late each was answered recorded), so the
+operator sees what it would see in a live cluster at rest.
 
 At rest: after the clusters are created and settled, CPU over a quiet interval (psutil
 cpu_times of the operator process) and its RSS. Latency: one cluster at a time, a label
@@ -39,7 +40,8 @@ from kubernetes.client.exceptions import ApiException
 from raftset import contract
 from tests.bench.stats import percentile
 from raftset.operator.pure.election import LEASE_NAME, Timing
-from tests.harness.operator import ROOT, Operator, api, heartbeat_lease, kubectl, product_intervals
+from tests.harness.operator import (ROOT, Operator, api, heartbeat_lease, kubectl, member_id, membership_lease,
+                                    product_intervals)
 from tests.harness.waiting import wait_for
 
 COLUMNS = ("version", "clusters", "settled", "apply_s", "create_s", "resume_s", "rss_mib", "cpu_rest_pct",
@@ -79,7 +81,7 @@ def lateness(samples: Sequence[float]) -> dict[str, float]:
 
 
 class Heartbeats:
-    """One heartbeat Lease per cluster (its one pod, leading), renewed every HEARTBEAT_S.
+    """One heartbeat Lease and one membership Lease per cluster (its one pod, leading), renewed every HEARTBEAT_S.
 
     An event loop in a thread of its own starts each renewal at its due time (`due`) without waiting
     for the ones before it, up to IN_FLIGHT at once, as thousands of independent sidecars would: a
@@ -159,13 +161,27 @@ class Heartbeats:
             await self._session.close()
 
     async def _renew(self, when: float, cluster: str, record: bool = True) -> None:
+        """What the one member's sidecar writes every interval as it leads: its heartbeat Lease and the
+        membership Lease (raftset.sidecar.shells.membership refreshes it every heartbeat interval)."""
         pod = contract.pod_name(cluster, 0)
-        body = heartbeat_lease(self.namespace, cluster, pod, role=contract.ROLE_LEADER,
-                               member_id=f"{abs(hash(cluster)) & 0xFFFFFFFF:x}",
-                               lease_seconds=int(3 * HEARTBEAT_S))
-        # Server-side apply, as the sidecar writes it: the apiserver refuses a Lease update (PUT)
-        # without a resourceVersion (422), which left every cluster leaderless and Degraded.
+        bodies = (heartbeat_lease(self.namespace, cluster, pod, role=contract.ROLE_LEADER, member_id=member_id(0),
+                                  lease_seconds=int(3 * HEARTBEAT_S)),
+                  membership_lease(self.namespace, cluster, 0, {0: False}, index=100,
+                                   lease_seconds=int(3 * HEARTBEAT_S)))
         began = time.monotonic()
+        refused = False
+        for body in bodies:
+            refused |= not await self._apply(body)
+        answered = time.monotonic()
+        with self._lock:
+            self.failed += refused  # a busy apiserver: the next round renews it
+            if record:
+                self._late.append(answered - when)
+                self._took.append(answered - began)
+
+    async def _apply(self, body: dict[str, Any]) -> bool:
+        """Server-side apply, as the sidecar writes: the apiserver refuses a Lease update (PUT) without
+        a resourceVersion (422), which left every cluster leaderless and Degraded."""
         assert self._session is not None
         try:
             async with self._session.patch(
@@ -173,15 +189,9 @@ class Heartbeats:
                     data=json.dumps(body), headers=self._headers,
                     timeout=aiohttp.ClientTimeout(total=HEARTBEAT_S)) as response:
                 await response.read()
-                refused = response.status >= 300
+                return response.status < 300
         except (aiohttp.ClientError, asyncio.TimeoutError):
-            refused = True
-        answered = time.monotonic()
-        with self._lock:
-            self.failed += refused  # a busy apiserver: the next round renews it
-            if record:
-                self._late.append(answered - when)
-                self._took.append(answered - began)
+            return False
 
     def take_lateness(self) -> list[float]:
         """How late (s) each renewal since the last call was answered against its due time."""

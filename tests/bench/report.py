@@ -694,8 +694,9 @@ The real operator as a subprocess, default intervals (reconciles on the watch ev
 and at the times its decisions turn on, a look every 5 s at a cluster in motion only, a full re-apply every
 600 s: docs/architecture.md, "When a round runs"), on the full local control plane (kube-apiserver,
 controller-manager, scheduler, OpenKruise, kwok). Each cluster is a one-member EtcdCluster
-on the builtin StatefulSet (kwok pods), with a heartbeat Lease renewed every 10 s by a
-stand-in thread (the sidecar's default interval, applied server-side as the sidecar does), so
+on the builtin StatefulSet (kwok pods), with a heartbeat Lease and a membership Lease renewed every 10 s by a
+stand-in thread (the sidecar's default interval, at which its leader also refreshes the membership
+record; applied server-side as the sidecar does), so
 that every cluster is Available and at rest. `create_s`: from applying the new
 clusters until every one has its StatefulSet and an observed status (or, when some never
 get there, until the last one that did). At rest: CPU

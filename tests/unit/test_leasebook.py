@@ -59,6 +59,32 @@ def test_the_rounds_read_the_heartbeats_with_the_operators_sighting() -> None:
     assert heartbeats.get(("default", "other"), []) == [] and memberships.get(KEY, []) == [] and dict(backups) == {}
 
 
+def membership(*, leader: str = "demo-0", term: int = 2, index: int = 7, published: str = "2026-11-28T00:00:00Z",
+               learner: bool = False) -> str:
+    """A membership record as the leader's sidecar publishes it (raftset.sidecar.pure.membership)."""
+    members = [{"id": "a1", "name": "demo-0", "ordinal": 0, "peer_urls": ["http://demo-0:2380"], "learner": False,
+                "started": True, "raft_index": index, "applied_index": index},
+               {"id": "b2", "name": "demo-1", "ordinal": 1, "peer_urls": ["http://demo-1:2380"], "learner": learner,
+                "started": True, "raft_index": index - 1, "applied_index": index - 1}]
+    return json.dumps({"leader_id": "a1", "leader": leader, "term": term, "index": index, "members": members,
+                       "published": published})
+
+
+def test_a_membership_refresh_that_changes_no_member_nor_leader_rings_nothing() -> None:
+    """The leader's sidecar republishes the record every heartbeat interval with new indexes and time:
+    at thousands of clusters a round per refresh was the operator's whole cost at rest."""
+    book = LeaseBook()
+    first = book.seen(record(contract.LABEL_MEMBERSHIP, {contract.ANNOTATION_MEMBERSHIP: membership()}), NOW)
+    assert first is not None and first.ring
+    refresh = membership(index=9, published="2026-11-28T00:00:10Z")
+    again = book.seen(record(contract.LABEL_MEMBERSHIP, {contract.ANNOTATION_MEMBERSHIP: refresh}), NOW + 10 * S)
+    assert again == Change(KEY, "demo-x", ring=False)
+    assert book.views()[1].get(KEY) == [refresh]  # the rounds read the newest record all the same
+    for changed in (membership(learner=True), membership(term=3), membership(leader="demo-1"), "not json"):
+        heard = book.seen(record(contract.LABEL_MEMBERSHIP, {contract.ANNOTATION_MEMBERSHIP: changed}), NOW)
+        assert heard is not None and heard.ring, changed
+
+
 def test_membership_and_backup_records_ring_on_every_change_and_read_as_kopfs_indices_did() -> None:
     book = LeaseBook()
     raw = json.dumps({"index": 7})

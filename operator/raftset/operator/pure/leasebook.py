@@ -10,8 +10,9 @@ the operator's sighting (raftset.operator.pure.freshness), the membership record
 the backup Lease's annotations.
 
 Each change says which cluster, if any, needs a round now (`Heard`): a heartbeat only when it says
-something new (raftset.operator.pure.wakeup.lease_wakes), a membership or backup record on every
-change (they are written on a change only), a Lease gone always. A heartbeat's `expires` feeds the
+something new (raftset.operator.pure.wakeup.lease_wakes), a membership record when who is a member
+or leads changes (wakeup.membership_wakes: the leader also refreshes it every heartbeat interval), a
+backup record on every change (it is written on a change only), a Lease gone always. A heartbeat's `expires` feeds the
 staleness timer (raftset.operator.staleness). Plain data, no I/O.
 """
 
@@ -102,11 +103,12 @@ class LeaseBook:
         if kind == MEMBERSHIP:
             raw = annotations.get(contract.ANNOTATION_MEMBERSHIP)
             records = self.memberships.setdefault(key, {})
+            before = records.get(name)
             if raw:
                 records[name] = raw
             else:
                 records.pop(name, None)
-            return Change(key, name, ring=True)
+            return Change(key, name, ring=wakeup.membership_wakes(before, raw or None))
         if kind == BACKUP:
             self.backups.setdefault(key, {})[name] = annotations
             return Change(key, name, ring=True)

@@ -10,7 +10,8 @@ discovery). Everything here is plain data over the operator's own clock.
 
 A heartbeat renewal changes only the Lease's resourceVersion and renewTime, and every member renews
 every few seconds: a renewal that changes nothing a decision reads (`LeaseView`) wakes nothing, its
-sighting only pushes its expiry later. A heartbeat that goes stale rings its cluster through one
+sighting only pushes its expiry later; likewise the leader's refresh of the membership record
+(`membership_wakes`). A heartbeat that goes stale rings its cluster through one
 timer for every Lease (raftset.operator.staleness), not through each cluster's wake-up time.
 """
 
@@ -23,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from raftset import contract
+from raftset.membership import parse_membership
 from raftset.operator.pure.freshness import Sighting
 from raftset.operator.pure.lasting import Seen
 from raftset.operator.pure.quorum_loss import CONDITION as QUORUM_CONDITION
@@ -120,6 +122,19 @@ class Heard:
 
     view: LeaseView
     sighting: Sighting
+
+
+def membership_wakes(before: str | None, after: str | None) -> bool:
+    """Does a membership record call for a round? One that changes who is a member, a learner or
+    started, or the leader and term does (`RaftMembership.change_key`, what the sidecar publishes at
+    once); the leader's refresh every heartbeat interval, new indexes and time only, does not. A
+    round in motion reads the indexes all the same: it looks again after the recheck period."""
+    if before is None or after is None:
+        return before != after
+    old, new = parse_membership(before), parse_membership(after)
+    if old is None or new is None:
+        return before != after
+    return old.change_key != new.change_key
 
 
 def lease_wakes(before: Heard | None, after: Heard, now: datetime) -> bool:
