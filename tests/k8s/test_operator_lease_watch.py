@@ -1,10 +1,10 @@
-"""Issue 28: the operator's own watch of the clusters' Leases, against a real kube-apiserver.
+"""Issue 28: the operator's own watches (Leases, member pods, workloads), against a real kube-apiserver.
 
 kopf no longer watches Leases: every heartbeat, membership and backup record reaches the rounds
-through this one watch (raftset.operator.io.leasewatch). A Lease created, renewed, changed and
+through this one watch (raftset.operator.io.objectwatch). A Lease created, renewed, changed and
 deleted must reach the book, ringing only where the book says so; a watch request the server
 ends must be followed by the next from the last version. (A version too old, 410, cannot be
-had on demand from a fresh apiserver: tests/unit/test_leasewatch_events.py reads that event.)
+had on demand from a fresh apiserver: tests/unit/test_objectwatch_events.py reads that event.)
 """
 
 from __future__ import annotations
@@ -20,9 +20,14 @@ from kubernetes import client
 
 from raftset import contract
 from raftset.operator.io import kube
-from raftset.operator.io.leasewatch import LeaseWatch
+from raftset.operator import watches
+from raftset.operator.io.objectwatch import ObjectWatch
 from raftset.operator.pure.heartbeats import from_observed
-from raftset.operator.pure.leasebook import Change, LeaseBook
+from raftset.operator.pure.books import Change
+from raftset.operator.pure.leasebook import LeaseBook
+from raftset.operator.pure.podbook import PodBook
+from raftset.operator.pure.workloadbook import WorkloadBook
+from raftset.workloads import ADVANCED_STATEFULSET
 from tests.harness.operator import api
 
 pytestmark = pytest.mark.k8s
@@ -53,7 +58,8 @@ async def test_a_lease_created_renewed_changed_and_deleted_reaches_the_book_acro
     leases.create_namespaced_lease(namespace, heartbeat_lease("demo-0", contract.ROLE_FOLLOWER))  # before the list
     book, changes = LeaseBook(), []
     watch_api = operator_session.watch_client(1)
-    watch = LeaseWatch(watch_api, book, [namespace], changes.append, watch_seconds=2)
+    watch = ObjectWatch(watch_api, watches.LEASES, contract.LABEL_INSTANCE, book, [namespace], changes.append,
+                        watch_seconds=2)
     task = asyncio.create_task(watch.run())
     key = (namespace, "demo")
     try:
@@ -82,4 +88,35 @@ async def test_a_lease_created_renewed_changed_and_deleted_reaches_the_book_acro
         assert book.views()[0].get(key, []) == [] and watch.relists == 0, "no gap: no second list"
     finally:
         task.cancel()
+        await watch_api.close()
+
+
+async def test_a_workload_api_not_served_reads_as_listed_and_empty_and_pods_reach_their_book(
+        kube_apiserver: Any, namespace: str, operator_session: kube.KubeClient) -> None:
+    """The bare apiserver serves no OpenKruise CRD: that watch must not hold back every round (the
+    rounds wait for every first list), and a member pod's scale-away mark must reach the rounds."""
+    core = client.CoreV1Api(api(kube_apiserver.kubeconfig))
+    labels = {contract.LABEL_NAME: contract.MANAGER, contract.LABEL_INSTANCE: "demo"}
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "default"}})  # no controller-manager here
+    core.create_namespaced_pod(namespace, {"metadata": {"name": "demo-0", "labels": labels},
+                                           "spec": {"containers": [{"name": "etcd", "image": "etcd"}]}})
+    workloads, pods, changes = WorkloadBook(), PodBook(), []
+    watch_api = operator_session.watch_client(2)
+    advanced = ObjectWatch(watch_api, watches.WORKLOADS[ADVANCED_STATEFULSET.name], "x=y", workloads, [namespace],
+                           changes.append)
+    members = ObjectWatch(watch_api, watches.PODS, f"{contract.LABEL_NAME}={contract.MANAGER}", pods, [namespace],
+                          changes.append, watch_seconds=2)
+    tasks = [asyncio.create_task(w.run()) for w in (advanced, members)]
+    key = (namespace, "demo")
+    try:
+        await asyncio.wait_for(asyncio.gather(advanced.listed.wait(), members.listed.wait()), 20)
+        assert workloads.filed == {} and [(c.key, c.ring) for c in changes] == [(key, True)]
+        core.patch_namespaced_pod("demo-0", namespace, {"metadata": {"annotations": {contract.ANNOTATION_SCALE_AWAY: "t"}}})
+        await until(lambda: pods.views()[0].get(key) == ["demo-0"], "the scale-away mark in the pod book")
+        core.delete_namespaced_pod("demo-0", namespace, grace_period_seconds=0)
+        await until(lambda: changes[-1] == Change(key, "demo-0", ring=True, gone=True), "the pod's deletion")
+        assert pods.views()[0].get(key, []) == []
+    finally:
+        for task in tasks:
+            task.cancel()
         await watch_api.close()

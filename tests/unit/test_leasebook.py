@@ -117,7 +117,7 @@ def test_a_relist_after_a_gap_drops_what_is_gone_in_its_namespace_only() -> None
         book.seen(obj, NOW)
     book.seen(beat("demo-0", version="2"), NOW + 2 * S)
     changes = book.listed([beat("demo-0", version="3")], "default", NOW + 5 * S)
-    assert [(c.lease, c.gone, c.ring) for c in changes] == [
+    assert [(c.name, c.gone, c.ring) for c in changes] == [
         (kept["metadata"]["name"], False, False), (gone["metadata"]["name"], True, True)]
     assert [m.pod for m in from_observed(book.views()[0].get(KEY, []), "demo")] == ["demo-0"]
     assert book.views()[0].get(("other", "demo")), "another namespace's list decides for it"

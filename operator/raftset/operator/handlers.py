@@ -1,13 +1,14 @@
-"""kopf wiring: which events reach `reconcile`, and the indices it reads. Nothing else.
+"""kopf wiring: which events reach `reconcile`, and the operator's own watches it reads. Nothing else.
 
 A cluster is reconciled on its spec change (kopf's create/update/resume handler), and otherwise by
 its daemon, which sleeps on the cluster's alarm (raftset.operator.alarms): rung by a watch event of
-something the cluster reads (its object's annotations, workload, pods, membership, backup and
-heartbeat Leases, a heartbeat only when it says something new), set by each round to the next moment
-a decision turns on time (raftset.operator.pure.wakeup). The reconcile itself is
+something the cluster reads (its object's annotations through kopf; its workload, member pods,
+membership, backup and heartbeat Leases through the operator's own watches, raftset.operator.io.objectwatch,
+a heartbeat only when it says something new), set by each round to the next moment a decision turns
+on time (raftset.operator.pure.wakeup). kopf keeps no index: its start waits for every indexed object
+first, a cost that grows with the square of the objects. The reconcile itself is
 `raftset.operator.reconcile`; the objects it writes are the components of
-`raftset.operator.components.registry`.
-"""
+`raftset.operator.components.registry`."""
 
 from __future__ import annotations
 
@@ -18,15 +19,14 @@ from typing import Any
 import kopf
 
 from raftset import contract, engines
-from raftset import replace
 from raftset.operator import watches
 from raftset.operator.io import apiorder
-from raftset.operator.pure.objects import cached, edited_behind_our_back
+from raftset.operator.pure.objects import edited_behind_our_back
+from raftset.operator.pure.workloadbook import owner
 from raftset.operator.io import kube
-from raftset.operator.io.leasewatch import LeaseWatch
+from raftset.operator.io.objectwatch import ObjectWatch
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
 from raftset.operator.settings import from_env
-from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET
 
 log = logging.getLogger(__name__)
 SETTINGS = from_env()
@@ -49,17 +49,33 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     log.info("API errors retried after %s s, then given up", ", ".join(f"{d:g}" for d in SETTINGS.api_error_backoffs))
     runtime = memo.runtime = Runtime(settings=SETTINGS, kube=await kube.connect(), watches=WATCHES)
     memo.tasks = [asyncio.create_task(runtime.staleness.run(), name="raftset-staleness")]
-    if WATCHES.enabled(watches.LEASES):
-        memo.watch_client = runtime.kube.watch_client(max(1, len(WATCHES.namespaces)))
-        lease_watch = LeaseWatch(memo.watch_client, runtime.leases, WATCHES.namespaces, runtime.lease_changed)
-        runtime.leases_listed = lease_watch.listed
-        runtime.metrics.lease_relists.set_function(lambda: lease_watch.relists)
-        memo.tasks.append(asyncio.create_task(lease_watch.run(), name="raftset-leases"))
-    else:
-        runtime.leases_listed.set()  # nothing to wait for: the clusters are refused (watches.problem)
+    own = _own_watches(runtime)
+    memo.watch_client = runtime.kube.watch_client(max(1, len(WATCHES.namespaces)) * max(1, len(own)))
+    started = [ObjectWatch(memo.watch_client, watch, selector, book, WATCHES.namespaces, changed)
+               for watch, selector, book, changed in own]
+    for watch in started:
+        memo.tasks.append(asyncio.create_task(watch.run(), name=f"raftset-watch-{watch.name}"))
+        if watch.name == watches.LEASES.name:
+            runtime.metrics.lease_relists.set_function(lambda lease_watch=watch: lease_watch.relists)
+    memo.tasks.append(asyncio.create_task(_all_listed(runtime, started), name="raftset-listed"))
     for forbidden in WATCHES.forbidden:
         memo.runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)
     memo.runtime.metrics.serve(SETTINGS.metrics_address)
+
+
+def _own_watches(runtime: Runtime) -> list[tuple[watches.Watch, str, Any, Any]]:
+    """The watches the operator keeps itself, of those enabled here: (resource, label selector, book,
+    what hears its changes). A forbidden one stays empty; the clusters that need it are refused."""
+    wanted = [(watches.LEASES, contract.LABEL_INSTANCE, runtime.leases, runtime.lease_changed),
+              (watches.PODS, f"{contract.LABEL_NAME}={contract.MANAGER}", runtime.pods, runtime.changed),
+              *((watches.WORKLOADS[name], _MANAGED_SELECTOR, book, runtime.changed)
+                for name, book in runtime.workloads.items())]
+    return [entry for entry in wanted if WATCHES.enabled(entry[0])]
+
+
+async def _all_listed(runtime: Runtime, started: list[ObjectWatch]) -> None:
+    await asyncio.gather(*(watch.listed.wait() for watch in started))
+    runtime.listed.set()
 
 
 @kopf.on.cleanup()
@@ -78,63 +94,9 @@ def _if_watched(watch: watches.Watch, decorator: Any) -> Any:
     return decorator if WATCHES.enabled(watch) else (lambda fn: fn)
 
 
-# --- indices: the API objects each reconcile needs, kept current by kopf's watches ---
-# (Coroutines although they never wait: kopf runs a plain function in a worker thread, a thread
-# hop per watch event.) The clusters' Leases are not among them: the operator's own watch keeps
-# them (raftset.operator.io.leasewatch, into Runtime.leases).
-
-@_if_watched(watches.PODS, kopf.index(*watches.PODS.resource, annotations={contract.ANNOTATION_SCALE_AWAY: kopf.PRESENT}))
-async def scale_away_marks(namespace: str, name: str, labels: dict[str, str], **_: Any) -> dict[Key, str]:
-    cluster = labels.get(contract.LABEL_INSTANCE)
-    return {(namespace, cluster): name} if cluster else {}
-
-
-def _replace_annotated(annotations: kopf.Annotations, **_: Any) -> bool:
-    return contract.ANNOTATION_REPLACE in annotations or contract.ANNOTATION_REPLACE_PROGRESS in annotations
-
-
-@_if_watched(watches.PODS, kopf.index(*watches.PODS.resource, labels={contract.LABEL_NAME: contract.MANAGER},
-                                       when=_replace_annotated))
-async def replace_requests(namespace: str, name: str, labels: dict[str, str], annotations: dict[str, str],
-                           **_: Any) -> dict[Key, dict[str, Any]]:
-    """Pods asked to replace their member, and the sidecar's record of each step (raftset.sidecar.pure.replace)."""
-    cluster = labels.get(contract.LABEL_INSTANCE)
-    if not cluster:
-        return {}
-    return {(namespace, cluster): {"pod": name, "requested": replace.requested(annotations),
-                                   "progress": annotations.get(contract.ANNOTATION_REPLACE_PROGRESS)}}
-
-
-def _owner_key(body: kopf.Body) -> Key | None:
-    for ref in body.metadata.get("ownerReferences") or []:
-        if ref.get("apiVersion") == contract.API_VERSION and ref.get("controller"):
-            return body.metadata.namespace, ref["name"]
-    return None
-
-
-def _by_owner(body: kopf.Body) -> dict[Key, dict[str, Any]]:
-    key = _owner_key(body)
-    return {key: cached(body)} if key else {}
-
-
-# The workloads, so that a tick with nothing to do reads nothing from the apiserver.
+# The objects the operator manages carry this label; its own watches and kopf's select on it.
 _MANAGED = {contract.LABEL_MANAGED_BY: contract.MANAGER}
-
-
-@_if_watched(watches.WORKLOADS[STATEFULSET.name],
-             kopf.index(STATEFULSET.group, STATEFULSET.version, STATEFULSET.plural, labels=_MANAGED))
-async def statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
-    return _by_owner(body)
-
-
-@_if_watched(watches.WORKLOADS[ADVANCED_STATEFULSET.name],
-             kopf.index(ADVANCED_STATEFULSET.group, ADVANCED_STATEFULSET.version, ADVANCED_STATEFULSET.plural,
-                        labels=_MANAGED))
-async def advanced_statefulsets(body: kopf.Body, **_: Any) -> dict[Key, dict[str, Any]]:
-    return _by_owner(body)
-
-
-Idx = kopf.Index | None  # None: not watched here (watches.Watches), the reconcile refuses what needs it
+_MANAGED_SELECTOR = f"{contract.LABEL_MANAGED_BY}={contract.MANAGER}"
 
 
 def _register(engine: engines.Engine) -> None:
@@ -143,25 +105,18 @@ def _register(engine: engines.Engine) -> None:
     @kopf.on.resume(*resource, id=f"{engine.name}-resume")
     @kopf.on.create(*resource, id=f"{engine.name}-create")
     @kopf.on.update(*resource, id=f"{engine.name}-update", field="spec")
-    async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, reason: kopf.Reason,
-                      scale_away_marks: Idx = None, replace_requests: Idx = None, statefulsets: Idx = None,
-                      advanced_statefulsets: Idx = None, **_: Any) -> None:
-        indices = Indices.of(memo.runtime.leases, scale_away_marks, replace_requests, statefulsets,
-                             advanced_statefulsets)
-        await reconcile(body, patch, memo.runtime, indices, forced=True,
+    async def changed(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, reason: kopf.Reason, **_: Any) -> None:
+        await reconcile(body, patch, memo.runtime, Indices.of(memo.runtime), forced=True,
                         urgency=URGENCY.get(reason, apiorder.BACKGROUND))
 
     # The id stays `-step`: kopf logs it ("Daemon 'etcd-step' ...", raftset.operator.logs). The daemon
     # is cancelled a second after its cluster is deleted or the operator stops: it holds no state.
     @kopf.daemon(*resource, id=f"{engine.name}-step", cancellation_timeout=1.0)
-    async def step(body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped,
-                   scale_away_marks: Idx = None, replace_requests: Idx = None, statefulsets: Idx = None,
-                   advanced_statefulsets: Idx = None, **_: Any) -> None:
+    async def step(body: kopf.Body, memo: kopf.Memo, stopped: kopf.DaemonStopped, **_: Any) -> None:
         """The cluster's rounds between spec changes: each when its alarm goes (rung or due)."""
         runtime: Runtime = memo.runtime
         key: Key = (body.metadata.namespace, body.metadata.name)
-        indices = Indices.of(runtime.leases, scale_away_marks, replace_requests, statefulsets,
-                             advanced_statefulsets)
+        indices = Indices.of(runtime)
 
         alarm = runtime.alarm(key)
         while not stopped:
@@ -221,34 +176,17 @@ for _engine in engines.ENGINES.values():
             memo.runtime.ring(key)
 
 
-def _deleted(type: str | None, **_: Any) -> bool:
-    return type == "DELETED"
-
-
-@_if_watched(watches.PODS, kopf.on.event(*watches.PODS.resource, labels={contract.LABEL_NAME: contract.MANAGER},
-                                          id="pods-ring"))
-async def pod_changed(namespace: str, labels: dict[str, str], memo: kopf.Memo, **_: Any) -> None:
-    cluster = labels.get(contract.LABEL_INSTANCE)
-    if cluster and hasattr(memo, "runtime"):
-        memo.runtime.ring((namespace, cluster))
-
-
 # --- drift: an owned object deleted or edited behind our back is re-applied promptly ---
 
 def _mark_drift(body: kopf.Body, memo: kopf.Memo) -> None:
-    key = _owner_key(body)
+    key = owner(body)
     if key is not None and hasattr(memo, "runtime"):
         memo.runtime.applied_at.pop(key, None)  # the next round re-applies everything
         memo.runtime.ring(key)
 
 
-for _owned in (*watches.WORKLOADS.values(), watches.SERVICES, watches.PDBS):
+for _owned in (watches.SERVICES, watches.PDBS):
     @_if_watched(_owned, kopf.on.event(*_owned.resource, labels=_MANAGED, id=f"drift-{'-'.join(_owned.resource)}"))
     async def drift(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
         if edited_behind_our_back(type, body):
             _mark_drift(body, memo)
-        elif body.get("kind") in (STATEFULSET.kind, ADVANCED_STATEFULSET.kind):
-            # The workload's controller moved its status (pods ready, a revision rolled out).
-            key = _owner_key(body)
-            if key is not None and hasattr(memo, "runtime"):
-                memo.runtime.ring(key)

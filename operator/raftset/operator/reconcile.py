@@ -43,7 +43,10 @@ from raftset.operator.pure.events import Condition, Event
 from raftset.operator.pure.heartbeats import HeartbeatRecord, from_observed
 from raftset.operator.pure.scale_step import SCALE_IN, ScaleStep, parse_step
 from raftset.operator.pure.settings import OperatorSettings
-from raftset.operator.pure.leasebook import Change, LeaseBook
+from raftset.operator.pure.books import Change
+from raftset.operator.pure.leasebook import LeaseBook
+from raftset.operator.pure.podbook import PodBook
+from raftset.operator.pure.workloadbook import WorkloadBook
 from raftset.operator.staleness import Staleness
 from raftset.workloads import ADVANCED_STATEFULSET, STATEFULSET, Backend
 
@@ -64,9 +67,15 @@ class Runtime:
     published: dict[Key, dict[str, Any]] = field(default_factory=dict)
     # The clusters' Leases as last heard, each heartbeat with when it was last seen to change
     # (raftset.operator.pure.leasebook, .freshness); a restart starts afresh, every Lease
-    # unconfirmed until its next renewal. `leases_listed` is set once the first list is in.
+    # unconfirmed until its next renewal.
     leases: LeaseBook = field(default_factory=LeaseBook)
-    leases_listed: asyncio.Event = field(default_factory=asyncio.Event)
+    # The member pods' scale-away marks and replacement requests, and each backend's workloads
+    # (raftset.operator.pure.podbook, .workloadbook), kept by the same watches (io.objectwatch).
+    pods: PodBook = field(default_factory=PodBook)
+    workloads: dict[str, WorkloadBook] = field(
+        default_factory=lambda: {backend.name: WorkloadBook() for backend in (STATEFULSET, ADVANCED_STATEFULSET)})
+    # Set once every watch's first list is in: a round on an empty book would see every member missing.
+    listed: asyncio.Event = field(default_factory=asyncio.Event)
     # When each member pod (by UID) was first listed during a roll (raftset.operator.pure.rolls); a
     # restart starts afresh, and each pod must then report once more before the next deletion.
     pod_sightings: dict[Key, dict[str, rolls.PodSighting]] = field(default_factory=dict)
@@ -96,17 +105,26 @@ class Runtime:
             alarm.ring()
 
     def lease_changed(self, change: Change) -> None:
-        """What the Lease watch heard: a round where the book says so, the staleness timer told."""
+        """What the Lease watch heard: the staleness timer told, then as `changed`."""
         if change.gone:
-            self.staleness.gone(change.key, change.lease)
+            self.staleness.gone(change.key, change.name)
         elif change.expires is not None:
-            self.staleness.renewed(change.key, change.lease, change.expires)
+            self.staleness.renewed(change.key, change.name, change.expires)
+        self.changed(change)
+
+    def changed(self, change: Change) -> None:
+        """What a watch heard: a round where its book says so; after a drift, one that re-applies all."""
+        if change.drift:
+            self.applied_at.pop(change.key, None)
         if change.ring:
             self.ring(change.key)
 
     def forget(self, key: Key) -> None:
         self.staleness.gone(key)
         self.leases.forget(key)
+        self.pods.forget(key)
+        for workloads in self.workloads.values():
+            workloads.forget(key)
         self.alarms.pop(key, None)
         self.annotations_seen.pop(key, None)
         self.pod_sightings.pop(key, None)
@@ -120,8 +138,8 @@ class Runtime:
 
 @dataclass(frozen=True)
 class Indices:
-    """What a reconcile reads of the API objects, by what they hold: the Lease book's records and
-    kopf's indices (kopf.Index)."""
+    """What a reconcile reads of the API objects, by what they hold: the books the operator's own
+    watches keep (raftset.operator.io.objectwatch)."""
 
     heartbeats: Mapping[Key, Any]
     memberships: Mapping[Key, Any]
@@ -134,19 +152,13 @@ class Indices:
         return next(iter(self.workloads[backend.name].get(key, [])), None)
 
     @classmethod
-    def of(cls, leases: LeaseBook, scale_away_marks: kopf.Index | None, replace_requests: kopf.Index | None,
-           statefulsets: kopf.Index | None, advanced_statefulsets: kopf.Index | None) -> Indices:
-        """The book's records and the indices kopf passed; an index not watched here (None) reads
-        as empty, and the reconcile refuses a cluster that needs it before reading any (watches.problem)."""
-        heartbeats, memberships, backups = leases.views()
-        workloads = {STATEFULSET.name: statefulsets, ADVANCED_STATEFULSET.name: advanced_statefulsets}
-        return cls(heartbeats, memberships, _watched(scale_away_marks), _watched(replace_requests),
-                   {name: _watched(index) for name, index in workloads.items()}, backups)
-
-
-def _watched(index: kopf.Index | None) -> Mapping[Key, Any]:
-    """kopf's live index where it is watched (an empty one included), else nothing."""
-    return index if index is not None else {}
+    def of(cls, runtime: Runtime) -> Indices:
+        """What the runtime's books hold (a resource not watched here reads as empty, and the reconcile
+        refuses a cluster that needs it before reading any: watches.problem)."""
+        heartbeats, memberships, backups = runtime.leases.views()
+        marks, replacements = runtime.pods.views()
+        return cls(heartbeats, memberships, marks, replacements,
+                   {name: book.view() for name, book in runtime.workloads.items()}, backups)
 
 
 def _now() -> datetime:
@@ -216,7 +228,7 @@ async def reconcile(body: kopf.Body, patch: kopf.Patch, runtime: Runtime, indice
     key = (body.metadata.namespace, body.metadata.name)
     kind = str(body.get("kind", ""))
     seen_generation = (body.get("status") or {}).get("observedGeneration")
-    await runtime.leases_listed.wait()  # a round on a Lease book still empty would see every member missing
+    await runtime.listed.wait()  # a round on a book still empty would see every member missing
     turns = runtime.turns.get(key) or runtime.turns.setdefault(key, apiorder.Turns(runtime.kube.gate))
     async with turns.take(apiorder.urgency_of(urgency, int(body.metadata.get("generation") or 0),
                                               seen_generation if isinstance(seen_generation, int) else None)):

@@ -52,6 +52,11 @@ class Watch:
     def name(self) -> str:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
+    def path(self, namespace: str | None) -> str:
+        """The collection's URL path, in `namespace` or across every one (None)."""
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        return f"{root}/namespaces/{namespace}/{self.plural}" if namespace else f"{root}/{self.plural}"
+
 
 LEASES = Watch("coordination.k8s.io", "v1", "leases", needed_by=EVERY_CLUSTER)
 PODS = Watch("", "v1", "pods", needed_by=EVERY_CLUSTER)

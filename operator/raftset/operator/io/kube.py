@@ -92,7 +92,7 @@ class KubeClient:
         self.gate = apiorder.Gate(CONNECTIONS)
 
     def watch_client(self, streams: int) -> kubernetes.aio.client.ApiClient:
-        """A client of its own for `streams` long-lived watches (io.leasewatch): a watch holds its
+        """A client of its own for `streams` long-lived watches (io.objectwatch): a watch holds its
         connection for minutes, and in the calls' pool it would leave one slot fewer to every
         reconcile (and, one per namespace of a namespaced operator, could take them all)."""
         configuration = copy.copy(self._api.configuration)

@@ -2,7 +2,7 @@
 
 Heartbeat renewals are the most frequent thing the operator hears: every member renews every few
 seconds, at rest as much as in motion. They reach the operator through one watch of its own
-(raftset.operator.io.leasewatch), not kopf's: in a py-spy profile of the operator at rest with 1000
+(raftset.operator.io.objectwatch), not kopf's: in a py-spy profile of the operator at rest with 1000
 clusters (2026-11-27), kopf's per-event machinery and its diff base took about half the samples,
 and at rest nearly every event is a renewal. This book is what the
 rounds read instead of kopf's indices, with the same values: a heartbeat as its trimmed Lease with
@@ -18,28 +18,17 @@ staleness timer (raftset.operator.staleness). Plain data, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from raftset import contract
 from raftset.operator.pure import freshness, wakeup
+from raftset.operator.pure.books import Change, Grouped, Key, relisted
 from raftset.operator.pure.heartbeats import LEASE, SIGHTING, expiry
 
-Key = tuple[str, str]  # (namespace, cluster)
 HEARTBEAT, MEMBERSHIP, BACKUP = "heartbeat", "membership", "backup"
-
-
-@dataclass(frozen=True)
-class Change:
-    """What one Lease event or list changed for a cluster."""
-
-    key: Key
-    lease: str
-    ring: bool  # the cluster needs a round now
-    expires: datetime | None = None  # a heartbeat's expiry (the staleness timer's), None otherwise
-    gone: bool = False
 
 
 def kind_of(labels: Mapping[str, str]) -> str | None:
@@ -49,25 +38,6 @@ def kind_of(labels: Mapping[str, str]) -> str | None:
         if labels.get(label) == "true":
             return kind
     return None
-
-
-class Grouped(Mapping[Key, list[Any]]):
-    """A cluster's values of one kind as a list, the way a kopf index's store reads."""
-
-    def __init__(self, by_key: Mapping[Key, Mapping[str, Any]]) -> None:
-        self._by_key = by_key
-
-    def __getitem__(self, key: Key) -> list[Any]:
-        found = self._by_key.get(key)
-        if not found:
-            raise KeyError(key)
-        return list(found.values())
-
-    def __iter__(self) -> Iterator[Key]:
-        return (key for key, values in self._by_key.items() if values)
-
-    def __len__(self) -> int:
-        return sum(1 for values in self._by_key.values() if values)
 
 
 @dataclass
@@ -133,21 +103,8 @@ class LeaseBook:
         return Change(filed[0], name, ring=True, gone=True)
 
     def listed(self, leases: Iterable[Mapping[str, Any]], namespace: str | None, now: datetime) -> list[Change]:
-        """A fresh list of the Leases (of `namespace`, or of every one for None): each seen, and
-        every Lease filed there that the list no longer holds deleted (a watch gap hid its deletion)."""
-        changes = []
-        listed = set()
-        for lease in leases:
-            meta = lease.get("metadata") or {}
-            listed.add((str(meta.get("namespace") or ""), str(meta.get("name") or "")))
-            change = self.seen(lease, now)
-            if change is not None:
-                changes.append(change)
-        for where in [w for w in self.filed if (namespace is None or w[0] == namespace) and w not in listed]:
-            change = self.deleted(*where)
-            if change is not None:
-                changes.append(change)
-        return changes
+        """A fresh list of the Leases (of `namespace`, or of every one for None)."""
+        return relisted(self, leases, list(self.filed), namespace, now)
 
     def forget(self, key: Key) -> None:
         """A cluster gone: everything filed for it."""

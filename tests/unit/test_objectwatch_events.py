@@ -1,4 +1,4 @@
-"""Issue 28: how the operator's Lease watch reads one event line (no connection is made)."""
+"""Issue 28: how the operator's own watches read one event line (no connection is made)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,18 @@ import pytest
 from kubernetes.aio.client import ApiClient, Configuration
 
 from raftset import contract
-from raftset.operator.io.leasewatch import Gone, LeaseWatch
-from raftset.operator.pure.leasebook import Change, LeaseBook
+from raftset.operator import watches
+from raftset.operator.io.objectwatch import Gone, ObjectWatch
+from raftset.operator.pure.books import Change
+from raftset.operator.pure.leasebook import LeaseBook
 
 pytestmark = pytest.mark.unit
 
 
-def reader() -> tuple[LeaseWatch, list[Change]]:
+def reader() -> tuple[ObjectWatch, list[Change]]:
     changes: list[Change] = []
-    return LeaseWatch(ApiClient(Configuration()), LeaseBook(), [], changes.append), changes
+    return ObjectWatch(ApiClient(Configuration()), watches.LEASES, contract.LABEL_INSTANCE, LeaseBook(), [],
+                       changes.append), changes
 
 
 def backup(version: str) -> dict:
@@ -37,3 +40,9 @@ def test_events_carry_the_version_to_resume_from_and_a_bookmark_changes_nothing(
     assert watch._event({"type": "ADDED", "object": backup("9")}, "8") == "9"
     assert watch._event({"type": "DELETED", "object": backup("10")}, "9") == "10"
     assert [(c.key, c.ring, c.gone) for c in changes] == [(("db", "demo"), True, False), (("db", "demo"), True, True)]
+
+
+def test_each_resource_is_watched_at_its_collection_path() -> None:
+    assert watches.LEASES.path("db") == "/apis/coordination.k8s.io/v1/namespaces/db/leases"
+    assert watches.PODS.path(None) == "/api/v1/pods"
+    assert watches.WORKLOADS["AdvancedStatefulSet"].path("db") == "/apis/apps.kruise.io/v1beta1/namespaces/db/statefulsets"

@@ -1,0 +1,93 @@
+"""Issue 28: the member pods and the workloads as the operator's own watches file them, and which
+cluster each change rings (what kopf's indices and event handlers did before)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from raftset import contract
+from raftset.operator.pure.books import Change
+from raftset.operator.pure.podbook import PodBook
+from raftset.operator.pure.workloadbook import WorkloadBook, owner
+from tests.unit.builders import NOW
+
+pytestmark = pytest.mark.unit
+
+KEY = ("db", "demo")
+
+
+def pod(name: str = "demo-0", version: str = "1", cluster: str | None = "demo",
+        annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    labels = {contract.LABEL_NAME: contract.MANAGER, **({contract.LABEL_INSTANCE: cluster} if cluster else {})}
+    return {"metadata": {"name": name, "namespace": "db", "resourceVersion": version, "labels": labels,
+                         "annotations": annotations or {}}}
+
+
+def workload(version: str = "1", generation: int = 1, observed: int = 1, cluster: str = "demo",
+             controller: bool = True) -> dict[str, Any]:
+    return {"metadata": {"name": cluster, "namespace": "db", "resourceVersion": version, "generation": generation,
+                         "managedFields": [{"manager": "x"}],
+                         "ownerReferences": [{"apiVersion": contract.API_VERSION, "kind": "EtcdCluster",
+                                              "name": cluster, "controller": controller}]},
+            "spec": {"replicas": 3}, "status": {"observedGeneration": observed}}
+
+
+def test_a_pod_change_rings_its_cluster_and_a_relist_of_it_unchanged_does_not() -> None:
+    book = PodBook()
+    assert book.seen(pod(), NOW) == Change(KEY, "demo-0", ring=True)
+    assert book.listed([pod()], "db", NOW) == [Change(KEY, "demo-0", ring=False)]
+    assert book.seen(pod(version="2"), NOW) == Change(KEY, "demo-0", ring=True)
+    assert book.seen(pod(cluster=None), NOW) == Change(KEY, "demo-0", ring=True, gone=True), "unlabelled: gone"
+    assert book.seen(pod(cluster=None), NOW) is None
+
+
+def test_the_scale_away_mark_and_replace_requests_read_as_kopfs_indices_did() -> None:
+    book = PodBook()
+    book.seen(pod("demo-0", annotations={contract.ANNOTATION_SCALE_AWAY: "t"}), NOW)
+    book.seen(pod("demo-1", annotations={contract.ANNOTATION_REPLACE: "now",
+                                         contract.ANNOTATION_REPLACE_PROGRESS: "{}"}), NOW)
+    book.seen(pod("demo-2"), NOW)
+    marks, replacements = book.views()
+    assert marks.get(KEY) == ["demo-0"]
+    [request] = replacements.get(KEY, [])
+    assert request["pod"] == "demo-1" and request["progress"] == "{}"
+    book.seen(pod("demo-0", version="2"), NOW)  # the mark taken off
+    book.deleted("db", "demo-1")
+    marks, replacements = book.views()
+    assert marks.get(KEY, []) == [] and replacements.get(KEY, []) == [] and KEY not in marks
+
+
+def test_a_relist_drops_the_pods_a_watch_gap_hid_in_its_namespace_only() -> None:
+    book = PodBook()
+    book.seen(pod("demo-0", annotations={contract.ANNOTATION_SCALE_AWAY: "t"}), NOW)
+    other = pod("demo-0")
+    other["metadata"]["namespace"] = "other"
+    book.seen(other, NOW)
+    assert book.listed([], "db", NOW) == [Change(KEY, "demo-0", ring=True, gone=True)]
+    assert book.views()[0].get(KEY, []) == [] and ("other", "demo-0") in book.filed
+    book.forget(("other", "demo"))
+    assert book.filed == {}
+
+
+def test_a_workload_is_filed_under_its_controlling_cluster_without_managed_fields() -> None:
+    book = WorkloadBook()
+    assert book.seen(workload(), NOW) == Change(KEY, "demo", ring=True)
+    [cached] = book.view().get(KEY, [])
+    assert "managedFields" not in cached["metadata"] and cached["spec"] == {"replicas": 3}
+    assert owner(workload(controller=False)) is None
+    assert book.seen(workload(version="2", controller=False), NOW) == \
+        Change(KEY, "demo", ring=True, gone=True, drift=True), "orphaned behind our back"
+
+
+def test_a_status_move_rings_a_spec_edit_or_deletion_is_a_drift_and_a_relist_rings_nothing() -> None:
+    book = WorkloadBook()
+    book.seen(workload(), NOW)
+    assert book.listed([workload()], "db", NOW) == [Change(KEY, "demo", ring=False)]
+    assert book.seen(workload(version="2"), NOW) == Change(KEY, "demo", ring=True), "the controller's status"
+    assert book.seen(workload(version="3", generation=2), NOW) == Change(KEY, "demo", ring=True, drift=True)
+    assert book.deleted("db", "demo") == Change(KEY, "demo", ring=True, gone=True, drift=True)
+    assert book.view().get(KEY, []) == []
+    assert book.seen(workload(version="4", generation=2), NOW) == Change(KEY, "demo", ring=True), \
+        "created anew (by a round): no drift"
