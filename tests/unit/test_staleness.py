@@ -92,3 +92,14 @@ async def test_the_timer_rings_at_the_expiry_and_sooner_when_a_sooner_one_is_pus
 async def _until(condition: Callable[[], bool]) -> None:
     while not condition():
         await asyncio.sleep(0.01)
+
+
+def test_the_timer_next_sleeps_until_a_live_expiry_not_a_replaced_one() -> None:
+    """Thousands of Leases each renewed every few seconds: a timer that woke at every replaced expiry
+    woke about a hundred times a second at 1000 clusters (a py-spy profile at rest, 2026-11-29)."""
+    stale, _ = book()
+    for renewal in range(5):
+        stale.renewed(A, "a-0", NOW + (10 + 2 * renewal) * S)
+        stale.renewed(B, "b-0", NOW + (11 + 2 * renewal) * S)
+    assert stale.due(NOW) == set()
+    assert stale.pending() == 2 and stale.next_expiry() == NOW + 18 * S

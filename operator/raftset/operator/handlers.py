@@ -24,7 +24,7 @@ from raftset.operator.io import apiorder
 from raftset.operator.pure.objects import edited_behind_our_back
 from raftset.operator.pure.workloadbook import owner
 from raftset.operator.io import kube
-from raftset.operator.io.objectwatch import ObjectWatch
+from raftset.operator.io.objectwatch import SILENCE_S, ObjectWatch
 from raftset.operator.reconcile import Indices, Key, Runtime, reconcile, release
 from raftset.operator.settings import from_env
 
@@ -47,20 +47,26 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = SETTINGS.api_error_backoffs
     log.info("API errors retried after %s s, then given up", ", ".join(f"{d:g}" for d in SETTINGS.api_error_backoffs))
-    runtime = memo.runtime = Runtime(settings=SETTINGS, kube=await kube.connect(), watches=WATCHES)
+    runtime = Runtime(settings=SETTINGS, kube=await kube.connect(), watches=WATCHES)
+    try:  # first: kopf retries a failed startup, and what an earlier attempt started would run twice
+        runtime.metrics.serve(SETTINGS.metrics_address)
+    except BaseException:
+        await runtime.kube.close()
+        raise
+    memo.runtime = runtime
+    for forbidden in WATCHES.forbidden:
+        runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)
     memo.tasks = [asyncio.create_task(runtime.staleness.run(), name="raftset-staleness")]
     own = _own_watches(runtime)
     memo.watch_client = runtime.kube.watch_client(max(1, len(WATCHES.namespaces)) * max(1, len(own)))
-    started = [ObjectWatch(memo.watch_client, watch, selector, book, WATCHES.namespaces, changed)
+    started = [ObjectWatch(memo.watch_client, watch, selector, book, WATCHES.namespaces, changed,
+                           silence_s=SILENCE_S if watch == watches.LEASES else None)
                for watch, selector, book, changed in own]
     for watch in started:
         memo.tasks.append(asyncio.create_task(watch.run(), name=f"raftset-watch-{watch.name}"))
         if watch.name == watches.LEASES.name:
             runtime.metrics.lease_relists.set_function(lambda lease_watch=watch: lease_watch.relists)
     memo.tasks.append(asyncio.create_task(_all_listed(runtime, started), name="raftset-listed"))
-    for forbidden in WATCHES.forbidden:
-        memo.runtime.metrics.watch_forbidden.labels(forbidden.name).set(1)
-    memo.runtime.metrics.serve(SETTINGS.metrics_address)
 
 
 def _own_watches(runtime: Runtime) -> list[tuple[watches.Watch, str, Any, Any]]:

@@ -53,7 +53,14 @@ class Staleness:
             if self._expires.get((key, lease)) == moment:
                 del self._expires[(key, lease)]
                 stale.add(key)
+        # Replaced expiries on top go now: the timer then sleeps until a live one.
+        while self._heap and self._expires.get(self._heap[0][1:]) != self._heap[0][0]:
+            heapq.heappop(self._heap)
         return stale
+
+    def next_expiry(self) -> datetime | None:
+        """The earliest expiry held (a live one, after `due`)."""
+        return self._heap[0][0] if self._heap else None
 
     def pending(self) -> int:
         """Expiries held, replaced ones included (the heap's size): what a renewal storm leaves behind."""
@@ -63,7 +70,8 @@ class Staleness:
         """Until cancelled: sleep until the next expiry (or a sooner one pushed), ring what is due."""
         while True:
             self._sooner.clear()
-            timeout = None if not self._heap else max(0.0, (self._heap[0][0] - _now()).total_seconds())
+            moment = self.next_expiry()
+            timeout = None if moment is None else max(0.0, (moment - _now()).total_seconds())
             try:
                 await asyncio.wait_for(self._sooner.wait(), timeout)
             except TimeoutError:

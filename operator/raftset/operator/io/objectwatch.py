@@ -33,8 +33,10 @@ log = logging.getLogger("raftset.operator.objectwatch")
 
 WATCH_SECONDS = 300  # the server ends each watch request by then; it is renewed from the last version
 REQUEST_TIMEOUT_S = 60.0  # for a list (thousands of objects)
-# The longest wait for the next line of a watch: the apiserver sends a bookmark about every minute;
-# a silent stream past this is a hung connection.
+# The longest wait for the next line of a watch of the Leases, which every member renews every few
+# seconds: a silent stream past this is a hung connection. A quiet resource (pods, workloads at rest)
+# may say nothing for a whole request (the apiserver sent no bookmark within 90 s here): its wait
+# is bounded by the request's end, WATCH_SECONDS, plus this.
 SILENCE_S = 90.0
 AFTER_FAILURE_S = 1.0  # a watch refused at once (its list answered) is not asked again in a tight loop
 NOT_SERVED_S = 10.0  # a resource the apiserver does not serve is listed again after this long
@@ -53,7 +55,9 @@ class ObjectWatch:
     namespaces (none: every namespace)."""
 
     def __init__(self, api: ApiClient, watch: Watch, selector: str, book: Book, namespaces: Sequence[str],
-                 changed: Callable[[Change], None], *, watch_seconds: int = WATCH_SECONDS) -> None:
+                 changed: Callable[[Change], None], *, watch_seconds: int = WATCH_SECONDS,
+                 silence_s: float | None = None) -> None:
+        """`silence_s`: how long a stream may say nothing before it counts as hung; None: a whole request."""
         self._api = api
         self._watch_of = watch
         self._selector = selector
@@ -61,6 +65,7 @@ class ObjectWatch:
         self._namespaces: list[str | None] = list(namespaces) or [None]
         self._changed = changed
         self._watch_seconds = watch_seconds
+        self._silence_s = silence_s if silence_s is not None else watch_seconds + SILENCE_S
         self._pending = len(self._namespaces)
         self.listed = asyncio.Event()  # every namespace listed once
         self.relists = 0  # lists after the first, for the metrics
@@ -141,8 +146,12 @@ class ObjectWatch:
             if response.status != 200:
                 raise aiohttp.ClientResponseError(response.request_info, (), status=response.status,
                                                   message=f"watching {self.name}: {(await response.text())[:300]}")
-            while line := await asyncio.wait_for(response.content.readline(), SILENCE_S):
-                version = self._event(json.loads(line), version)
+            loop = asyncio.get_running_loop()
+            # One timer moved on at each line: a wait_for per line cost a task each, at hundreds a second.
+            async with asyncio.timeout(self._silence_s) as silence:
+                while line := await response.content.readline():
+                    version = self._event(json.loads(line), version)
+                    silence.reschedule(loop.time() + self._silence_s)
         return version
 
     def _event(self, event: dict[str, Any], version: str) -> str:
