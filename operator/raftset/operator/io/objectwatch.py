@@ -2,9 +2,9 @@
 member pods, their workloads (raftset.operator.pure.books).
 
 kopf gives every object of a watched resource a worker of its own, and before its first handler
-runs it waits until every indexed object was processed once; at 1000 clusters an operator's start
-spent about 100 s of CPU (a py-spy profile, 2026-11-29) in that wait, whose every step wakes every
-waiting worker. Here one task per resource and namespace lists, then watches from the list's
+runs it waits until every indexed object was processed once; at 1000 clusters a restarted operator
+spent 100 s before its first round (2026-11-29), by a py-spy profile mostly in that wait, whose every
+step wakes every waiting worker. Here one task per resource and namespace lists, then watches from the list's
 resourceVersion with bookmarks, each event one `json.loads` into a book, no client model built. A
 stream that ends is watched again from the last version seen; one that is gone (410) or broken is
 listed again, after a bounded backoff on errors. A resource the apiserver does not serve (an
