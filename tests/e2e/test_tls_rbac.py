@@ -209,8 +209,11 @@ def test_auto_rotates_a_deleted_ca_in_three_rolls_each_one_member_at_a_time_lead
         admin: str, operator: Operator, namespace: str) -> None:
     """Phase by phase (rotation.py): trust both CAs, re-issue the leaves, drop the old CA; each
     phase a roll of one pod at a time with the leader last, the next only once it finished."""
+    # 2 s, a 6 s Lease: the stand-in ticks every member's sidecar in turn in one thread, several API
+    # round trips a tick, and under the CI's load one tick took 3.9 s, past the 3 s Lease of a 1 s
+    # heartbeat (real sidecars write each their own Lease); the rolls settle a heartbeat interval each.
     create(admin, contract.KIND_ETCD, "kv", namespace, tls={"provider": "auto"},
-           sidecar={"heartbeatIntervalSeconds": 1})
+           sidecar={"heartbeatIntervalSeconds": 2})
     core = client.CoreV1Api(api(admin))
     members = ["kv-0", "kv-1", "kv-2"]
 
