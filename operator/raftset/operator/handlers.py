@@ -102,7 +102,7 @@ def _if_watched(watch: watches.Watch, decorator: Any) -> Any:
 
 # The objects the operator manages carry this label; its own watches and kopf's select on it.
 _MANAGED = {contract.LABEL_MANAGED_BY: contract.MANAGER}
-_MANAGED_SELECTOR = f"{contract.LABEL_MANAGED_BY}={contract.MANAGER}"
+_MANAGED_SELECTOR = ",".join(f"{label}={value}" for label, value in _MANAGED.items())
 
 
 def _register(engine: engines.Engine) -> None:
