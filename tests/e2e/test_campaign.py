@@ -17,6 +17,7 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from tests.harness.toxiproxy import Toxiproxy, peer_listen, pod_peer_proxy_name
 from tests.harness.traffic import Traffic, TrafficClient, lincheck, unknown_causes
 from tests.harness.view import ClusterView
 from tests.harness.waiting import await_for
-from tools.devcluster import procs
+from tools.devcluster import kubelet, podfaults, procs
 from tools.devcluster.podrunner import PodRunner, pod_ip
 from tools.devcluster.s3 import S3Server
 
@@ -45,6 +46,10 @@ ENGINES = {campaign.ETCD: engines.DEFAULT, campaign.XLINE: engines.XLINE}
 SIDECAR = {"heartbeatIntervalSeconds": 2, "cleanIntervalSeconds": 2, "cleanGracePeriodSeconds": 120}
 PAUSE_S = 3.0  # past a 500 ms election timeout, and past Xline's default
 CUT_S = 5.0  # the follower's elections (pre-vote: refused by the third member, which hears the leader)
+SKEW_S = 150  # campaign.CLOCK_SKEWED: past cleanGracePeriodSeconds
+SKEWED_FOR_S = 5 * SIDECAR["heartbeatIntervalSeconds"]  # five heartbeats and clean rounds on the skewed clock
+VOLUME_MB = 512  # campaign.VOLUME_FULL: every member's volume a tmpfs this size (Xline preallocates 64 MiB WAL segments ahead: 200 filled by itself)
+FULL_FOR_S = 20.0  # at most: a full volume is undone as soon as the store exits on it
 STEP_S = 240.0
 RESULTS = os.environ.get("RAFTSET_CAMPAIGN_RESULTS")
 
@@ -67,10 +72,15 @@ def proxy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Toxiproxy 
 
 
 @pytest.fixture
-def runner(control_plane: Any, namespace: str, tmp_path: Path, proxy: Toxiproxy | None) -> Iterator[PodRunner]:
-    """The e2e tier's runner (tests/e2e/conftest.py), its members behind `proxy` when there is one."""
+def runner(control_plane: Any, namespace: str, tmp_path: Path, proxy: Toxiproxy | None,
+           request: pytest.FixtureRequest) -> Iterator[PodRunner]:
+    """The e2e tier's runner (tests/e2e/conftest.py), its members behind `proxy` when there is one,
+    their sidecars' clocks skewable or their volumes small when the case's fault needs it."""
+    fault = request.node.callspec.params["case"].fault
     with PodRunner(control_plane.kubeconfig, tmp_path / "runner", namespace=namespace, faults=tmp_path / "faults",
-                   peer_listen=peer_listen(proxy) if proxy is not None else None) as pods:
+                   peer_listen=peer_listen(proxy) if proxy is not None else None,
+                   skewable_clocks=fault == campaign.CLOCK_SKEWED,
+                   volume_mb=VOLUME_MB if fault == campaign.VOLUME_FULL else None) as pods:
         yield pods
     assert not pods.supervisor.procs, "the runner left processes behind"
 
@@ -274,7 +284,8 @@ class Run:
             with faults.operator_killed(self.operator):
                 pass
             return
-        if target is None and fault in (campaign.LEADER_KILLED, campaign.LEADER_PAUSED, campaign.SIDECAR_KILLED):
+        if target is None and fault in (campaign.LEADER_KILLED, campaign.LEADER_PAUSED, campaign.SIDECAR_KILLED,
+                                        campaign.CLOCK_SKEWED):
             target = self.leader()
         elif target is None:
             leader = self.leader()
@@ -305,8 +316,49 @@ class Run:
                 wait_for(lambda: not asyncio.run(answers_linearizably(self.kv.url(target))), CUT_S,
                          f"{pod}'s linearizable reads refused while it is cut off")
                 time.sleep(max(0.0, CUT_S - (time.monotonic() - began)))
+        elif fault == campaign.CLOCK_SKEWED:
+            self.clock_skewed(pod, target)
+        elif fault == campaign.VOLUME_FULL:
+            self.volume_full(pod)
         else:
             raise AssertionError(f"{fault}: no injection")
+
+    def clock_skewed(self, pod: str, ordinal: int) -> None:
+        """The sidecar's wall clock SKEW_S ahead, seen in its heartbeat, for SKEWED_FOR_S; then true again."""
+        offset = self.runner.clock_offset(self.kv.namespace, pod)
+        podfaults.skew(offset, SKEW_S)
+        try:
+            wait_for(lambda: self.heartbeat_ahead(ordinal) > SKEW_S / 2, 30,
+                     f"{pod}'s heartbeat stamped by its skewed clock")
+            time.sleep(SKEWED_FOR_S)
+        finally:
+            podfaults.skew(offset, 0)
+
+    def heartbeat_ahead(self, ordinal: int) -> float:
+        """How far ahead of this clock the sidecar stamps its heartbeat (-inf: no answer)."""
+        prefix = self.runner.addresses.prefix(self.namespace, self.kv.name)
+        try:
+            status, body = kubelet.http_get(f"http://{pod_ip(prefix, ordinal)}:{contract.SIDECAR_PORT}/heartbeat", 2)
+        except OSError:
+            return float("-inf")
+        if status != 200:
+            return float("-inf")
+        stamped = datetime.fromisoformat(json.loads(body)["time"].replace("Z", "+00:00"))
+        return (stamped - datetime.now(timezone.utc)).total_seconds()
+
+    def volume_full(self, pod: str) -> None:
+        """A ballast takes every free byte of the member's volume until its store exits on it (etcd:
+        at its next bbolt growth) or FULL_FOR_S pass; then the ballast goes and kubelet (the pod
+        runner) starts the store again if it exited."""
+        store = self.running(pod, "store")
+        ballast = podfaults.fill(self.runner.volumes[f"{self.kv.namespace}/{pod}"])
+        try:
+            until = time.monotonic() + FULL_FOR_S
+            while store.alive() and time.monotonic() < until:
+                time.sleep(0.2)
+            print(f"{self.case.id}: {pod}'s store {'still runs' if store.alive() else 'exited'} on its full volume")
+        finally:
+            ballast.unlink()
 
     # ---- the members and their processes
 

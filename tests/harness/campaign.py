@@ -33,8 +33,12 @@ LEASES_REFUSED = "a follower's Lease writes refused"
 # leader exchange nothing, the third member still hears both (faults.cut_off). A member cut off from
 # every peer needs a proxy per link, which one advertised peer URL per member does not allow.
 CUT_OFF = "a follower cut off from the leader (Toxiproxy)"
+# Ahead, past the sidecars' clean grace period (120 s in the campaign): to that sidecar every other
+# member's heartbeat looks older than the grace. Nothing may be removed on that alone.
+CLOCK_SKEWED = "the leader's sidecar clock 150 s ahead (libfaketime)"
+VOLUME_FULL = "a follower's data volume full (tmpfs, NOSPACE)"
 FAULTS = (NO_FAULT, OPERATOR_KILLED, LEADER_KILLED, FOLLOWER_KILLED, SIDECAR_KILLED, LEADER_PAUSED,
-          FOLLOWER_PAUSED, LEASES_REFUSED, CUT_OFF)
+          FOLLOWER_PAUSED, LEASES_REFUSED, CUT_OFF, CLOCK_SKEWED, VOLUME_FULL)
 
 # The short subset's actions: the upgrade (two etcd builds), the quorum loss (minutes of recovery)
 # and backup-then-restore (an S3 server, a second cluster) run in `make robustness` only, so that
@@ -63,7 +67,8 @@ SLUGS = {SCALE_IN: "scale-in", SCALE_OUT: "scale-out", ROLL: "roll", UPGRADE: "u
          BACKUP_RESTORE: "backup-restore", LIGHTS_OUT: "lights-out",
          NO_FAULT: "no-fault", OPERATOR_KILLED: "operator-killed", LEADER_KILLED: "leader-killed",
          FOLLOWER_KILLED: "follower-killed", SIDECAR_KILLED: "sidecar-killed", LEADER_PAUSED: "leader-paused",
-         FOLLOWER_PAUSED: "follower-paused", LEASES_REFUSED: "leases-refused", CUT_OFF: "follower-cut-off"}
+         FOLLOWER_PAUSED: "follower-paused", LEASES_REFUSED: "leases-refused", CUT_OFF: "follower-cut-off",
+         CLOCK_SKEWED: "clock-skewed", VOLUME_FULL: "volume-full"}
 
 
 def backends(action: str) -> tuple[str, ...]:
@@ -80,11 +85,12 @@ def engines_of(action: str) -> tuple[str, ...]:
 def applies(action: str, fault: str) -> bool:
     """A fault that can land in the middle of the action. A lights-out stops every member, so a
     member's kill or pause adds nothing to it; a quorum loss has already lost the leader, and its
-    faults land on the survivor (its sidecar killed, its Lease writes refused) or the operator."""
+    faults land on the survivor (its sidecar killed, its Lease writes refused, its sidecar's clock
+    skewed) or the operator; a survivor whose volume is full could not recover at all."""
     if action == LIGHTS_OUT:
-        return fault in (NO_FAULT, OPERATOR_KILLED, SIDECAR_KILLED)
+        return fault in (NO_FAULT, OPERATOR_KILLED, SIDECAR_KILLED, CLOCK_SKEWED)
     if action == QUORUM_LOSS:
-        return fault in (NO_FAULT, OPERATOR_KILLED, SIDECAR_KILLED, LEASES_REFUSED)
+        return fault in (NO_FAULT, OPERATOR_KILLED, SIDECAR_KILLED, LEASES_REFUSED, CLOCK_SKEWED)
     return True
 
 

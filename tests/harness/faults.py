@@ -12,11 +12,8 @@ whose both ends are proxied, and every member dials from 127.0.0.1); nor `make r
 
 from __future__ import annotations
 
-import errno
-import glob
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -25,6 +22,7 @@ from tests.harness import quorum
 from tests.harness.lab import Lab
 from tests.harness.operator import Operator
 from tests.harness.toxiproxy import Toxiproxy, peer_proxy_name, route_peers
+from tools.devcluster import podfaults
 
 
 @contextmanager
@@ -75,59 +73,39 @@ def leases_refused(lab: Lab, ordinal: int) -> Iterator[None]:
         yield
 
 
-# Debian's libfaketime (`make system-deps`).
-LIBFAKETIME = "/usr/lib/*/faketime/libfaketime.so.1"
-CLOCK_OFFSET_FILE = "clock-offset"
-
-
 def skewable_clocks(lab: Lab, ordinals: Iterable[int]) -> None:
-    """Before these pods start: their sidecars run under libfaketime, which reads the clock's offset
-    from a file on every call (`clock_skewed` writes it), so that a skew needs no restart. Only the
-    wall clock moves: the monotonic clock (asyncio's timers) stays true, as NTP leaves it."""
-    found = glob.glob(LIBFAKETIME)
-    assert found, f"libfaketime not installed ({LIBFAKETIME}): make system-deps"
+    """Before these pods start: their sidecars run under libfaketime (`podfaults.skewable_clock`)."""
     for ordinal in ordinals:
         pod = lab.pod(ordinal)
-        pod.root.mkdir(parents=True, exist_ok=True)
-        offset = pod.root / CLOCK_OFFSET_FILE
-        offset.write_text("+0\n")
-        pod.env_extra.update(LD_PRELOAD=found[0], FAKETIME_TIMESTAMP_FILE=str(offset), FAKETIME_NO_CACHE="1",
-                             DONT_FAKE_MONOTONIC="1")
+        pod.env_extra.update(podfaults.skewable_clock(pod.root / podfaults.CLOCK_OFFSET_FILE))
 
 
 @contextmanager
 def clock_skewed(lab: Lab, ordinal: int, seconds: int) -> Iterator[None]:
     """A sidecar's wall clock `seconds` ahead (behind, if negative); true again on exit.
     Needs `skewable_clocks` before the pod started."""
-    offset = lab.pod(ordinal).root / CLOCK_OFFSET_FILE
-    assert offset.is_file(), f"ordinal {ordinal}: skewable_clocks before the pod starts"
-    offset.write_text(f"{seconds:+d}s\n")
+    offset = lab.pod(ordinal).root / podfaults.CLOCK_OFFSET_FILE
+    podfaults.skew(offset, seconds)
     try:
         yield
     finally:
-        offset.write_text("+0\n")
-
-
-BALLAST = "ballast"
+        podfaults.skew(offset, 0)
 
 
 @contextmanager
 def small_volumes(lab: Lab, ordinals: Iterable[int], size_mb: int) -> Iterator[None]:
-    """Before these pods start: each one's data volume a tmpfs of `size_mb` (etcd preallocates 64 MiB
-    of WAL), so that `volume_full` can fill it. Unmounted lazily on exit: the store may still hold
-    files open until the lab kills it."""
+    """Before these pods start: each one's data volume a tmpfs of `size_mb`, so that `volume_full`
+    can fill it. Unmounted lazily on exit."""
     mounted = []
     try:
         for ordinal in ordinals:
             volume = lab.pod(ordinal).data_dir.parent
-            volume.mkdir(parents=True, exist_ok=True)
-            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mb}m,mode=0700", "tmpfs", str(volume)],
-                           check=True)
+            podfaults.mount_small(volume, size_mb)
             mounted.append(volume)
         yield
     finally:
         for volume in mounted:
-            subprocess.run(["umount", "--lazy", str(volume)], check=False)
+            podfaults.unmount(volume)
 
 
 @contextmanager
@@ -135,16 +113,7 @@ def volume_full(lab: Lab, ordinal: int) -> Iterator[None]:
     """A member's data volume full: a ballast file takes every free byte (`small_volumes` first). On
     exit the ballast goes, and kubelet starts the store again if the full disk made it exit."""
     pod = lab.pod(ordinal)
-    ballast = pod.data_dir.parent / BALLAST
-    chunk = b"\0" * (1 << 20)
-    with open(ballast, "wb", buffering=0) as f:
-        try:
-            while True:
-                f.write(chunk)
-                f.flush()
-        except OSError as exc:
-            if exc.errno != errno.ENOSPC:
-                raise
+    ballast = podfaults.fill(pod.data_dir.parent)
     try:
         yield
     finally:

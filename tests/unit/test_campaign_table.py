@@ -23,11 +23,22 @@ def test_every_action_runs_on_both_engines_but_the_upgrade_and_the_quorum_loss_a
     assert len({c.id for c in cases}) == len(cases), "ids unique"
 
 
-def test_a_lights_out_takes_no_member_fault_and_every_fault_lands_somewhere() -> None:
+def test_a_lights_out_takes_no_store_fault_and_every_fault_lands_somewhere() -> None:
     cases = campaign.cases()
     assert {c.fault for c in cases if c.action == campaign.LIGHTS_OUT} == \
-        {campaign.NO_FAULT, campaign.OPERATOR_KILLED, campaign.SIDECAR_KILLED}
+        {campaign.NO_FAULT, campaign.OPERATOR_KILLED, campaign.SIDECAR_KILLED, campaign.CLOCK_SKEWED}
     assert {c.fault for c in cases} == set(campaign.FAULTS)
+
+
+def test_a_skewed_clock_lands_on_every_action_and_a_full_volume_on_every_one_that_keeps_its_members() -> None:
+    """A quorum loss's survivor with a full volume could not recover at all, and a lights-out stops
+    every store anyway: a full volume adds nothing to either. A skewed sidecar clock applies to all."""
+    cases = campaign.cases()
+    assert {c.action for c in cases if c.fault == campaign.CLOCK_SKEWED} == set(campaign.ACTIONS)
+    assert {c.action for c in cases if c.fault == campaign.VOLUME_FULL} == \
+        set(campaign.ACTIONS) - {campaign.QUORUM_LOSS, campaign.LIGHTS_OUT}
+    assert campaign.CLOCK_SKEWED not in campaign.SHORT_FAULTS and campaign.VOLUME_FULL not in campaign.SHORT_FAULTS
+    assert len(cases) == 178
 
 
 def test_the_short_subset_is_fixed_driven_on_etcd_and_spread() -> None:

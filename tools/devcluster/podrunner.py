@@ -56,7 +56,7 @@ from raftset.contract import SidecarEnv
 from raftset.operator.pure import certificates
 from raftset.sidecar.supervision import TEST_FAULT_DIR_ENV
 from tools.devcluster import kubeconfig as kubeconfigs
-from tools.devcluster import build, kubelet, procs, xline
+from tools.devcluster import build, kubelet, podfaults, procs, xline
 
 log = logging.getLogger("raftset.podrunner")
 
@@ -606,7 +606,8 @@ class PodRunner:
 
     def __init__(self, kubeconfig: str, workdir: Path, stop: threading.Event | None = None, *,
                  namespace: str | None = None, addresses: AddressBook | None = None,
-                 peer_listen: Callable[[str], int] | None = None, faults: Path | None = None) -> None:
+                 peer_listen: Callable[[str], int] | None = None, faults: Path | None = None,
+                 skewable_clocks: bool = False, volume_mb: int | None = None) -> None:
         self.kubeconfig = kubeconfig
         self.workdir = Path(workdir)
         self.stop = stop or threading.Event()
@@ -619,6 +620,12 @@ class PodRunner:
         # Test-only: each sidecar's RAFTSET_TEST_FAULT_DIR is `fault_dir(namespace, pod)` under it,
         # where a test hangs one pod's loop (raftset.sidecar.supervision). None: no hook at all.
         self.faults = faults
+        # Test-only, for two more faults (tools.devcluster.podfaults): every sidecar under libfaketime,
+        # its offset in `clock_offset(namespace, pod)`; every member's volume a tmpfs of `volume_mb`.
+        self.skewable_clocks = skewable_clocks
+        self.volume_mb = volume_mb
+        self.volumes: dict[str, Path] = {}  # by namespace/pod: the volume its member last started on
+        self._small: set[Path] = set()  # the tmpfs mounts made for volume_mb
         self.admin = yaml.safe_load(Path(kubeconfig).read_text())
         self.core = k8s.CoreV1Api(k8s_config.new_client_from_config(config_file=kubeconfig))
         (self.workdir / "logs").mkdir(parents=True, exist_ok=True)
@@ -713,6 +720,10 @@ class PodRunner:
         root = self.workdir / "pods" / meta["uid"]
         (root / "run").mkdir(parents=True, exist_ok=True)
         volume.mkdir(parents=True, exist_ok=True)
+        if self.volume_mb is not None:
+            podfaults.mount_small(volume, self.volume_mb)
+            self._small.add(volume)
+        self.volumes[key] = volume
         tls_dir = None
         if tls is not None:
             tls_dir = root / "tls"
@@ -740,6 +751,8 @@ class PodRunner:
             faults = self.fault_dir(meta["namespace"], meta["name"])
             faults.mkdir(parents=True, exist_ok=True)
             env[TEST_FAULT_DIR_ENV] = str(faults)
+        if self.skewable_clocks:
+            env |= podfaults.skewable_clock(self.clock_offset(meta["namespace"], meta["name"]))
         if self._sidecar_volumes(pod, root / "mounts"):
             env[SidecarEnv.BACKUP_MOUNT_ROOT] = str(root / "mounts")
         info = _Pod(meta["namespace"], meta["name"], meta["uid"], ordinal, pod_ip(prefix, ordinal),
@@ -754,6 +767,11 @@ class PodRunner:
         """Where a test puts `<loop>.hang` for this pod's sidecar (kept across the pod's re-creations)."""
         assert self.faults is not None, "PodRunner(faults=...) enables the test fault hook"
         return self.faults / namespace / name
+
+    def clock_offset(self, namespace: str, name: str) -> Path:
+        """The libfaketime offset file of this pod's sidecar (kept across the pod's re-creations)."""
+        assert self.skewable_clocks, "PodRunner(skewable_clocks=True) puts the sidecars under libfaketime"
+        return self.workdir / "clocks" / namespace / name / podfaults.CLOCK_OFFSET_FILE
 
     # -- API calls
 
@@ -897,3 +915,5 @@ class PodRunner:
         for worker in workers:
             worker.join(timeout=30)
         self.supervisor.stop_all()
+        for volume in self._small:
+            podfaults.unmount(volume)
