@@ -210,7 +210,6 @@ class Capabilities:
     # Maintenance.Defragment is implemented. Xline answers it "unimplemented" (Alarm and Compact
     # work): after a NOSPACE alarm it gets the compaction and the disarm only.
     defragment: bool
-    hash_kv_revision: bool  # HashKV answers with the hash_revision field
     # MemberList honours linearizable=true and answers once the leader confirms. Xline's
     # linearizable MemberList timed out here as soon as a learner was in the membership
     # (measured: a 1-voter + 1-learner cluster, every call for 40 s): the sidecar asks Xline
@@ -253,7 +252,6 @@ ETCD_CAPABILITIES = Capabilities(
     refuses_promoting_a_voter=True,
     raft_index_is_last_log_index=True,
     defragment=True,
-    hash_kv_revision=True,
     corruption_texts=("failed to open database", "invalid database", "crc mismatch", "checksum error",
                       "database file corrupted"),
 )
@@ -268,7 +266,6 @@ XLINE_CAPABILITIES = Capabilities(
     refuses_promoting_a_voter=False,
     raft_index_is_last_log_index=False,
     defragment=False,
-    hash_kv_revision=False,
     refusal_texts={
         "LEARNER_NOT_READY": ("learner not caught up",),
         "MEMBER_NOT_FOUND": ("node not found",),

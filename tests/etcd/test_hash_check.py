@@ -18,11 +18,12 @@ import pytest
 from raftset import contract
 from raftset.contract import ReplacePhase, SidecarEnv
 from raftset.replace import parse_progress
+from tests.harness import faults
 from tests.harness.engines import EngineUnderTest
 from tests.harness.lab import Lab, Pod
 from tests.harness.rot import (GOOD, ROTTEN, alarms, annotations, cleared, events, follower_holding_good, holds,
-                               ids_by_name, kubelet_restarts, replaced, rot)
-from tests.harness.scenarios import check_members
+                               ids_by_name, kubelet_restarts, replaced, rot, writing)
+from tests.harness.scenarios import check_members, grow
 from tests.harness.waiting import await_for, wait_for
 
 pytestmark = pytest.mark.etcd
@@ -122,4 +123,34 @@ async def test_under_manual_policy_a_difference_is_needed_until_a_person_asks(ma
     assert writer.failed == 0 and not await alarms(lab)
     assert new != before["demo-2"] and await lab.get("/rot", 2) == GOOD.encode()
     assert contract.ANNOTATION_REPLACE not in annotations(lab, 2)
+    await check_members(lab, writer, 0, 1, 2)
+
+
+@pytest.mark.per_engine
+async def test_a_healthy_cluster_agrees_at_every_check_while_writes_flow_and_a_follower_lags(
+        make_lab, engine_under_test) -> None:
+    """The check compares at the highest revision every voter has applied (each one's own, read
+    serializably), so a follower that lags, here one paused past the election timeout, is compared
+    where it stands: never a finding, never a replacement. On Xline too, whose linearizable reads
+    answer with the leader's revision (docs/engines.md)."""
+    lab = make_lab(replicas=3, env_extra=hash_check_env(engine_under_test))
+    await grow(lab, 3)
+    before = await ids_by_name(lab)
+    writer = await writing(lab, 0, 1, 2)
+    wait_for(lambda: hash_checks(lab, "agree") >= 3, 60, "three hash checks agreeing under writes")
+    leader = await lab.leader_ordinal(0, 1, 2)
+    assert leader is not None
+    follower = (leader + 1) % 3
+    with faults.store_paused(lab, follower, at_least=3.0):
+        agreed = hash_checks(lab, "agree")
+        wait_for(lambda: hash_checks(lab, "agree") + hash_checks(lab, "not_compared") > agreed, 30,
+                 "a hash check while a follower is paused")
+    agreed = hash_checks(lab, "agree")
+    wait_for(lambda: hash_checks(lab, "agree") >= agreed + 3, 60, "three more agreeing after it resumed")
+    writer.stop()
+    print(f"hash checks: agree {hash_checks(lab, 'agree')}, not compared {hash_checks(lab, 'not_compared')}; "
+          f"writer ok={writer.ok} failed={writer.failed}")
+    assert hash_checks(lab, "differs") == 0 and hash_checks(lab, "unconfirmed") == 0
+    assert not [e for e in events(lab) if e.reason in ("MemberCorrupt", "CorruptUnconfirmed")]
+    assert await ids_by_name(lab) == before, "nobody replaced"
     await check_members(lab, writer, 0, 1, 2)

@@ -8,7 +8,7 @@ import pytest
 
 from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, KVHash
 from raftset.sidecar.pure.corruption import (CHECK_AGREE, CHECK_DIFFERS, CHECK_NOT_COMPARED, CHECK_UNCONFIRMED, Check,
-                                        CorruptionRecord, check, check_due, check_outcome, judge, outdated, parse_record,
+                                        CorruptionRecord, check, check_due, check_outcome, common_revision, judge, outdated, parse_record,
                                         record, report_key, suspicion)
 from tests.unit.sidecar_data import member, mid
 
@@ -117,17 +117,28 @@ def test_the_same_rules_as_a_corrupt_alarms_verdict() -> None:
     assert alarmed[0].reason.split(": ", 1)[1] == found[0].reason.split(": ", 1)[1]
 
 
-@pytest.mark.parametrize(("interval", "revisions", "alarms", "since", "due"), [
-    (300, True, [], None, True),  # a new leader checks at once
-    (300, True, [], 299.0, False),
-    (300, True, [], 300.0, True),
-    (0, True, [], None, False),  # off
-    (300, False, [], None, False),  # Xline: HashKV takes no revision
-    (300, True, [Alarm(mid(1), AlarmKind.CORRUPT)], None, False),  # judge compares the hashes then
-    (300, True, [Alarm(mid(1), AlarmKind.NOSPACE)], 301.0, True),
+@pytest.mark.parametrize(("interval", "alarms", "since", "due"), [
+    (300, [], None, True),  # a new leader checks at once
+    (300, [], 299.0, False),
+    (300, [], 300.0, True),
+    (0, [], None, False),  # off
+    (300, [Alarm(mid(1), AlarmKind.CORRUPT)], None, False),  # judge compares the hashes then
+    (300, [Alarm(mid(1), AlarmKind.NOSPACE)], 301.0, True),
 ])
-def test_when_the_check_is_due(interval, revisions, alarms, since, due) -> None:
-    assert check_due(interval, revisions, alarms, since) is due
+def test_when_the_check_is_due(interval, alarms, since, due) -> None:
+    assert check_due(interval, alarms, since) is due
+
+
+@pytest.mark.parametrize(("own", "common"), [
+    ({mid(0): 120, mid(1): 118, mid(2): 120}, 118),  # a follower a moment behind: every voter has 118
+    # An Xline member whose counter fell behind for good (docs/engines.md): compared where it stands,
+    # not where the leader stands, so its hash is read and differs instead of "future revision" forever.
+    ({mid(0): 8195, mid(1): 8195, mid(2): 8192}, 8192),
+    ({mid(0): 120, mid(1): None, mid(2): 120}, None),  # one unread: nothing every voter has is known
+    ({}, None),
+])
+def test_the_hashes_are_compared_at_the_highest_revision_every_voter_has(own, common) -> None:
+    assert common_revision(own) == common
 
 
 def test_a_hash_check_record_round_trips_and_an_older_record_is_an_alarms() -> None:

@@ -214,13 +214,26 @@ def check_outcome(result: Check) -> str:
     return CHECK_AGREE if result.compared else CHECK_NOT_COMPARED
 
 
-def check_due(interval: float, hash_kv_revision: bool, alarms: Sequence[Alarm], since: float | None) -> bool:
+def check_due(interval: float, alarms: Sequence[Alarm], since: float | None) -> bool:
     """Whether the leader runs its hash check now: `since` seconds after its last one (None: none yet
-    while it leads), never when it is off (0), on an engine whose HashKV takes no revision (Xline), or
-    while a CORRUPT alarm stands (`judge` compares the same hashes then)."""
-    if interval <= 0 or not hash_kv_revision or any(a.kind is AlarmKind.CORRUPT for a in alarms):
+    while it leads), never when it is off (0), or while a CORRUPT alarm stands (`judge` compares the
+    same hashes then)."""
+    if interval <= 0 or any(a.kind is AlarmKind.CORRUPT for a in alarms):
         return False
     return since is None or since >= interval
+
+
+def common_revision(own: Mapping[int, int | None]) -> int | None:
+    """The revision the hash check compares at: the highest one every voter has applied, from each
+    voter's own revision (None: one could not be read, so none is known).
+
+    Not the leader's: a member whose revision counter fell behind for good (an Xline snapshot
+    install that dropped writes in flight, docs/engines.md) never reaches the leader's revision, and
+    its HashKV there would say "future revision" at every check; at its own revision the others'
+    hashes cover different writes, and it is found."""
+    if not own or any(r is None for r in own.values()):
+        return None
+    return min(r for r in own.values() if r is not None)
 
 
 def report_key(verdict: Verdict) -> tuple[int, str]:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from raftset import contract
-from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, EtcdClientError, KVHash, Member, Refusal
+from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, EtcdClientError, KVHash, Member, MemberClient, Refusal
 from raftset.sidecar.io.kube import SidecarKube
 from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.metrics import STEP_HASH_CHECK, STEP_MAINTENANCE, Metrics
@@ -62,8 +62,7 @@ class MaintenanceShell:
             self.run, self.next_scheduled, self.checked_at = maintenance.Run(), None, None
             return
         since = None if self.checked_at is None else time.monotonic() - self.checked_at
-        if corruption.check_due(settings.hash_check_interval, settings.engine.capabilities.hash_kv_revision,
-                                alarms, since):
+        if corruption.check_due(settings.hash_check_interval, alarms, since):
             await self.check_hashes()
         now = datetime.now(timezone.utc)
         policy = settings.defrag
@@ -119,10 +118,14 @@ class MaintenanceShell:
         self.checked_at = time.monotonic()  # a failed check waits for the next interval too
         try:
             members = await self.peers.local.member_list()
-            revision = await self.peers.local.revision()
         except EtcdClientError:
             self.metrics.outcome(STEP_HASH_CHECK, "error")
             raise
+        revision = corruption.common_revision(await self.own_revisions(members))
+        if revision is None:
+            self.metrics.outcome(STEP_HASH_CHECK, corruption.CHECK_NOT_COMPARED)
+            log.info("hash check: a voter's own revision could not be read: nothing compared this time")
+            return
         result = corruption.check(members, await self.hashes(members, revision), revision)
         self.metrics.outcome(STEP_HASH_CHECK, corruption.check_outcome(result))
         log.log(logging.WARNING if result.verdicts else logging.INFO, "hash check: %s", result.reason)
@@ -153,7 +156,7 @@ class MaintenanceShell:
         async def one(member: Member) -> KVHash | None:
             if member.id in self.hashed or not member.client_urls:
                 return self.hashed.get(member.id)
-            client = self.peers.local if member.id == self.state.member_id else self.peers.etcd().member(member.client_urls[0])
+            client = self.client(member)
             for attempt in range(FUTURE_TRIES):
                 try:
                     found = await client.hash_kv(revision, timeout=HASH_TIMEOUT_S)
@@ -172,6 +175,23 @@ class MaintenanceShell:
 
         voters = [m for m in members if not m.is_learner]
         return dict(zip([m.id for m in voters], await asyncio.gather(*(one(m) for m in voters)), strict=True))
+
+    async def own_revisions(self, members: Sequence[Member]) -> dict[int, int | None]:
+        """Every voter's own applied revision (a serializable read on it; None: no answer)."""
+        async def one(member: Member) -> int | None:
+            if not member.client_urls:
+                return None
+            try:
+                return await self.client(member).revision(serializable=True)
+            except EtcdClientError as exc:
+                log.info("maintenance: no revision from %s: %s", member.name or member.hex_id, exc)
+                return None
+
+        voters = [m for m in members if not m.is_learner]
+        return dict(zip([m.id for m in voters], await asyncio.gather(*(one(m) for m in voters)), strict=True))
+
+    def client(self, member: Member) -> MemberClient:
+        return self.peers.local if member.id == self.state.member_id else self.peers.etcd().member(member.client_urls[0])
 
     async def hand_over(self, verdict: corruption.Verdict, member: Member) -> None:
         """Write the verdict on the member's pod (when it changed) and narrate it once."""
