@@ -63,6 +63,8 @@ SPEC_FIELDS: dict[str, Field] = {f.path: f for f in (
     Field("backup.s3.caSecret.key", "ca.crt"),
     Field("maintenance.defrag.schedule", ""),
     Field("maintenance.defrag.thresholdPercent", 50, minimum=0, maximum=100),
+    # The sidecar's own default (raftset.sidecar.pure.config): rendered only when it differs.
+    Field("maintenance.hashCheckIntervalSeconds", 300, minimum=0, maximum=86400),
     Field("repair.policy", "Manual", enum=REPAIR_POLICIES),
     Field("repair.crashLoopRestarts", 5, minimum=2, maximum=1000),
 )}

@@ -430,7 +430,7 @@ def _spec(engine: engines.Engine) -> Schema:
                 default={},
             ),
             "maintenance": _obj(
-                "Space upkeep the leader's sidecar carries out, one member at a time and the leader last; "
+                "Upkeep the leader's sidecar carries out, one member at a time and the leader last; "
                 "a NOSPACE alarm is always handled (compaction, defragmentation, disarm).",
                 {
                     "defrag": _obj(
@@ -446,6 +446,11 @@ def _spec(engine: engines.Engine) -> Schema:
                         },
                         default={},
                     ),
+                    "hashCheckIntervalSeconds": _int(
+                        "Seconds between the leader's comparisons of every voter's data (HashKV at the highest "
+                        "revision all have applied); a member whose data alone differs from a majority's goes to "
+                        "repair (spec.repair.policy). 0 turns it off.",
+                        **SPEC_FIELDS["maintenance.hashCheckIntervalSeconds"].bounds()),
                 },
                 default={},
             ),

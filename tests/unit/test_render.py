@@ -195,6 +195,16 @@ def test_sidecar_environment(tls: str, scheme: str) -> None:
     assert all(isinstance(v, str) for k, v in variables.items() if k != "RAFTSET_POD_NAME")
 
 
+def test_the_hash_check_interval_reaches_the_sidecar_only_when_it_is_not_the_default() -> None:
+    """The sidecar's own default is the spec's: a cluster that leaves it alone keeps the pod template
+    it had before the field existed, so an operator upgrade rolls nothing for it."""
+    assert "RAFTSET_HASH_CHECK_INTERVAL" not in env(sidecar(pod_template(cluster())))
+    tuned = cluster(maintenance={"hashCheckIntervalSeconds": 30})
+    assert env(sidecar(pod_template(tuned)))["RAFTSET_HASH_CHECK_INTERVAL"] == "30"
+    assert env(sidecar(pod_template(cluster(maintenance={"hashCheckIntervalSeconds": 0}))))[
+        "RAFTSET_HASH_CHECK_INTERVAL"] == "0"
+
+
 @pytest.mark.parametrize(("kind", "backend"), BOTH)
 def test_pod_spec_basics(kind: str, backend: str) -> None:
     spec = pod_template(cluster(kind, backend))["spec"]

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from raftset import backups, contract
+from raftset import backups, contract, fields
 from raftset.contract import SidecarEnv
 from raftset.operator.pure import certificates, space
 from raftset.operator.pure.objects import labels, member_service_account
@@ -60,6 +60,9 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
         SidecarEnv.REPAIR_POLICY: cluster.repair.policy,
         SidecarEnv.CRASH_LOOP_RESTARTS: str(cluster.repair.crash_loop_restarts),
     }
+    if cluster.maintenance.hash_check_interval != fields.default("maintenance.hashCheckIntervalSeconds"):
+        # Only when tuned: a cluster on the default keeps its pod template, and rolls nothing.
+        plain[SidecarEnv.HASH_CHECK_INTERVAL] = str(cluster.maintenance.hash_check_interval)
     if cluster.backup:
         # Beside the volumes backup_volumes() mounts: the sidecar takes no backup until its pod
         # mounts what spec.backup names now (raftset.backups.unmounted; docs/backups.md).

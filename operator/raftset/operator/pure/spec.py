@@ -54,10 +54,12 @@ class RecoverySettings:
 
 @dataclass(frozen=True)
 class Maintenance:
-    """spec.maintenance: when the leader's sidecar defragments besides a NOSPACE alarm."""
+    """spec.maintenance: when the leader's sidecar defragments besides a NOSPACE alarm, and how often
+    it compares every voter's data (the hash check)."""
 
     defrag_schedule: str = fields.default("maintenance.defrag.schedule")
     defrag_threshold_percent: int = fields.default("maintenance.defrag.thresholdPercent")
+    hash_check_interval: int = fields.default("maintenance.hashCheckIntervalSeconds")
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,9 @@ def _maintenance(section: Mapping[str, Any]) -> Maintenance:
     if problem:
         raise InvalidSpec(f"spec.maintenance.defrag.{problem}")
     return Maintenance(defrag_schedule=schedule,
-                       defrag_threshold_percent=_bounded(defrag, "thresholdPercent", "maintenance.defrag.thresholdPercent"))
+                       defrag_threshold_percent=_bounded(defrag, "thresholdPercent", "maintenance.defrag.thresholdPercent"),
+                       hash_check_interval=_bounded(section, "hashCheckIntervalSeconds",
+                                                    "maintenance.hashCheckIntervalSeconds"))
 
 
 def parse(body: Mapping[str, Any], *, default_workload_kind: str,

@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from raftset import contract, engines, workloads
 from raftset.contract import SidecarEnv
 from raftset.engines import Engine, TLSFiles
-from raftset.fields import REPAIR_POLICIES
+from raftset.fields import REPAIR_POLICIES, SPEC_FIELDS
 from raftset.sidecar.pure import maintenance
 from raftset.workloads import Backend
+
+# spec.maintenance.hashCheckIntervalSeconds's default, so that the operator renders only a tuned one.
+HASH_CHECK_DEFAULT_S: int = SPEC_FIELDS["maintenance.hashCheckIntervalSeconds"].default
 
 # (variable, flag, help, default); None = required.
 _VARS: tuple[tuple[str, str, str, str | None], ...] = (
@@ -58,7 +61,8 @@ _VARS: tuple[tuple[str, str, str, str | None], ...] = (
     (SidecarEnv.MAINTENANCE_INTERVAL, "--maintenance-interval",
      "seconds between the leader's alarm and defragmentation rounds", "10"),
     (SidecarEnv.HASH_CHECK_INTERVAL, "--hash-check-interval",
-     "seconds between the leader's comparisons of every voter's HashKV at one revision; 0 = off", "300"),
+     "seconds between the leader's comparisons of every voter's HashKV at one revision; 0 = off",
+     str(HASH_CHECK_DEFAULT_S)),
     (SidecarEnv.DEFRAG_SCHEDULE, "--defrag-schedule", "cron schedule of a defragmentation of every member", ""),
     (SidecarEnv.DEFRAG_THRESHOLD_PERCENT, "--defrag-threshold-percent",
      "defragment a member whose free pages reach this share of its backend file; 0 = off", "0"),
@@ -181,7 +185,7 @@ class SidecarConfig:
     options: Mapping[str, str] = field(default_factory=dict)
     listen_metrics_url: str = ""
     maintenance_interval: float = 10.0
-    hash_check_interval: float = 300.0  # 0: no periodic hash check
+    hash_check_interval: float = HASH_CHECK_DEFAULT_S  # 0: no periodic hash check
     defrag: maintenance.Policy = field(default_factory=maintenance.Policy)
     repair_automatic: bool = False  # spec.repair.policy Automatic
     crash_loop_restarts: int = 5
