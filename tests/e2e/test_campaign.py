@@ -44,6 +44,9 @@ pytestmark = pytest.mark.e2e
 OPERATOR_DEFAULT_KIND = "AdvancedStatefulSet"
 ENGINES = {campaign.ETCD: engines.DEFAULT, campaign.XLINE: engines.XLINE}
 SIDECAR = {"heartbeatIntervalSeconds": 2, "cleanIntervalSeconds": 2, "cleanGracePeriodSeconds": 120}
+# The leader's hash check every 10 s, not 5 min: it runs under every action and fault too, where a
+# member it wrongly finds different would be replaced (a new ID: an identity violation).
+MAINTENANCE = {"hashCheckIntervalSeconds": 10}
 PAUSE_S = 3.0  # past a 500 ms election timeout, and past Xline's default
 CUT_S = 5.0  # the follower's elections (pre-vote: refused by the third member, which hears the leader)
 SKEW_S = 150  # campaign.CLOCK_SKEWED: past cleanGracePeriodSeconds
@@ -118,7 +121,7 @@ class Run:
 
     def spec(self) -> dict[str, Any]:
         """The cluster's spec: the engine's options, and what the action needs."""
-        spec: dict[str, Any] = {"storage": {"size": "1Gi"}, "sidecar": SIDECAR,
+        spec: dict[str, Any] = {"storage": {"size": "1Gi"}, "sidecar": SIDECAR, "maintenance": MAINTENANCE,
                                 "version": UPGRADE_FROM.version if self.case.action == campaign.UPGRADE
                                 else self.engine.version}
         if self.case.engine == campaign.ETCD:

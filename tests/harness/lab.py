@@ -507,6 +507,11 @@ class Lab:
         async with MemberClient(self.pod(ordinals[0] if ordinals else 0).client_url, self.client_tls()) as c:
             await c.put(key, value)
 
+    async def revision(self, ordinal: int) -> int:
+        """The cluster's current revision, read linearizably through `ordinal`."""
+        async with MemberClient(self.pod(ordinal).client_url, self.client_tls()) as c:
+            return await c.revision()
+
     async def get(self, key: str, ordinal: int, serializable: bool = True) -> bytes | None:
         async with MemberClient(self.pod(ordinal).client_url, self.client_tls()) as c:
             return await c.get(key, serializable=serializable)
