@@ -20,8 +20,9 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timezone
+from typing import TypeVar
 
 from raftset import contract
 from raftset.sidecar.io.etcdclient import Alarm, AlarmKind, EtcdClientError, KVHash, Member, MemberClient, Refusal
@@ -34,6 +35,7 @@ from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells.plumbing import API_ERRORS, report
 
 log = logging.getLogger("raftset.sidecar")
+T = TypeVar("T")
 
 HASH_TIMEOUT_S = 60.0  # HashKV reads the member's whole key space
 FUTURE_TRIES, FUTURE_PAUSE_S = 10, 0.2  # a follower that has not yet applied the leader's revision
@@ -173,8 +175,7 @@ class MaintenanceShell:
             self.hashed[member.id] = found
             return found
 
-        voters = [m for m in members if not m.is_learner]
-        return dict(zip([m.id for m in voters], await asyncio.gather(*(one(m) for m in voters)), strict=True))
+        return await each_voter(members, one)
 
     async def own_revisions(self, members: Sequence[Member]) -> dict[int, int | None]:
         """Every voter's own applied revision (a serializable read on it; None: no answer)."""
@@ -187,8 +188,7 @@ class MaintenanceShell:
                 log.info("maintenance: no revision from %s: %s", member.name or member.hex_id, exc)
                 return None
 
-        voters = [m for m in members if not m.is_learner]
-        return dict(zip([m.id for m in voters], await asyncio.gather(*(one(m) for m in voters)), strict=True))
+        return await each_voter(members, one)
 
     def client(self, member: Member) -> MemberClient:
         return self.peers.local if member.id == self.state.member_id else self.peers.etcd().member(member.client_urls[0])
@@ -258,3 +258,9 @@ class MaintenanceShell:
                                             message=action.message, component=self.settings.pod_name)
         except API_ERRORS as exc:
             report(self.state, "maintenance event", exc)
+
+
+async def each_voter(members: Sequence[Member], ask: Callable[[Member], Awaitable[T]]) -> dict[int, T]:
+    """`ask` every voter at once; the answers by member ID."""
+    voters = [m for m in members if not m.is_learner]
+    return dict(zip([m.id for m in voters], await asyncio.gather(*(ask(m) for m in voters)), strict=True))
