@@ -60,7 +60,7 @@ test: deps controlplane
 	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n $(WORKERS) --durations=40 $(PYTEST_ARGS)
 
 # The whole campaign (tests/harness/campaign.py): two cases at a time, the etcd cases and the Xline
-# cases each in a pytest of their own with its own control plane (about 90 minutes on 2 cores, a
+# cases each in a pytest of their own with its own control plane (about two hours on 2 cores, a
 # case about a minute); each case's result is saved, and the table in docs/robustness.md is written
 # from what ran. Each engine's output is in $(CAMPAIGN_RESULTS)/<engine>.log. CAMPAIGN_K narrows the
 # cases with pytest's -k (e.g. CAMPAIGN_K="and scale-in").
