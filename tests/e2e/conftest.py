@@ -14,7 +14,7 @@ import pytest
 
 from tests.harness import engines
 from tests.harness.engines import EngineUnderTest
-from tests.harness.operator import kubectl
+from tests.harness.operator import delete_run_namespace, kubectl
 from tools.devcluster.podrunner import RUN_NAMESPACE_PREFIX, PodRunner
 
 
@@ -26,7 +26,7 @@ def namespace(control_plane: Any, request: pytest.FixtureRequest) -> Iterator[st
     name = f"{prefix}{uuid.uuid4().hex[:8]}"
     kubectl(control_plane.kubeconfig, "create", "namespace", name)
     yield name
-    kubectl(control_plane.kubeconfig, "delete", "namespace", name, "--wait=false", check=False)
+    delete_run_namespace(control_plane.kubeconfig, name)
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from tests.e2e.test_repair import VICTIM, ids, under_writes
 from tests.harness.checker import Writer, check
 from tests.harness.cli import PLUGIN
 from tests.harness.engines import DEFAULT
-from tests.harness.operator import Operator, kubectl
+from tests.harness.operator import Operator, delete_run_namespace, kubectl
 from tests.harness.s3 import fresh_bucket
 from tests.harness.view import ClusterView
 from tests.harness.waiting import wait_for
@@ -64,7 +64,7 @@ def shared(control_plane: Any, operator: Operator, s3_server: S3Server,
             yield kv, runner, namespace
         assert not runner.supervisor.procs, "the runner left processes behind"
     finally:
-        kubectl(kubeconfig, "delete", "namespace", namespace, "--wait=false", check=False)
+        delete_run_namespace(kubeconfig, namespace)
 
 
 @dataclass

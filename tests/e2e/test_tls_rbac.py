@@ -37,7 +37,7 @@ from tests.e2e.test_repair import create_repairable, replaced_automatically
 from tests.harness.checker import Writer, check
 from tests.harness.engines import EngineUnderTest
 from tests.harness.podwatch import PodWatch, deletions
-from tests.harness.operator import Operator, Sidecars, api, heartbeat_lease, kubectl, wait_for
+from tests.harness.operator import Operator, Sidecars, api, delete_run_namespace, heartbeat_lease, kubectl, wait_for
 from tools.devcluster.plane import start_cert_manager
 from tools.devcluster.podrunner import RUN_NAMESPACE_PREFIX, PodRunner
 
@@ -90,7 +90,7 @@ def bare_namespace(admin: str) -> Iterator[str]:
     name = f"s-{uuid.uuid4().hex[:8]}"
     kubectl(admin, "create", "namespace", name)
     yield name
-    kubectl(admin, "delete", "namespace", name, "--wait=false", check=False)
+    delete_run_namespace(admin, name)
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def namespace(admin: str, request: pytest.FixtureRequest) -> Iterator[str]:
     kubectl(admin, "create", "namespace", name)
     bind_secrets_role(admin, name)
     yield name
-    kubectl(admin, "delete", "namespace", name, "--wait=false", check=False)
+    delete_run_namespace(admin, name)
 
 
 def create(admin: str, kind: str, name: str, namespace: str, **spec: Any) -> None:

@@ -58,6 +58,18 @@ def kubectl(kubeconfig: str, *args: str, stdin: str | None = None, check: bool =
                           capture_output=True, text=True, check=check, timeout=60)
 
 
+def delete_run_namespace(kubeconfig: str, namespace: str) -> None:
+    """Delete a namespace whose pods a `PodRunner` ran, once the runner has stopped them.
+
+    kubelet confirms a terminating pod's deletion once its containers are gone; with the runner
+    closed nobody would, so its pods, then the claims they hold (pvc-protection), then the hostPath
+    volumes bound to those would stay for the plane's lifetime (a full campaign's filled the disk).
+    The namespace goes first: a terminating namespace admits no new pod to confirm again."""
+    kubectl(kubeconfig, "delete", "namespace", namespace, "--wait=false", check=False)
+    kubectl(kubeconfig, "delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force",
+            "--wait=false", check=False)
+
+
 class Operator:
     """The operator as a real subprocess, so a test can SIGKILL it mid-scale."""
 

@@ -103,8 +103,9 @@ class Plane:
         return [p.name for p in self.supervisor.dead()]
 
     def provisioned_dirs(self) -> list[Path]:
-        """The directories the hostpath provisioner made for this plane's PersistentVolumes."""
-        if not self.full or self.dead():
+        """The directories the hostpath provisioner made for this plane's PersistentVolumes (none when
+        the apiserver no longer answers: the directory names are PV uids only it knows)."""
+        if not self.full:
             return []
         result = self.kubectl("get", "persistentvolumes", "-o", "json", check=False, timeout=10)
         if result.returncode != 0:
