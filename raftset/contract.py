@@ -139,6 +139,8 @@ DATA_MOUNT = "/var/lib/raftset"
 DATA_DIR = f"{DATA_MOUNT}/data"
 RUN_MOUNT = "/var/run/raftset"  # emptyDir shared by sidecar and store: startup config
 TLS_MOUNT = "/etc/raftset/tls"
+# Where the sidecar sees the store's scratch volume (engines.Scratch), for an engine that has one.
+SCRATCH_MOUNT = "/var/lib/raftset-scratch"
 
 
 def lease_name(pod_name: str) -> str:
@@ -236,6 +238,7 @@ class SidecarEnv(StrEnum):
     DATA_DIR = "RAFTSET_DATA_DIR"
     RUN_DIR = "RAFTSET_RUN_DIR"
     TLS_DIR = "RAFTSET_TLS_DIR"
+    SCRATCH_DIR = "RAFTSET_SCRATCH_DIR"
     HEARTBEAT_INTERVAL = "RAFTSET_HEARTBEAT_INTERVAL"
     POLL_INTERVAL = "RAFTSET_POLL_INTERVAL"
     CLEAN_INTERVAL = "RAFTSET_CLEAN_INTERVAL"

@@ -280,6 +280,15 @@ XLINE_CAPABILITIES = Capabilities(
 
 
 @dataclass(frozen=True)
+class Scratch:
+    """A directory the store writes copies into and never cleans: the pod gives it an emptyDir
+    the sidecar also mounts, and the sidecar removes what the store abandoned there."""
+
+    path: str  # in the store's container
+    prefix: str  # the name every such copy starts with; nothing else there is touched
+
+
+@dataclass(frozen=True)
 class Engine:
     """How one Raft store is named, imaged, configured and started."""
 
@@ -306,6 +315,7 @@ class Engine:
     # The engine's own upgrade precondition: the lowest patch of a minor series that may
     # move to the next minor (raftset.operator.pure.versions.refusal).
     upgrade_floors: Mapping[str, str] = field(default_factory=dict)
+    scratch: Scratch | None = None
 
     def image(self, version: str | None = None, image: str | None = None) -> str:
         return image or f"{self.image_repository}:v{version or self.default_version}"
@@ -399,6 +409,11 @@ XLINE = Engine(
     default_quota=8 * 1024**3,  # Xline's own default (crates/utils/src/config.rs default_quota)
     compaction_options=lambda retention: {"auto-compact-mode": "periodic", "auto-periodic-retention": retention},
     restore_command=_xline_restore,
+    # Every snapshot Xline takes (for a follower it must catch up, or for Maintenance.Snapshot) is a
+    # full copy of its database in a new /tmp/snapshot-<uuid>, a path written into its source, and
+    # none is removed; its leader retries a snapshot to a member removed by a scale-in many times a
+    # second, for as long as it leads (docs/engines.md, "Snapshot copies left in /tmp").
+    scratch=Scratch(path="/tmp", prefix="snapshot-"),
 )
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (ETCD, XLINE)}

@@ -90,6 +90,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         needs = lifecycle.kwargs.get("needs") if lifecycle else None
         if needs:
             chosen = tuple(e for e in chosen if getattr(e.engine.capabilities, needs))
+        # `per_engine(having="scratch")`: only the builds whose engine description sets that field.
+        having = per_engine.kwargs.get("having") if per_engine else None
+        if having:
+            chosen = tuple(e for e in chosen if getattr(e.engine, having) is not None)
         metafunc.parametrize("engine_under_test", chosen, ids=[e.label for e in chosen], scope="session")
 
 

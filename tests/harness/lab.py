@@ -130,6 +130,8 @@ class Pod:
             SidecarEnv.DATA_DIR: str(self.data_dir),
             SidecarEnv.RUN_DIR: str(self.run_dir),
             SidecarEnv.TLS_DIR: lab.tls_dir or "",
+            # The store's scratch path is the host's own (/tmp): a process on the host writes there.
+            SidecarEnv.SCRATCH_DIR: scratch.path if (scratch := lab.engine.engine.scratch) else "",
             SidecarEnv.POLL_INTERVAL: "0.5",
             SidecarEnv.HEARTBEAT_INTERVAL: "5",
             SidecarEnv.CLEAN_INTERVAL: "1",

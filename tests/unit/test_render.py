@@ -157,6 +157,24 @@ def test_store_container(kind: str, backend: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ENGINES)
+def test_only_xline_gets_a_scratch_volume_its_sidecar_sees_too(kind: str) -> None:
+    template = pod_template(cluster(kind, "StatefulSet"))
+    spec = template["spec"]
+    mounts = {c["name"]: {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+              for c in spec["containers"] + spec["initContainers"]}
+    scratch = [v for v in spec["volumes"] if v["name"] == "scratch"]
+    if kind == contract.KIND_ETCD:
+        assert scratch == [] and all("scratch" not in m for m in mounts.values())
+        assert contract.SidecarEnv.SCRATCH_DIR not in env(sidecar(template))
+    else:
+        # Xline writes its snapshot copies under a /tmp of its own source's choosing and removes none.
+        assert scratch == [{"name": "scratch", "emptyDir": {}}]
+        assert mounts["xline"]["scratch"] == "/tmp"
+        assert mounts["sidecar"]["scratch"] == contract.SCRATCH_MOUNT
+        assert env(sidecar(template))[contract.SidecarEnv.SCRATCH_DIR] == contract.SCRATCH_MOUNT
+
+
+@pytest.mark.parametrize("kind", ENGINES)
 def test_engine_specific_parts(kind: str) -> None:
     c = cluster(kind, "StatefulSet", options={"snapshot-count": "5", "log-level": ""})
     template = pod_template(c)

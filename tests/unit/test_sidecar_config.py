@@ -38,6 +38,14 @@ def test_the_hash_check_interval_is_a_setting_and_zero_turns_it_off() -> None:
     assert config.parse([], {**ENV, "RAFTSET_HASH_CHECK_INTERVAL": "0"}).hash_check_interval == 0.0
 
 
+def test_the_scratch_directory_is_read_only_for_an_engine_that_has_one() -> None:
+    assert config.parse([], ENV).scratch_dir == ""
+    xline = {**ENV, "RAFTSET_ENGINE": "xline", "RAFTSET_SCRATCH_DIR": "/var/lib/raftset-scratch/"}
+    assert config.parse([], xline).scratch_dir == "/var/lib/raftset-scratch"
+    # etcd abandons nothing: a stray setting sweeps nothing.
+    assert config.parse([], {**xline, "RAFTSET_ENGINE": "etcd"}).scratch_dir == ""
+
+
 def test_the_peer_status_timeout_is_a_setting() -> None:
     assert config.parse([], ENV).peer_status_timeout == 2.0
     assert config.parse(["--peer-status-timeout", "5"], ENV).peer_status_timeout == 5.0

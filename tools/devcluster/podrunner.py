@@ -17,7 +17,8 @@ Only what a pod network and volumes would give is replaced: each cluster gets on
 dir is the directory of the PersistentVolume bound to the pod's claim (the plane's
 hostPath provisioner made it; a per-pod directory, wiped on re-creation, for an emptyDir;
 a backup claim the sidecar mounts is served the same way),
-the run dir is per pod uid like an emptyDir, and the API credentials are a TokenRequest
+the run dir is per pod uid like an emptyDir, the store's scratch volume is the host's /tmp (where
+the store, a process on this host, writes its scratch), and the API credentials are a TokenRequest
 token of the pod's own ServiceAccount, so the member Role is exercised. The `tls` volume
 is projected from its Secrets into a per-pod directory, with the server and peer
 certificates re-issued by the cluster's own CA (`<name>-ca`: provider `auto`'s, or cert-manager's
@@ -147,8 +148,12 @@ def declared_env(pod: Mapping[str, Any]) -> dict[str, str]:
 
 def loopback_env(declared: Mapping[str, str], prefix: str, ordinal: int, *, data_dir: Path, run_dir: Path,
                  kubeconfig: str, tls_dir: Path | None = None) -> dict[str, str]:
-    """The declared env with only the pod network, the volumes and the credentials replaced."""
+    """The declared env with only the pod network, the volumes and the credentials replaced. The
+    store's scratch volume is where a process on this host writes its scratch (engines.Scratch.path:
+    the store runs here, so its /tmp is the host's)."""
     ip = pod_ip(prefix, ordinal)
+    engine = engines.ENGINES.get(declared.get(SidecarEnv.ENGINE, ""))
+    scratch_dir = engine.scratch.path if engine is not None and engine.scratch is not None else ""
     env = dict(declared)
     scheme = "http"
     if declared.get(SidecarEnv.TLS_DIR):
@@ -171,6 +176,7 @@ def loopback_env(declared: Mapping[str, str], prefix: str, ordinal: int, *, data
         SidecarEnv.HTTP_ADDRESS: f"{ip}:{contract.SIDECAR_PORT}",
         SidecarEnv.DATA_DIR: str(data_dir),
         SidecarEnv.RUN_DIR: str(run_dir),
+        **({SidecarEnv.SCRATCH_DIR: scratch_dir} if declared.get(SidecarEnv.SCRATCH_DIR) else {}),
         "KUBECONFIG": kubeconfig,
     }
 

@@ -2,9 +2,10 @@
 
 Lifecycle: join (JoinShell, until the startup file is written; a quorum-loss recovery's round,
 QuorumLossShell, comes first) -> the supervised loops of the table below: heartbeat, promote, clean,
-membership, backup, maintenance (alarms, compaction, defragmentation) and repair (the replace shell)
--> leave (LeaveShell, on /leave or SIGTERM). A cluster seeded from a backup restores it during join,
-before the first member's startup file is written (RestoreShell).
+membership, backup, maintenance (alarms, compaction, defragmentation), repair (the replace shell) and,
+where the engine abandons copies in a scratch volume, scratch -> leave (LeaveShell, on /leave or
+SIGTERM). A cluster seeded from a backup restores it during join, before the first member's startup
+file is written (RestoreShell).
 Each shell gathers state, asks its pure module (raftset.sidecar.pure), carries out one step, and calls
 other work only through the ports it was given here. Errors never end the process: they are logged,
 shown on /startup and /readyz, and retried after a capped backoff. The background loops run under
@@ -26,6 +27,7 @@ from raftset.sidecar.io.kube import SidecarKube
 from raftset.sidecar.io.peers import Peers
 from raftset.sidecar.io.startup import DataVolume
 from raftset.sidecar.metrics import Metrics, member_gauges
+from raftset.sidecar.pure import scratch
 from raftset.sidecar.pure.config import SidecarConfig
 from raftset.sidecar.pure.state import State
 from raftset.sidecar.shells import backup
@@ -41,6 +43,7 @@ from raftset.sidecar.shells.promotion import PromotionShell
 from raftset.sidecar.shells.quorum_loss import QuorumLossShell
 from raftset.sidecar.shells.replace import ReplaceShell
 from raftset.sidecar.shells.restore import RestoreShell
+from raftset.sidecar.shells.scratch import ScratchShell
 from raftset.sidecar.supervision import Loops, Round
 
 log = logging.getLogger("raftset.sidecar")
@@ -81,6 +84,7 @@ class Sidecar:
                                   reporter=functools.partial(self.loops.reporter, backup.LOOP))
         self.maintenance = MaintenanceShell(settings, state, peers, kube, metrics)
         self.replace = ReplaceShell(settings, state, peers, kube, rejoin=self.rejoin)
+        self.scratch = ScratchShell(settings, metrics) if settings.engine.scratch and settings.scratch_dir else None
         metrics.watch(lambda: member_gauges(state, self.loops.counters()))
 
     def table(self) -> list[Loop]:
@@ -97,6 +101,7 @@ class Sidecar:
             Loop(backup.LOOP, settings.backup_interval, self.backup.round, leader_only=True),
             Loop("maintenance", settings.maintenance_interval, self.maintenance.round),
             Loop("repair", poll, self.replace.round),
+            *([Loop("scratch", scratch.SWEEP_INTERVAL_S, self.scratch.round)] if self.scratch else []),
         ]
 
     def guarded(self, loop: Loop) -> Round:

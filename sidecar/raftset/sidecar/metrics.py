@@ -92,6 +92,11 @@ class Metrics:
         self._aborted_uploads = Counter(
             "raftset_sidecar_backup_uploads_aborted",
             "Abandoned incomplete backup uploads (a killed taker's) this sidecar aborted.", registry=self.registry)
+        self._scratch_copies = Counter(
+            "raftset_sidecar_scratch_removed", "Copies the store abandoned in its scratch volume, removed "
+            "(Xline's snapshot copies: docs/engines.md).", registry=self.registry)
+        self._scratch_bytes = Counter(
+            "raftset_sidecar_scratch_removed_bytes", "Bytes of those copies.", registry=self.registry)
 
     def watch(self, read: Callable[[], MemberGauges]) -> None:
         """Register the scrape-time state of the member (the app calls this once)."""
@@ -113,6 +118,10 @@ class Metrics:
 
     def upload_aborted(self) -> None:
         self._aborted_uploads.inc()
+
+    def scratch_removed(self, copies: int, size: int) -> None:
+        self._scratch_copies.inc(copies)
+        self._scratch_bytes.inc(size)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

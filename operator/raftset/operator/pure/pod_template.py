@@ -63,6 +63,8 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
     if cluster.maintenance.hash_check_interval != fields.default("maintenance.hashCheckIntervalSeconds"):
         # Only when tuned: a cluster on the default keeps its pod template, and rolls nothing.
         plain[SidecarEnv.HASH_CHECK_INTERVAL] = str(cluster.maintenance.hash_check_interval)
+    if cluster.engine.scratch is not None:
+        plain[SidecarEnv.SCRATCH_DIR] = contract.SCRATCH_MOUNT
     if cluster.backup:
         # Beside the volumes backup_volumes() mounts: the sidecar takes no backup until its pod
         # mounts what spec.backup names now (raftset.backups.unmounted; docs/backups.md).
@@ -74,13 +76,16 @@ def sidecar_env(cluster: Cluster) -> list[dict[str, Any]]:
 
 
 
-def _volume_mounts(cluster: Cluster) -> list[dict[str, Any]]:
+def _volume_mounts(cluster: Cluster, scratch_path: str | None) -> list[dict[str, Any]]:
+    """The volumes both containers mount; the scratch volume where each sees it (None: not mounted)."""
     mounts = [
         {"name": "data", "mountPath": contract.DATA_MOUNT},
         {"name": "run", "mountPath": contract.RUN_MOUNT},
     ]
     if cluster.tls:
         mounts.append({"name": "tls", "mountPath": contract.TLS_MOUNT, "readOnly": True})
+    if scratch_path is not None:
+        mounts.append({"name": "scratch", "mountPath": scratch_path})
     return mounts
 
 
@@ -152,7 +157,8 @@ def sidecar_container(cluster: Cluster) -> dict[str, Any]:
         # (the scale-out benchmark's joins take about 1 s on loopback); 30 min in all.
         "startupProbe": _sidecar_probe("/startup", period=1, failures=1800),
         "livenessProbe": _sidecar_probe("/livez", period=10, failures=3),
-        "volumeMounts": _volume_mounts(cluster) + backup_volumes(cluster)[1],
+        "volumeMounts": _volume_mounts(cluster, contract.SCRATCH_MOUNT if cluster.engine.scratch else None)
+                        + backup_volumes(cluster)[1],
         "resources": dict(cluster.sidecar.resources) or {
             "requests": {"cpu": "20m", "memory": "64Mi"},
             "limits": {"memory": "256Mi"},
@@ -200,7 +206,7 @@ def store_container(cluster: Cluster) -> dict[str, Any]:
         # Runs before the store gets SIGTERM: hand leadership away and, when this pod is
         # scaled away, remove the member, while the store still serves.
         "lifecycle": {"preStop": {"httpGet": {"path": "/leave", "port": contract.SIDECAR_PORT}}},
-        "volumeMounts": _volume_mounts(cluster),
+        "volumeMounts": _volume_mounts(cluster, cluster.engine.scratch.path if cluster.engine.scratch else None),
         "resources": dict(cluster.pod.resources) or DEFAULT_STORE_RESOURCES,
         "securityContext": _container_security(),
         # A store that exits in error leaves its last log lines in the pod's status: the
@@ -254,6 +260,8 @@ def pod_template(cluster: Cluster, tls_revision: str | None = None) -> dict[str,
         volumes.append({"name": "data", "emptyDir": {}})
     if cluster.tls:
         volumes.append(tls_volume(cluster))
+    if cluster.engine.scratch is not None:
+        volumes.append({"name": "scratch", "emptyDir": {}})
     volumes += backup_volumes(cluster)[0]
     spec: dict[str, Any] = {
         "serviceAccountName": member_service_account(cluster),

@@ -42,6 +42,9 @@ _VARS: tuple[tuple[str, str, str, str | None], ...] = (
     (SidecarEnv.DATA_DIR, "--data-dir", "the store's data directory (in the data volume)", contract.DATA_DIR),
     (SidecarEnv.RUN_DIR, "--run-dir", "directory shared with the store for its startup file", contract.RUN_MOUNT),
     (SidecarEnv.TLS_DIR, "--tls-dir", "directory of ca.crt, server/peer/client .crt/.key; empty = plaintext", ""),
+    (SidecarEnv.SCRATCH_DIR, "--scratch-dir",
+     "where the sidecar sees the store's scratch volume, to remove the copies the store abandons there; "
+     "empty = the engine has none", ""),
     (SidecarEnv.HEARTBEAT_INTERVAL, "--heartbeat-interval",
      "seconds between heartbeat Lease renewals when nothing changed (Lease duration: 3x)", "10"),
     (SidecarEnv.POLL_INTERVAL, "--poll-interval", "seconds between polls of the local member's status", "2"),
@@ -193,6 +196,7 @@ class SidecarConfig:
     backup_interval: float = 10.0
     backup_mount_root: str = ""
     backup_mounts: str = ""  # raftset.backups.mounts of the destination this pod mounts
+    scratch_dir: str = ""  # the store's scratch volume (engines.Scratch) as the sidecar sees it
 
     @property
     def namespace(self) -> str:
@@ -323,6 +327,7 @@ def from_values(raw: Mapping[str, str]) -> SidecarConfig:
         backup_interval=_seconds(raw, SidecarEnv.BACKUP_INTERVAL),
         backup_mount_root=raw[SidecarEnv.BACKUP_MOUNT_ROOT].rstrip("/"),
         backup_mounts=raw[SidecarEnv.BACKUP_MOUNTS],
+        scratch_dir=raw[SidecarEnv.SCRATCH_DIR].rstrip("/") if engine.scratch else "",
         listen_metrics_url=raw[SidecarEnv.LISTEN_METRICS_URL].format(**fields),
         maintenance_interval=_seconds(raw, SidecarEnv.MAINTENANCE_INTERVAL),
         hash_check_interval=_seconds(raw, SidecarEnv.HASH_CHECK_INTERVAL, allow_zero=True),
