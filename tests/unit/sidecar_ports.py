@@ -53,6 +53,8 @@ class FakeRaft:
         self.alarms: list[Alarm] = []
         self.calls: list[str] = []
         self.refuse: dict[str, str] = {}  # operation -> etcd's refusal text
+        self.revision = 1  # the cluster's, as a linearizable read reports it
+        self.applied: dict[str, int] = {}  # a member's own revision by client URL, where it differs
 
     def status_at(self, url: str) -> Status | None:
         return next((st for st in self.statuses.values() if st is not None and st.endpoint == url), None)
@@ -114,8 +116,9 @@ class FakeClient:
         self.raft.members.append(added)
         return added, list(self.raft.members)
 
-    async def get(self, key: str, timeout: float | None = None) -> None:
+    async def revision(self, *, serializable: bool = False, timeout: float | None = None) -> int:
         self.raft.refused(self.url, "Range")
+        return self.raft.applied.get(self.url, self.raft.revision) if serializable else self.raft.revision
 
     async def move_leader(self, target: int, timeout: float | None = None) -> None:
         self.raft.calls.append(f"move leader {target:x}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raftset.sidecar.io.etcdclient import Status
-from raftset.sidecar.pure.readiness import NOT_READ_YET, Readiness, readiness, worth_a_read
+from raftset.sidecar.pure.readiness import NOT_READ_YET, Readiness, Reading, behind, readiness, remember, worth_a_read
 from tests.unit.sidecar_data import status
 
 pytestmark = pytest.mark.unit
@@ -43,3 +43,29 @@ def test_without_a_voting_member_that_sees_a_leader_a_good_read_is_not_enough(
 def test_a_read_is_tried_exactly_where_it_decides_readiness() -> None:
     assert worth_a_read("started", VOTER)
     assert readiness("started", VOTER, None).ready != readiness("started", VOTER, "refused").ready
+
+
+def test_a_member_that_applied_what_the_cluster_had_committed_a_while_ago_is_ready() -> None:
+    readings = (Reading(0.0, 100), Reading(10.0, 150), Reading(31.0, 300))
+    assert behind(readings, own_revision=100, now=31.0) is None  # caught up with the reading 31 s old
+    assert behind(readings, own_revision=299, now=41.0) is None
+    assert behind(readings, own_revision=0, now=29.0) is None, "no reading is old enough to judge by yet"
+
+
+def test_a_member_that_applies_nothing_while_the_cluster_moves_on_is_not_ready_and_says_how_far_behind() -> None:
+    readings = (Reading(0.0, 100), Reading(10.0, 150), Reading(31.0, 300))
+    lag = behind(readings, own_revision=149, now=41.0)
+    assert lag == "it has applied up to revision 149, and the cluster had reached revision 150 31s ago"
+    assert readiness("started", VOTER, None, lag) == Readiness(False, f"behind the cluster: {lag}")
+    # A stuck member that a quiet cluster did not leave behind is as good as the others.
+    assert behind((Reading(0.0, 100), Reading(40.0, 100)), own_revision=100, now=40.0) is None
+
+
+def test_only_the_readings_a_verdict_may_still_need_are_kept() -> None:
+    readings: tuple[Reading, ...] = ()
+    for second in range(0, 100, 2):
+        readings = remember(readings, Reading(float(second), second))
+    assert readings[0] == Reading(68.0, 68)  # the newest at least CATCH_UP_S old at 98 s
+    assert len(readings) == 16
+    assert behind(readings, own_revision=67, now=98.0) is not None
+    assert behind(readings, own_revision=68, now=98.0) is None

@@ -3,12 +3,14 @@ only, and a failed linearizable read makes the member not ready (in-memory fakes
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from raftset import contract
 from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure.readiness import CATCH_UP_S, Reading
 from raftset.sidecar.shells.heartbeat import HeartbeatShell
 from tests.unit.sidecar_data import mid
 from tests.unit.sidecar_ports import FakeKube, FakePeers, FakeRaft, FakeVolume, fresh_state, settings, three_voters, workload
@@ -49,6 +51,20 @@ async def test_a_failed_linearizable_read_makes_the_member_not_ready_with_its_re
     assert not shell.state.ready
     assert not shell.state.heartbeat.ready and "linearizable read failed" in shell.state.heartbeat.ready_reason
     assert kube.writes.count(LEASE) == 1  # not ready before the read and after it: one write
+
+
+async def test_a_member_that_applied_nothing_since_a_while_ago_is_not_ready_until_it_catches_up(tmp_path: Path) -> None:
+    raft = three_voters()
+    shell, _, _ = heartbeat_shell(tmp_path, raft)
+    raft.revision, raft.applied[shell.settings.client_url] = 500, 120
+    shell.state.readings = (Reading(time.monotonic() - CATCH_UP_S - 1, 130),)
+    await shell.round()
+    assert shell.state.read_error is None and not shell.state.ready
+    assert shell.state.heartbeat.ready_reason.startswith(
+        "behind the cluster: it has applied up to revision 120, and the cluster had reached revision 130")
+    raft.applied[shell.settings.client_url] = 130
+    await shell.round()
+    assert shell.state.ready
 
 
 async def test_a_store_that_does_not_answer_leaves_no_status(tmp_path: Path) -> None:

@@ -360,11 +360,12 @@ class MemberClient:
         return [Alarm(int(a.memberID), AlarmKind(int(a.alarm))) for a in r.alarms
                 if a.alarm in (AlarmType.NOSPACE, AlarmType.CORRUPT)]
 
-    async def revision(self, *, serializable: bool = False) -> int:
-        """The store's current revision (a linearizable read of one key), or with `serializable` the
-        revision this member has applied (on Xline a linearizable read answers with the leader's)."""
+    async def revision(self, *, serializable: bool = False, timeout: float | None = None) -> int:
+        """The store's current revision (a linearizable read of one key, which nothing writes), or with
+        `serializable` the revision this member has applied (on Xline a linearizable read answers
+        with the leader's)."""
         r = await self._call("Range", lambda: self._kv.get("raftset/revision", serializable=serializable,
-                                                           timeout=self.timeout))
+                                                           timeout=timeout or self.timeout), timeout)
         return int(r.header.revision)
 
     # Mutations: one attempt each, never retried here.

@@ -21,6 +21,8 @@ class State:
     last_error: str = ""  # shown on /startup and /readyz
     status: Status | None = None  # the local member's, as the heartbeat shell last polled it
     read_error: str | None = readiness.NOT_READ_YET  # the last linearizable read's failure
+    readings: tuple[readiness.Reading, ...] = ()  # the cluster's revision as those reads reported it
+    lag: str | None = None  # readiness.behind's verdict at the last read
     member_id: int | None = None
     heartbeat_written_at: float | None = None  # monotonic time the heartbeat Lease was last written
     workload_owner: dict[str, Any] | None = None  # the heartbeat Lease goes with the workload
@@ -37,7 +39,7 @@ class State:
 
     @property
     def readiness(self) -> Readiness:
-        return readiness.readiness(self.phase, self.status, self.read_error)
+        return readiness.readiness(self.phase, self.status, self.read_error, self.lag)
 
     @property
     def ready(self) -> bool:

@@ -67,20 +67,30 @@ class HeartbeatShell:
                                          serving=self.state.readiness)
 
     async def _read_through(self, status: Status | None) -> None:
-        """Readiness's linearizable read (readiness.py); logs when the member stops or starts serving."""
-        was = self.state.read_error
-        if not readiness.worth_a_read(self.state.phase, status):
-            self.state.read_error = readiness.NOT_READ_YET
+        """Readiness's reads (readiness.py): a linearizable one, then the member's own revision; logs
+        when the member stops or starts serving."""
+        state = self.state
+        was, lagged = state.read_error, state.lag
+        if not readiness.worth_a_read(state.phase, status):
+            state.read_error, state.readings, state.lag = readiness.NOT_READ_YET, (), None
             return
         try:
-            await self.peers.local.get(readiness.READ_KEY, timeout=readiness.READ_TIMEOUT_S)
-            self.state.read_error = None
+            cluster = await self.peers.local.revision(timeout=readiness.READ_TIMEOUT_S)
+            own = await self.peers.local.revision(serializable=True, timeout=readiness.READ_TIMEOUT_S)
+            state.read_error = None
         except EtcdClientError as exc:
-            self.state.read_error = str(exc)
-        if self.state.read_error is not None and self.state.read_error != was:
-            log.warning("not ready: a linearizable read through this member failed: %s", self.state.read_error)
-        elif self.state.read_error is None and was not in (None, readiness.NOT_READ_YET):
-            log.info("ready again: a linearizable read through this member succeeded")
+            state.read_error = str(exc)
+        else:
+            now = time.monotonic()
+            state.readings = readiness.remember(state.readings, readiness.Reading(now, cluster))
+            state.lag = readiness.behind(state.readings, own, now)
+        if state.read_error is not None and state.read_error != was:
+            log.warning("not ready: a linearizable read through this member failed: %s", state.read_error)
+        elif state.read_error is None and state.lag is not None and lagged is None:
+            log.warning("not ready: behind the cluster: %s", state.lag)
+        elif state.read_error is None and state.lag is None and (lagged is not None or was not in (None, readiness.NOT_READ_YET)):
+            log.info("ready again: a linearizable read through this member succeeded, and it has applied what "
+                     "the cluster had committed")
 
     async def publish(self) -> None:
         """The Lease and the pod's role label, on change plus a slow refresh."""
