@@ -17,7 +17,6 @@ import signal
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -346,8 +345,7 @@ class Run:
             return float("-inf")
         if status != 200:
             return float("-inf")
-        stamped = datetime.fromisoformat(json.loads(body)["time"].replace("Z", "+00:00"))
-        return (stamped - datetime.now(timezone.utc)).total_seconds()
+        return podfaults.stamped_ahead(json.loads(body))
 
     def volume_full(self, pod: str) -> None:
         """A ballast takes every free byte of the member's volume until its store exits on it (etcd:

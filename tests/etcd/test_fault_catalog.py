@@ -8,13 +8,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.harness import faults
+from tools.devcluster import podfaults
 from tests.harness.checker import Writer
 from tests.harness.lab import Lab, wait_for
 from tests.harness.scenarios import check_members, grow
@@ -34,8 +34,7 @@ class Fault:
 
 def skew_seen(lab: Lab, ordinal: int, seconds: int) -> bool:
     """The sidecar's heartbeat is stamped by its skewed clock."""
-    stamped = datetime.fromisoformat(lab.pod(ordinal).heartbeat()["time"].replace("Z", "+00:00"))
-    return stamped - datetime.now(timezone.utc) > timedelta(seconds=seconds / 2)
+    return podfaults.stamped_ahead(lab.pod(ordinal).heartbeat()) > seconds / 2
 
 
 @contextmanager

@@ -9,7 +9,10 @@ from __future__ import annotations
 import errno
 import glob
 import subprocess
+from collections.abc import Mapping
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 # Debian's libfaketime (`make system-deps`).
 LIBFAKETIME = "/usr/lib/*/faketime/libfaketime.so.1"
@@ -36,6 +39,12 @@ def skew(offset: Path, seconds: int) -> None:
     if not offset.is_file():
         raise RuntimeError(f"{offset}: the pod was not started with a skewable clock")
     offset.write_text(f"{seconds:+d}s\n" if seconds else "+0\n")
+
+
+def stamped_ahead(heartbeat: Mapping[str, Any], now: datetime | None = None) -> float:
+    """How many seconds ahead of `now` a sidecar's `/heartbeat` is stamped: what its skewed clock shows."""
+    stamped = datetime.fromisoformat(str(heartbeat["time"]).replace("Z", "+00:00"))
+    return (stamped - (now or datetime.now(timezone.utc))).total_seconds()
 
 
 def mount_small(volume: Path, size_mb: int) -> None:
