@@ -230,3 +230,36 @@ async def test_sidecar_killed_right_after_member_add_is_cleaned_after_the_grace(
     wait_for(lambda: lab.pod(0).ready(), 10, "demo-0 still ready")
     writer.stop()
     await check_members(lab, writer, 0, 1, 2)
+
+
+@pytest.mark.per_engine
+async def test_an_initial_pod_that_starts_after_the_others_formed_the_cluster_joins_without_a_removal(
+        make_lab, engine_under_test: EngineUnderTest) -> None:
+    """On Xline the third initial member is listed by name, without client URLs, until it runs: it
+    starts as that entry. Removing and re-adding it would make every member added later panic while
+    replaying the removal (docs/engines.md), so the fourth is checked too."""
+    lab = make_lab(replicas=3, clean_grace=JOINING_GRACE)
+    if engine_under_test.engine.capabilities.bootstrap_alone:
+        await grow(lab, 2)
+    else:
+        await start_together(lab, (0, 1))  # two of the three initial members: a quorum
+    writer = writing(lab, 0, 1)
+    late = lab.pod(2)
+    if not engine_under_test.engine.capabilities.bootstrap_alone:
+        [entry] = [m for m in await lab.members(0, linearizable=False) if m.peer_urls == (lab.naming.peer_url(2),)]
+        assert (entry.name, entry.client_urls) == ("demo-2", ()), entry
+    late.start()
+    late.wait_ready(60)
+    await lab.wait_voting(3)
+    lab.scale(4)
+    lab.pod(3).start()
+    lab.pod(3).wait_ready(60)
+    await lab.wait_voting(4)
+    written = writer.ok
+    wait_for(lambda: writer.ok > written + 50, 30, "writes after the fourth joined")
+    writer.stop()
+    logs = "".join(lab.pod(o).log_text() for o in range(4))
+    assert "remove-entry" not in logs and "removed our old member entry" not in logs
+    for ordinal in range(4):
+        assert "panicked" not in lab.pod(ordinal).store_log_text(), lab.pod(ordinal).store_log_tail(20)
+    await check_members(lab, writer, 0, 1, 2, 3)

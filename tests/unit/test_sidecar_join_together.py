@@ -9,6 +9,7 @@ import pytest
 
 from raftset import contract
 from raftset.engines import ETCD, XLINE
+from raftset.sidecar.pure.etcd import Member
 from raftset.sidecar.pure.join import JoinAction, JoinView, bootstrap_cluster, cluster_formed, decide
 from raftset.sidecar.pure.marker import Marker
 from tests.unit.sidecar_data import NAMING, member, mid, status
@@ -82,6 +83,16 @@ def test_a_formed_cluster_is_joined_never_bootstrapped_again() -> None:
     # demo-0 and demo-1 formed it; demo-2's pod comes late: its unstarted initial entry is reused.
     members = [member(0), member(1), member(2, started=False)]
     plan = decide(view(2, members=members, evidence=True, formed=True, linearizable=True))
+    assert (plan.action, plan.member_id) == (JoinAction.REUSE_ENTRY, mid(2))
+
+
+def test_a_late_initial_member_listed_by_name_but_never_run_reuses_its_entry_instead_of_removing_it() -> None:
+    # As Xline lists an initial member whose store never ran: named, without client URLs (measured).
+    # Removing it would be a membership change Xline replays badly in every member added later
+    # (docs/engines.md: the panic at curp_node.rs:718).
+    never_ran = Member(mid(2), NAMING.pod(2), (NAMING.peer_url(2),), (), False)
+    assert not never_ran.started
+    plan = decide(view(2, members=[member(0), member(1), never_ran], evidence=True, formed=True, linearizable=True))
     assert (plan.action, plan.member_id) == (JoinAction.REUSE_ENTRY, mid(2))
 
 

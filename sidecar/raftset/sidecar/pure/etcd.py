@@ -12,14 +12,16 @@ from enum import Enum
 @dataclass(frozen=True)
 class Member:
     id: int
-    name: str  # empty until the member has started once
+    name: str  # empty until the member has started once (etcd); an initial member's from the start (Xline)
     peer_urls: tuple[str, ...]
-    client_urls: tuple[str, ...]
+    client_urls: tuple[str, ...]  # empty until the member has started once (both)
     is_learner: bool
 
     @property
     def started(self) -> bool:
-        return bool(self.name)
+        """Whether the member ever ran. etcd lists one that never did without a name; Xline lists its
+        initial members by name from the start, and each one's client URLs only once it has run."""
+        return bool(self.name) and bool(self.client_urls)
 
     @property
     def hex_id(self) -> str:
