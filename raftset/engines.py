@@ -411,8 +411,8 @@ XLINE = Engine(
     restore_command=_xline_restore,
     # Every snapshot Xline takes (for a follower it must catch up, or for Maintenance.Snapshot) is a
     # full copy of its database in a new /tmp/snapshot-<uuid>, a path written into its source, and
-    # none is removed; its leader retries a snapshot to a member removed by a scale-in many times a
-    # second, for as long as it leads (docs/engines.md, "Snapshot copies left in /tmp").
+    # none is removed; its leader retries a snapshot to a member that is down, or removed by a
+    # scale-in, many times a second (docs/engines.md, "Snapshot copies left in /tmp").
     scratch=Scratch(path="/tmp", prefix="snapshot-"),
 )
 

@@ -7,7 +7,7 @@ commit (Xline after a lights-out that truncated its followers' logs, docs/engine
 Service must not send clients to such a member, and the operator's view of the pod must say why.
 
 A read going through is not enough on Xline: its leader answers a linearizable read, so the read
-passes on a member that applies nothing (one added after a member was removed can stop applying:
+passes on a member that applies nothing (a member added by MemberAdd can stop applying:
 docs/engines.md). So the member must also have applied what the cluster had committed a while ago:
 its own revision (a serializable read's) at least the one a linearizable read reported `CATCH_UP_S`
 earlier. etcd's linearizable read waits for the member's own apply, so there this never fires.
