@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import glob
-import os
 import time
 
 import pytest
 
+from raftset import engines
+from raftset.sidecar.io import scratch as disk
 from raftset.sidecar.io.etcdclient import MemberClient
 from raftset.sidecar.pure.scratch import ABANDONED_AFTER_S, SWEEP_INTERVAL_S
 from tests.harness.engines import EngineUnderTest
@@ -24,7 +25,10 @@ from tests.harness.scenarios import grow
 pytestmark = pytest.mark.etcd
 
 LOG_CAP = 5000  # entries an Xline leader keeps (crates/utils/src/config.rs; its flag reaches nothing)
-PATTERN = "/tmp/snapshot-*"
+SCRATCH = engines.XLINE.scratch
+assert SCRATCH is not None
+PREFIX = SCRATCH.prefix
+PATTERN = f"{SCRATCH.path}/{PREFIX}*"
 
 
 async def write_past_the_log_cap(lab: Lab, ordinal: int) -> str:
@@ -37,14 +41,7 @@ async def write_past_the_log_cap(lab: Lab, ordinal: int) -> str:
 
 def oldest_copy_age() -> float:
     """Seconds since the least recently changed copy in /tmp last changed (0 with none)."""
-    ages = []
-    for path in glob.glob(PATTERN):
-        try:
-            newest = max([os.lstat(path).st_mtime] + [os.lstat(os.path.join(path, f)).st_mtime for f in os.listdir(path)])
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        ages.append(time.time() - newest)
-    return max(ages, default=0.0)
+    return max((time.time() - c.changed for c in disk.entries(SCRATCH.path, PREFIX)), default=0.0)
 
 
 @pytest.mark.per_engine(having="scratch")

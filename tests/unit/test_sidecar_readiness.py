@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from raftset.sidecar.io.etcdclient import Status
-from raftset.sidecar.pure.readiness import NOT_READ_YET, Readiness, Reading, behind, readiness, remember, worth_a_read
+from raftset.sidecar.pure.readiness import (
+    NOT_READ_YET, Readiness, Reading, announcement, behind, readiness, remember, worth_a_read)
 from tests.unit.sidecar_data import status
 
 pytestmark = pytest.mark.unit
@@ -69,3 +70,16 @@ def test_only_the_readings_a_verdict_may_still_need_are_kept() -> None:
     assert len(readings) == 16
     assert behind(readings, own_revision=67, now=98.0) is not None
     assert behind(readings, own_revision=68, now=98.0) is None
+
+
+def test_only_the_reads_own_verdicts_are_announced_and_a_first_read_is_no_recovery() -> None:
+    read_failed = readiness("started", VOTER, "timed out")
+    lagging = readiness("started", VOTER, None, "it has applied up to revision 1, and the cluster had reached revision 9 30s ago")
+    ready, first = readiness("started", VOTER, None), readiness("started", VOTER, NOT_READ_YET)
+    assert announcement(ready, read_failed) == (True, "not ready: a linearizable read failed: timed out")
+    assert announcement(read_failed, read_failed) is None
+    assert announcement(ready, lagging) == (True, f"not ready: {lagging.reason}")
+    assert announcement(lagging, ready) is not None and announcement(lagging, ready)[0] is False
+    assert announcement(read_failed, ready) is not None
+    assert announcement(first, ready) is None
+    assert announcement(ready, readiness("started", None, None)) is None  # Status's verdict: not ours

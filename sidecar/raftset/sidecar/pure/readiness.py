@@ -26,6 +26,8 @@ NOT_READ_YET = "no linearizable read has been tried since the member last became
 # A member that has not applied what the cluster had committed this long ago is not ready: long
 # enough that a follower catching up under load stays ready, short enough that clients leave a stuck one.
 CATCH_UP_S = 30.0
+_READ_FAILED, _BEHIND = "a linearizable read failed: ", "behind the cluster: "
+_READ_REASONS = (_READ_FAILED, _BEHIND)  # the verdicts these reads decide, as opposed to Status's
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,19 @@ def worth_a_read(phase: str, status: Status | None) -> bool:
     return readiness(phase, status, None).ready
 
 
+def announcement(before: Readiness, after: Readiness) -> tuple[bool, str] | None:
+    """The log line (a warning?, its text) for a verdict these reads changed; None otherwise. Only
+    their own verdicts count: Status's are the heartbeat's to show, and a member's first read after
+    it became a voter is no recovery."""
+    def decided_here(r: Readiness) -> bool:
+        return r.reason.startswith(_READ_REASONS) and not r.reason.endswith(NOT_READ_YET)
+    if decided_here(after) and after.reason != before.reason:
+        return True, f"not ready: {after.reason}"
+    if after.ready and decided_here(before):
+        return False, "ready again: a linearizable read through this member succeeded, and it has applied what the cluster had committed"
+    return None
+
+
 def readiness(phase: str, status: Status | None, read_error: str | None, lag: str | None = None) -> Readiness:
     """`read_error` is None when the last linearizable read through this member succeeded; `lag` is
     `behind`'s verdict."""
@@ -76,7 +91,7 @@ def readiness(phase: str, status: Status | None, read_error: str | None, lag: st
     if status.errors:
         return Readiness(False, "the store reports: " + "; ".join(status.errors))
     if read_error is not None:
-        return Readiness(False, f"a linearizable read failed: {read_error}")
+        return Readiness(False, f"{_READ_FAILED}{read_error}")
     if lag is not None:
-        return Readiness(False, f"behind the cluster: {lag}")
+        return Readiness(False, f"{_BEHIND}{lag}")
     return Readiness(True, "")

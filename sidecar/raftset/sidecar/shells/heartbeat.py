@@ -70,7 +70,7 @@ class HeartbeatShell:
         """Readiness's reads (readiness.py): a linearizable one, then the member's own revision; logs
         when the member stops or starts serving."""
         state = self.state
-        was, lagged = state.read_error, state.lag
+        before = state.readiness
         if not readiness.worth_a_read(state.phase, status):
             state.read_error, state.readings, state.lag = readiness.NOT_READ_YET, (), None
             return
@@ -84,13 +84,9 @@ class HeartbeatShell:
             now = time.monotonic()
             state.readings = readiness.remember(state.readings, readiness.Reading(now, cluster))
             state.lag = readiness.behind(state.readings, own, now)
-        if state.read_error is not None and state.read_error != was:
-            log.warning("not ready: a linearizable read through this member failed: %s", state.read_error)
-        elif state.read_error is None and state.lag is not None and lagged is None:
-            log.warning("not ready: behind the cluster: %s", state.lag)
-        elif state.read_error is None and state.lag is None and (lagged is not None or was not in (None, readiness.NOT_READ_YET)):
-            log.info("ready again: a linearizable read through this member succeeded, and it has applied what "
-                     "the cluster had committed")
+        said = readiness.announcement(before, state.readiness)
+        if said is not None:
+            log.log(logging.WARNING if said[0] else logging.INFO, "%s", said[1])
 
     async def publish(self) -> None:
         """The Lease and the pod's role label, on change plus a slow refresh."""
