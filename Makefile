@@ -12,11 +12,11 @@ BENCH_ARGS ?=
 
 help:
 	@echo "make run    - local control plane + operator + a sample cluster (or use \$$KUBECONFIG)"
-	@echo "make test   - every test tier: unit, etcd, k8s, e2e"
+	@echo "make test   - every test tier: unit, etcd, k8s, e2e, real"
 	@echo "make bench  - benchmarks, results in docs/benchmarks.md"
 	@echo "make robustness - the whole robustness campaign, its table in docs/robustness.md"
 
-deps: venv system-deps
+deps: venv system-deps realnode-deps
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -33,10 +33,10 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler libclang-dev clang libfaketime; }
 	@rustup toolchain list | grep -q '^1\.74\.0-' || rustup toolchain install 1.74.0 --profile minimal
 
-# The real-node lab's runtime (docs/devcluster.md, "Real nodes: status"): Debian's containerd 1.6,
-# runc 1.1 and CNI plugins 1.1, socat for the apiserver's bridge out of the lab, iptables for kube-proxy.
-# Not part of `deps` yet: no tier of `make test` runs real nodes. On a host with systemd, apt
-# starts a system containerd too; the lab never uses it (each node runs its own).
+# The real-node lab's runtime (docs/devcluster.md, "Real nodes"): Debian's containerd 1.6, runc 1.1
+# and CNI plugins 1.1, socat for the apiserver's bridge out of the lab, iptables for kube-proxy,
+# mmdebstrap and buildah for the images (the `real` tier). On a host with systemd, apt starts a
+# system containerd too; the lab never uses it (each node runs its own).
 realnode-deps:
 	@command -v containerd >/dev/null && command -v runc >/dev/null && test -x /usr/lib/cni/bridge \
 	  && command -v socat >/dev/null && command -v iptables >/dev/null \
@@ -53,11 +53,11 @@ controlplane: venv
 unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-# Three workers, each taking the longest queued work unit (the unit tier, or a test file) when it is
+# Three workers, each taking the longest queued work unit (the unit or the real tier, or a test file) when it is
 # free (tests/harness/work_units.py); the tests mostly wait, so a third worker on two cores pays.
 # The slowest tests are listed at the end: where the warm run's wall time goes.
 test: deps controlplane
-	$(PY) -m pytest -m "unit or etcd or k8s or e2e" -n $(WORKERS) --durations=40 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "unit or etcd or k8s or e2e or real" -n $(WORKERS) --durations=40 $(PYTEST_ARGS)
 
 # The whole campaign (tests/harness/campaign.py): two cases at a time, the etcd cases and the Xline
 # cases each in a pytest of their own with its own control plane (about two hours on 2 cores, a

@@ -1,7 +1,9 @@
 """How `make test`'s workers share the tests (the policy; tests/conftest.py wires it to xdist).
 
 A work unit is the tests one worker runs in a row: the unit tier whole (quick, and one import of
-everything), and every other test file on its own. A worker's session fixtures (a bare
+everything), the real tier whole (its labs run one at a time: three kubelets and their containerds
+are all the two cores can spare, and two labs at once can exhaust the host's inotify instances),
+and every other test file on its own. A worker's session fixtures (a bare
 kube-apiserver, a versitygw, a full control plane) start at its first test that asks for them, so
 any worker can take any unit; an e2e file's tests share a module's operator.
 
@@ -16,9 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 UNIT_TIER = "tests/unit/"
+REAL_TIER = "tests/real/"
+WHOLE_TIERS = (UNIT_TIER, REAL_TIER)
 # Seconds of each unit in CI: `make test`'s timeline of 2026-11-28 (three workers, 2 cores, a load
 # of 5 to 14); they only order the units.
 SECONDS = {
+    REAL_TIER: 1000,  # estimate until measured in CI
     "tests/e2e/test_fullstack.py": 862,
     "tests/etcd/test_sidecar_join.py": 419,
     "tests/e2e/test_quorum_loss_resume.py": 403,
@@ -94,9 +99,9 @@ DEFAULT_PER_TEST_SECONDS = 10
 
 
 def unit_of(nodeid: str) -> str:
-    """The work unit a test belongs to: the unit tier, or its file."""
+    """The work unit a test belongs to: the unit or the real tier, or its file."""
     path = nodeid.split("::", 1)[0]
-    return UNIT_TIER if path.startswith(UNIT_TIER) else path
+    return next((tier for tier in WHOLE_TIERS if path.startswith(tier)), path)
 
 
 def estimate(unit: str, tests: int) -> float:
@@ -127,9 +132,14 @@ def spans(finished: Iterable[tuple[str, str, float]]) -> dict[str, list[tuple[st
 
 
 def timeline(finished: Iterable[tuple[str, str, float]]) -> list[str]:
-    """`make test`'s closing lines: when each worker ran what, so the next balancing has numbers."""
+    """`make test`'s closing lines: when each worker ran what, so the next balancing has numbers,
+    and the real tier's own time (its budget is watched: docs/devcluster.md)."""
     lines = []
+    real = []
     for worker, runs in sorted(spans(finished).items()):
         lines.append(f"{worker}: done at {runs[-1][2]:.0f} s")
         lines += [f"  {start:6.0f}-{end:6.0f} s  {unit}" for unit, start, end in runs]
+        real += [end - start for unit, start, end in runs if unit == REAL_TIER]
+    if real:
+        lines.append(f"real tier: {sum(real):.0f} s ({REAL_TIER}, one worker)")
     return lines

@@ -1,5 +1,5 @@
 """The real-node lab: one node in its own namespaces becomes Ready, runs a plain pod, and its
-teardown leaves nothing on the host (tools.devcluster.nodes). Not in `make test` yet."""
+teardown leaves nothing on the host (tools.devcluster.nodes)."""
 
 from __future__ import annotations
 

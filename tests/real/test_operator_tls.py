@@ -4,7 +4,7 @@ and reverse lookups of them, etcd-io/etcd-operator#434), serving with the certif
 operator issued, an external writer's acknowledged writes all read back; then, under that
 writer: 3 -> 5 -> 3 (on etcd with the leader moved to the highest ordinal before the scale-in),
 replace on request, a node drained during a 5 -> 3 scale-in, etcd's upgrade 3.6 -> 3.7 and a
-lights-out of every node. Not in `make test` yet."""
+lights-out of every node."""
 
 from __future__ import annotations
 

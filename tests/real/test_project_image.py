@@ -1,6 +1,6 @@
 """The project's image, built by buildah from the project's Dockerfile on local bases
 (tools/devcluster/projectimage.py), runs on a real node as the operator renders its sidecar:
-uid 65532, non-root, every capability dropped. Not in `make test` yet."""
+uid 65532, non-root, every capability dropped."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.harness import work_units
-from tests.harness.work_units import (DEFAULT_PER_TEST_SECONDS, PER_TEST_SECONDS, UNIT_TIER, estimate, next_unit,
+from tests.harness.work_units import (DEFAULT_PER_TEST_SECONDS, PER_TEST_SECONDS, REAL_TIER, UNIT_TIER, estimate, next_unit,
                                       unit_of)
 
 pytestmark = pytest.mark.unit
@@ -23,6 +23,11 @@ def test_the_unit_tier_is_one_unit_and_every_other_file_its_own() -> None:
     assert unit_of("tests/k8s/test_validation.py::test_z") == "tests/k8s/test_validation.py"
     assert unit_of("tests/bench/test_smoke.py::test_s[etcd-3.7.3]") == SMOKE
     assert unit_of("tests/e2e/test_fullstack.py::test_u[etcd-3.7.3-StatefulSet]") == FULLSTACK
+
+
+def test_the_real_tier_is_one_unit_so_its_labs_never_run_side_by_side() -> None:
+    assert unit_of("tests/real/test_nodes.py::test_a") == unit_of("tests/real/test_operator_tls.py::t[etcd]") == REAL_TIER
+    assert next_unit({REAL_TIER: 20, FULLSTACK: 20, UNIT_TIER: 2800}) == REAL_TIER  # the longest: it starts first
 
 
 def test_a_free_worker_takes_the_longest_queued_unit() -> None:
@@ -89,3 +94,14 @@ def test_the_timeline_groups_each_workers_tests_into_units_in_the_order_they_ran
         "       0-    90 s  tests/e2e/test_operator.py",
         "      90-   150 s  tests/e2e/test_backups.py",
     ]
+
+
+def test_the_timeline_ends_with_the_real_tiers_own_time() -> None:
+    finished = [
+        ("gw0", "tests/real/test_nodes.py::a", 200.0),
+        ("gw0", "tests/real/test_operator_tls.py::b[etcd]", 900.0),
+        ("gw0", "tests/etcd/test_y.py::b", 950.0),
+        ("gw1", "tests/unit/test_x.py::a", 30.0),
+    ]
+    assert work_units.timeline(finished)[-1] == f"real tier: 900 s ({REAL_TIER}, one worker)"
+    assert not any(line.startswith("real tier") for line in work_units.timeline(finished[2:]))

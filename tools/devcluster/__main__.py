@@ -36,7 +36,7 @@ SOURCE_BUILT: dict[str, tuple[str, Callable[[], float]]] = {
     xline.XLINE.name: (xline.XLINE.label, xline.ensure),
     certmanager.CERT_MANAGER.name: (f"cert-manager-{certmanager.CERT_MANAGER.version}", certmanager.ensure),
 }
-COMPONENT_NAMES = sorted({c.name for c in (*build.COMPONENTS, *build.REAL_NODE)} | set(SOURCE_BUILT))
+COMPONENT_NAMES = sorted({c.name for c in build.COMPONENTS} | set(SOURCE_BUILT))
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -45,7 +45,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"unknown component(s) {sorted(unknown)}; choose from {COMPONENT_NAMES}")
     chosen = tuple(c for c in build.COMPONENTS if not args.components or c.name in args.components)
-    chosen += tuple(c for c in build.REAL_NODE if c.name in args.components)
     took = build.ensure_all(chosen)
     for name, (label, ensure) in SOURCE_BUILT.items():
         if not args.components or name in args.components:
@@ -396,8 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build (or reuse from the cache) the control-plane binaries")
     # No argparse `choices` here: with nargs="*" it rejects the empty default on Python < 3.12.
-    b.add_argument("components", nargs="*", help=f"any of {', '.join(COMPONENT_NAMES)}; default: all but the real-node lab's "
-                   f"{', '.join(c.name for c in build.REAL_NODE)}")
+    b.add_argument("components", nargs="*", help=f"any of {', '.join(COMPONENT_NAMES)}; default: all")
     b.set_defaults(func=cmd_build)
     up = sub.add_parser("up", help="start the control plane and keep it until Ctrl-C/SIGTERM")
     up.add_argument("--apiserver-only", action="store_true", help="etcd + kube-apiserver only")

@@ -246,11 +246,9 @@ LINCHECK = Component(
 # (tools/devcluster/__main__.py).
 PLANE = (ETCD, KUBE, KRUISE, KWOK)
 # `make controlplane` (and so `make test`) builds every component: besides, the older etcd minors
-# (upgrades), the fault-injection proxy, promtool (tests, bench), Helm (the chart's tests) and the
-# linearizability checker.
-COMPONENTS = (*ETCDS, KUBE, KRUISE, KWOK, VERSITYGW, TOXIPROXY, PROMTOOL, HELM, LINCHECK)
-# Built only when named (`build kubenode coredns`): no tier of `make test` runs real nodes yet.
-REAL_NODE = (KUBENODE, COREDNS)
+# (upgrades), the fault-injection proxy, promtool (tests, bench), Helm (the chart's tests), the
+# linearizability checker, and the real-node lab's kubelet, kube-proxy and CoreDNS (the `real` tier).
+COMPONENTS = (*ETCDS, KUBE, KRUISE, KWOK, VERSITYGW, TOXIPROXY, PROMTOOL, HELM, LINCHECK, KUBENODE, COREDNS)
 
 
 def go_env() -> dict[str, str]:
