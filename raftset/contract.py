@@ -97,6 +97,11 @@ ANNOTATION_RESTART_BASELINE = f"{GROUP}/restart-baseline"
 # (replaced under spec.repair.policy Automatic when certain; reported as Needed otherwise) and
 # clears it with the other replace annotations.
 ANNOTATION_CORRUPTION = f"{GROUP}/corruption"
+# A member lost with its node (raftset.nodeloss): the operator's mark on the pod (a Mark) once the
+# node has not been Ready for spec.recovery.nodeLossGracePeriodSeconds, and the leader's sidecar's
+# record on the same pod that it removed the member (a Removal).
+ANNOTATION_NODE_LOST = f"{GROUP}/node-lost"
+ANNOTATION_NODE_LOST_REMOVAL = f"{GROUP}/node-lost-removal"
 
 
 class ReplacePhase(StrEnum):

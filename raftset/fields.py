@@ -38,6 +38,9 @@ RETENTION = ("Retain", "Delete")
 TLS_PROVIDERS = ("auto", "cert-manager", "disabled")
 ISSUER_KINDS = ("Issuer", "ClusterIssuer")
 QUORUM_LOSS_POLICIES = ("Manual", "Automatic")
+# Automatic: a member whose node is lost with its data is replaced after the grace period
+# (raftset.nodeloss); Manual: reported, and replaced once its pod carries the replace request.
+NODE_LOSS_POLICIES = ("Automatic", "Manual")
 # Manual: a corrupt or crash-looping member is reported (Degraded ReplaceNeeded) and replaced
 # only on request; Automatic: its sidecar replaces it, with the same quorum rules as a request.
 REPAIR_POLICIES = ("Manual", "Automatic")
@@ -58,6 +61,9 @@ SPEC_FIELDS: dict[str, Field] = {f.path: f for f in (
     Field("sidecar.cleanGracePeriodSeconds", 300, minimum=0, maximum=604800),
     Field("recovery.quorumLoss", "Manual", enum=QUORUM_LOSS_POLICIES),
     Field("recovery.quorumLossGracePeriodSeconds", 300, minimum=0, maximum=86400),
+    Field("recovery.nodeLoss", "Automatic", enum=NODE_LOSS_POLICIES),
+    # Kubernetes' own default toleration of an unreachable node (300 s) before it evicts pods.
+    Field("recovery.nodeLossGracePeriodSeconds", 300, minimum=30, maximum=86400),
     Field("backup.retention.abortIncompleteUploadsAfter", "24h"),
     Field("backup.s3.region", "us-east-1"),
     Field("backup.s3.caSecret.key", "ca.crt"),

@@ -415,8 +415,8 @@ def _spec(engine: engines.Engine) -> Schema:
                 default={},
             ),
             "recovery": _obj(
-                "What the operator does when a majority of members is gone for good (docs/operations.md, "
-                "\"Quorum loss\").",
+                "What the operator does when a majority of members is gone for good, or a member's node "
+                "with its data (docs/operations.md, \"Quorum loss\", \"Node loss\").",
                 {
                     "quorumLoss": _enum(
                         "Manual: report QuorumLost and wait for the annotation raftset.dev/recover-quorum "
@@ -426,6 +426,18 @@ def _spec(engine: engines.Engine) -> Schema:
                     "quorumLossGracePeriodSeconds": _int(
                         "How long quorum must have been lost before an Automatic recovery starts.",
                         **SPEC_FIELDS["recovery.quorumLossGracePeriodSeconds"].bounds()),
+                    "nodeLoss": _enum(
+                        "A member whose node is not Ready while its data lives only there (a local "
+                        "PersistentVolume or an emptyDir). Automatic: after the grace period, the leader's "
+                        "sidecar removes it from Raft if it does not answer and a quorum stays, then its pod "
+                        "and claim are deleted and it comes back on another node as a new member. Manual: "
+                        "reported (Degraded NodeLost); the same happens once the pod carries "
+                        "raftset.dev/replace=true.",
+                        list(fields.NODE_LOSS_POLICIES), **SPEC_FIELDS["recovery.nodeLoss"].bounds()),
+                    "nodeLossGracePeriodSeconds": _int(
+                        "How long a member's node must have been not Ready before its member is replaced "
+                        "(nodeLoss Automatic).",
+                        **SPEC_FIELDS["recovery.nodeLossGracePeriodSeconds"].bounds()),
                 },
                 default={},
             ),

@@ -150,8 +150,9 @@ class FakePeers:
     """raftset.sidecar.io.peers.Peers over a FakeRaft; `linearizable` is what authoritative_members says."""
 
     def __init__(self, raft: FakeRaft, settings: SidecarConfig, wl: dict[str, Any] | None,
-                 *, linearizable: bool = True) -> None:
+                 *, linearizable: bool = True, kube: FakeKube | None = None) -> None:
         self.raft, self.settings, self.wl, self.linearizable = raft, settings, wl, linearizable
+        self.kube = kube or FakeKube()
         self._etcd = FakeEtcd(raft)
         self.reports: list[str] = []
 
@@ -207,9 +208,11 @@ class FakeKube:
         self.leases: dict[str, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.writes: list[str] = []
+        self.reads: list[str] = []
         self.labels: dict[str, dict[str, str]] = {}
 
     async def pod(self, name: str) -> dict[str, Any] | None:
+        self.reads.append(f"pod {name}")
         return self.pods.get(name)
 
     async def label_pod(self, name: str, labels: dict[str, str]) -> None:

@@ -4,6 +4,7 @@ and quorum-loss writes included, and a failed write stops all but what does not 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
@@ -11,9 +12,10 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from raftset import contract
+from raftset import contract, nodeloss
 from raftset.operator.components import registry
 from raftset.operator.components.backup_requests import BackupRequests
+from raftset.operator.components.node_loss import NodeLoss
 from raftset.operator.components.quorum_loss import QuorumLoss
 from raftset.operator.components.protocol import Round
 from raftset.operator.pure.planner import Plan, plan
@@ -36,6 +38,7 @@ class FakeKube:
         self.refuse = refuse
         self.applied: list[dict[str, Any]] = []
         self.deleted: list[tuple[str, str]] = []
+        self.calls: list[str] = []  # every write, in order, with what it asked
 
     async def has_api(self, api_version: str, kind: str) -> bool:
         return True
@@ -55,10 +58,12 @@ class FakeKube:
 
     async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str,
                           patch: Mapping[str, Any]) -> None:
-        return None
+        self.calls.append(f"patch {kind} {name} {json.dumps(patch, sort_keys=True)}")
 
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str = "") -> None:
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str = "",
+                     grace_seconds: int | None = None) -> None:
         self.deleted.append((kind, name))
+        self.calls.append(f"delete {kind} {name} uid={uid} grace={grace_seconds}")
 
 
 def a_round(obj: dict[str, Any], *, workload: dict[str, Any] | None = None, write: bool = True) -> Round:
@@ -232,3 +237,44 @@ async def test_an_unreachable_apiserver_after_the_budget_change_takes_no_step() 
     after, failed = await registry.walk(kube, current)  # type: ignore[arg-type]
     assert failed and after.problem is not None and after.problem[0] == "ApplyFailed"
     assert "StatefulSet" not in [m["kind"] for m in kube.applied]
+
+
+def _lost_member_objects(annotations: dict[str, str]) -> dict[tuple[str, str], dict[str, Any]]:
+    since = rfc3339(NOW - timedelta(seconds=400))
+    return {
+        ("Pod", "demo-2"): {"metadata": {"name": "demo-2", "uid": "u2", "annotations": annotations},
+                            "spec": {"nodeName": "node3"},
+                            "status": {"conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": since}]}},
+        ("PersistentVolumeClaim", "data-demo-2"): {"spec": {"volumeName": "pv-2"}},
+        ("PersistentVolume", "pv-2"): {"spec": {"local": {"path": "/mnt/demo-2"}}},
+        ("Node", "node3"): {"metadata": {"name": "node3"}, "status": {"conditions": [
+            {"type": "Ready", "status": "Unknown", "lastTransitionTime": since}]}},
+    }
+
+
+async def test_node_loss_reads_nothing_while_every_placed_pod_is_ready() -> None:
+    kube = FakeKube()
+    current = a_round(body())
+    assert await NodeLoss().sync(kube, current) is current  # type: ignore[arg-type]
+    assert kube.calls == []
+
+
+async def test_node_loss_marks_a_lost_member_past_the_grace_and_asks_to_be_woken_before() -> None:
+    kube = FakeKube(_lost_member_objects({}))
+    current = dataclasses.replace(a_round(body()), unready_pods=("demo-2",))
+    after = await NodeLoss().sync(kube, current)  # type: ignore[arg-type]
+    (call,) = kube.calls
+    assert call.startswith("patch Pod demo-2 ") and contract.ANNOTATION_NODE_LOST in call
+    assert after.problem and after.problem[0] == "NodeLostReplacing" and after.events[0].reason == "NodeLostReplacing"
+    early = dataclasses.replace(current, now=NOW - timedelta(seconds=200))
+    waiting = await NodeLoss().sync(FakeKube(_lost_member_objects({})), early)  # type: ignore[arg-type]
+    assert waiting.due == NOW - timedelta(seconds=100) and waiting.problem[0] == "NodeLost"  # lost 400 s ago, grace 300
+
+
+async def test_node_loss_deletes_the_claim_then_the_pod_at_once_after_the_recorded_removal() -> None:
+    removal = nodeloss.Removal("abc", "demo-0", rfc3339(NOW), "did not answer")
+    kube = FakeKube(_lost_member_objects({contract.ANNOTATION_NODE_LOST_REMOVAL: removal.to_json()}))
+    current = dataclasses.replace(a_round(body()), unready_pods=("demo-2",))
+    await NodeLoss().sync(kube, current)  # type: ignore[arg-type]
+    assert kube.calls == ["delete PersistentVolumeClaim data-demo-2 uid= grace=None",
+                          "delete Pod demo-2 uid=u2 grace=0"]

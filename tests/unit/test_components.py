@@ -20,7 +20,7 @@ def test_components_run_upstream_first() -> None:
     guard reads the pods after the budget left the victim out, and before the workload takes the step."""
     names = [c.name for c in registry.COMPONENTS]
     assert names == ["backup-requests", "tls", "claims", "pod-marks", "member-rbac", "services", "disruption-budget",
-                     "scale-in-guard", "workload", "pod-restarts", "leases", "quorum-loss"]
+                     "scale-in-guard", "workload", "pod-restarts", "leases", "node-loss", "quorum-loss"]
     assert len(set(names)) == len(names)
 
 

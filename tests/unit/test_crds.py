@@ -173,7 +173,8 @@ def full_spec() -> dict[str, Any]:
         "maintenance": {"defrag": {"schedule": "0 3 * * 0", "thresholdPercent": 30}, "hashCheckIntervalSeconds": 60},
         "sidecar": {"image": "ghcr.io/raftset/raftset:0.1.0", "heartbeatIntervalSeconds": 5,
                     "cleanIntervalSeconds": 15, "cleanGracePeriodSeconds": 0, "resources": resources},
-        "recovery": {"quorumLoss": "Automatic", "quorumLossGracePeriodSeconds": 120},
+        "recovery": {"quorumLoss": "Automatic", "quorumLossGracePeriodSeconds": 120, "nodeLoss": "Manual",
+                     "nodeLossGracePeriodSeconds": 600},
         "backup": {"schedule": "0 */6 * * *", "retention": {"keep": 7, "maxAge": "3d",
                                                                              "abortIncompleteUploadsAfter": "12h"},
                    "s3": S3_FULL},
@@ -646,6 +647,8 @@ def test_the_parser_applies_the_field_tables_defaults_to_an_empty_spec() -> None
             "sidecar.cleanGracePeriodSeconds": parsed.sidecar.clean_grace,
             "recovery.quorumLoss": parsed.recovery.quorum_loss,
             "recovery.quorumLossGracePeriodSeconds": parsed.recovery.grace_seconds,
+            "recovery.nodeLoss": parsed.recovery.node_loss,
+            "recovery.nodeLossGracePeriodSeconds": parsed.recovery.node_loss_grace_seconds,
             "repair.policy": parsed.repair.policy,
             "repair.crashLoopRestarts": parsed.repair.crash_loop_restarts,
         }

@@ -188,6 +188,9 @@ NEEDED = [
     ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"), ("", "pods", "patch"),
     ("", "pods", "delete"),  # a roll restarts one member pod at a time
     ("", "persistentvolumeclaims", "list"), ("", "persistentvolumeclaims", "patch"),
+    # node loss: a lost member's node and volume read, its claim deleted once Raft removed it
+    ("", "nodes", "get"), ("", "persistentvolumes", "get"),
+    ("", "persistentvolumeclaims", "get"), ("", "persistentvolumeclaims", "delete"),
     ("coordination.k8s.io", "leases", "update"), ("coordination.k8s.io", "leases", "delete"),
     ("", "events", "create"), ("", "events", "patch"),
     ("", "events", "list"), ("storage.k8s.io", "storageclasses", "list"),  # naming why a claim is Pending
@@ -201,7 +204,7 @@ NEEDED = [
 # Least privilege: things the operator never does.
 NOT_NEEDED = [
     ("", "pods", "create"), ("", "pods/exec", "create"),
-    ("", "nodes", "get"), ("", "namespaces", "create"), ("", "namespaces", "delete"),
+    ("", "nodes", "list"), ("", "nodes", "patch"), ("", "namespaces", "create"), ("", "namespaces", "delete"),
     ("", "persistentvolumeclaims", "create"), ("", "persistentvolumes", "delete"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "create"),
     ("apiextensions.k8s.io", "customresourcedefinitions", "patch"),
@@ -210,7 +213,7 @@ NOT_NEEDED = [
     ("apps", "deployments", "create"), ("", "configmaps", "create"),
     (contract.GROUP, contract.PLURAL_ETCD, "create"), (contract.GROUP, contract.PLURAL_ETCD, "delete"),
     # owned objects go through garbage collection; Secrets are read by name only
-    ("apps", "statefulsets", "delete"), ("", "services", "delete"), ("", "persistentvolumeclaims", "delete"),
+    ("apps", "statefulsets", "delete"), ("", "services", "delete"),
     ("", "secrets", "list"), ("", "secrets", "watch"), ("", "secrets", "delete"),
 ]
 

@@ -49,14 +49,38 @@ def test_the_scale_away_mark_and_replace_requests_read_as_kopfs_indices_did() ->
     book.seen(pod("demo-1", annotations={contract.ANNOTATION_REPLACE: "now",
                                          contract.ANNOTATION_REPLACE_PROGRESS: "{}"}), NOW)
     book.seen(pod("demo-2"), NOW)
-    marks, replacements = book.views()
+    marks, replacements, _ = book.views()
     assert marks.get(KEY) == ["demo-0"]
     [request] = replacements.get(KEY, [])
     assert request["pod"] == "demo-1" and request["progress"] == "{}"
     book.seen(pod("demo-0", version="2"), NOW)  # the mark taken off
     book.deleted("db", "demo-1")
-    marks, replacements = book.views()
+    marks, replacements, _ = book.views()
     assert marks.get(KEY, []) == [] and replacements.get(KEY, []) == [] and KEY not in marks
+
+
+def placed(name: str, ready: bool | None, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    out = pod(name, annotations=annotations)
+    out["spec"] = {"nodeName": "node3"}
+    if ready is not None:
+        out["status"] = {"conditions": [{"type": "Ready", "status": str(ready)}]}
+    return out
+
+
+def test_placed_pods_not_ready_or_in_a_node_loss_are_the_ones_a_round_reads_nodes_for() -> None:
+    book = PodBook()
+    book.seen(placed("demo-0", True), NOW)
+    book.seen(placed("demo-1", False), NOW)
+    book.seen(placed("demo-2", None), NOW)  # no condition yet: not Ready
+    book.seen(pod("demo-3"), NOW)  # not placed: the scheduler's business
+    book.seen(placed("demo-4", True, {contract.ANNOTATION_NODE_LOST: "{}"}), NOW)
+    book.seen(placed("demo-5", True, {contract.ANNOTATION_NODE_LOST_REMOVAL: "{}"}), NOW)
+    assert sorted(book.views()[2].get(KEY, [])) == ["demo-1", "demo-2", "demo-4", "demo-5"]
+    book.seen(placed("demo-1", True), NOW)
+    book.deleted("db", "demo-2")
+    assert sorted(book.views()[2].get(KEY, [])) == ["demo-4", "demo-5"]
+    book.forget(KEY)
+    assert book.views()[2].get(KEY, []) == []
 
 
 def test_a_relist_drops_the_pods_a_watch_gap_hid_in_its_namespace_only() -> None:

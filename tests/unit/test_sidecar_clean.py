@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raftset.contract import quorum
-from raftset.sidecar.pure.clean import absences, decide
+from raftset.sidecar.pure.clean import LOST_CONFIRM_S, absences, decide
 from raftset.sidecar.pure.removal_guard import has_quorum, may_remove, safe_to_remove
 from tests.unit.sidecar_data import member, mid, status
 
@@ -14,10 +14,10 @@ pytestmark = pytest.mark.unit
 GRACE = 60.0
 
 
-def run(members, kept, answering, absent_since, now=1000.0, leading=True):
+def run(members, kept, answering, absent_since, now=1000.0, leading=True, lost=frozenset(), grace=GRACE):
     ords = {m.id: int(m.name.rsplit("-", 1)[1]) if m.name else m.id - 0x1000 for m in members}
     return decide(leading=leading, members=members, ordinal_of=ords, kept=kept, absent_since=absent_since,
-                answering=frozenset(answering), now=now, grace=GRACE)
+                  answering=frozenset(answering), now=now, grace=grace, lost=frozenset(lost))
 
 
 def test_quorum_arithmetic() -> None:
@@ -151,3 +151,35 @@ def test_the_guard_counts_the_voters_of_now() -> None:
     assert safe_to_remove({1, 2, 3, 4}, {1, 2, 4}, 3)  # the one down goes: 3 of 4 answer throughout
     assert safe_to_remove({1, 2, 3, 4, 5}, {1, 2, 3, 5}, 5)  # 3 of 5
     assert not safe_to_remove({1, 2}, {1, 2}, 2)  # 1 of 2
+
+
+def test_a_kept_member_marked_lost_with_its_node_goes_once_it_has_not_answered_for_the_confirmation() -> None:
+    members = [member(0), member(1), member(2)]
+    got = run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 1000.0 - LOST_CONFIRM_S}, lost={mid(2)}, grace=300.0)
+    assert got.remove == mid(2) and "lost" in got.reason
+
+
+def test_a_member_marked_lost_is_not_removed_before_this_sidecar_saw_it_silent_long_enough() -> None:
+    members = [member(0), member(1), member(2)]
+    got = run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 1000.0 - LOST_CONFIRM_S + 1}, lost={mid(2)}, grace=300.0)
+    assert got.remove is None and "absent" in got.reason
+
+
+def test_a_member_marked_lost_that_answers_is_never_removed() -> None:
+    """The node's record says lost, Raft says it serves (a node cut off from the apiserver only)."""
+    members = [member(0), member(1), member(2)]
+    assert run(members, [0, 1, 2], {mid(0), mid(1), mid(2)}, {}, lost={mid(2)}).remove is None
+
+
+def test_a_member_marked_lost_is_never_removed_below_quorum() -> None:
+    members = [member(0), member(1), member(2)]
+    got = run(members, [0, 1, 2], {mid(0)}, {mid(1): 0.0, mid(2): 0.0}, lost={mid(1), mid(2)})
+    assert got.remove is None and "quorum" in got.reason
+    five = [member(i) for i in range(5)]
+    # 3 of 5 answer: one lost member may go (4 voters left, 3 of them answering).
+    assert run(five, range(5), {mid(0), mid(1), mid(2)}, {mid(3): 0.0, mid(4): 0.0}, lost={mid(3), mid(4)}).remove == mid(4)
+
+
+def test_a_longer_mark_wait_never_exceeds_the_clean_grace() -> None:
+    members = [member(0), member(1), member(2)]
+    assert run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 995.0}, lost={mid(2)}, grace=5.0).remove == mid(2)

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from raftset import contract, nodeloss
 from raftset.sidecar.app import Sidecar
 from raftset.sidecar.metrics import Metrics
+from raftset.sidecar.pure.clean import LOST_CONFIRM_S
 from raftset.sidecar.shells.clean import CleanShell
 from tests.unit.sidecar_data import member, mid, status
 from tests.unit.sidecar_ports import FakeKube, FakePeers, FakeRaft, fresh_state, settings, workload
@@ -23,14 +25,15 @@ def four_with_one_gone() -> FakeRaft:
     return FakeRaft([member(o) for o in range(4)], {**{mid(o): status(o) for o in range(3)}, mid(3): None})
 
 
-def clean_shell(tmp_path: Path, raft: FakeRaft, held: list[str]) -> CleanShell:
+def clean_shell(tmp_path: Path, raft: FakeRaft, held: list[str], kube: FakeKube | None = None) -> CleanShell:
     config = settings(0, tmp_path)
 
     async def hold(point: str) -> None:
         held.append(point)
 
     state = fresh_state(0, phase="started", startup_written=True, status=raft.statuses[mid(0)])
-    return CleanShell(config, state, FakePeers(raft, config, workload(3)), Metrics(), hold=hold)  # type: ignore[arg-type]
+    return CleanShell(config, state, FakePeers(raft, config, workload(3), kube=kube), Metrics(),  # type: ignore[arg-type]
+                      hold=hold)
 
 
 async def test_an_absent_member_not_kept_is_removed_only_past_its_grace_under_the_fence(tmp_path: Path) -> None:
@@ -78,3 +81,61 @@ async def test_a_leader_only_round_while_not_leading_only_resets_its_shell(tmp_p
     app.state.status = status(0)  # leads
     await guarded()
     assert ran == ["round"]
+
+
+def three_with_one_on_a_lost_node(marked: bool) -> tuple[FakeRaft, FakeKube]:
+    """demo-0 leads; demo-2 is kept but does not answer; its pod carries the operator's mark (or not)."""
+    raft = FakeRaft([member(o) for o in range(3)], {mid(0): status(0), mid(1): status(1), mid(2): None})
+    annotations = {contract.ANNOTATION_NODE_LOST: nodeloss.Mark("node3", "2026-11-29T10:00:00Z",
+                                                                "2026-11-29T10:05:00Z").to_json()} if marked else {}
+    return raft, FakeKube({"demo-2": {"metadata": {"name": "demo-2", "annotations": annotations}}})
+
+
+async def test_a_kept_member_marked_lost_is_removed_once_silent_long_enough_and_the_removal_recorded_on_its_pod(
+        tmp_path: Path) -> None:
+    raft, kube = three_with_one_on_a_lost_node(marked=True)
+    shell = clean_shell(tmp_path, raft, [], kube)
+    await shell.round()
+    assert raft.calls == [] and shell.lost == {mid(2): "demo-2"}, "the first round only starts the absence clock"
+    shell.absent_since[mid(2)] = time.monotonic() - LOST_CONFIRM_S - 1
+    await shell.round()
+    assert raft.calls == ["lock", "fence", f"remove {mid(2):x}", "unlock"]
+    removal = nodeloss.parse_removal(kube.pods["demo-2"]["metadata"]["annotations"][contract.ANNOTATION_NODE_LOST_REMOVAL])
+    assert removal is not None and (removal.member, removal.by) == (f"{mid(2):x}", "demo-0")
+    assert "lost" in removal.reason and kube.writes == ["annotate demo-2"]
+
+
+async def test_a_kept_member_without_the_mark_is_never_removed_however_long_silent(tmp_path: Path) -> None:
+    raft, kube = three_with_one_on_a_lost_node(marked=False)
+    shell = clean_shell(tmp_path, raft, [], kube)
+    await shell.round()
+    shell.absent_since[mid(2)] = time.monotonic() - 10 * shell.settings.clean_grace
+    await shell.round()
+    assert raft.calls == [] and kube.writes == []
+
+
+async def test_members_that_all_answer_cost_no_pod_read(tmp_path: Path) -> None:
+    raft, kube = three_with_one_on_a_lost_node(marked=True)
+    raft.statuses[mid(2)] = status(2)  # cut off from the apiserver, not from Raft
+    shell = clean_shell(tmp_path, raft, [], kube)
+    for _ in range(2):
+        await shell.round()
+    assert raft.calls == [] and kube.reads == [] and kube.writes == []
+
+
+async def test_a_removal_the_api_refused_to_record_is_written_next_round(tmp_path: Path) -> None:
+    raft, kube = three_with_one_on_a_lost_node(marked=True)
+    shell = clean_shell(tmp_path, raft, [], kube)
+    await shell.round()
+    shell.absent_since[mid(2)] = time.monotonic() - LOST_CONFIRM_S - 1
+    real_annotate = kube.annotate_pod
+
+    async def refused(name: str, annotations: dict) -> None:
+        raise ConnectionError("apiserver away")
+
+    kube.annotate_pod = refused  # type: ignore[method-assign]
+    await shell.round()
+    assert f"remove {mid(2):x}" in raft.calls and list(shell.unrecorded) == ["demo-2"]
+    kube.annotate_pod = real_annotate  # type: ignore[method-assign]
+    await shell.round()
+    assert shell.unrecorded == {} and contract.ANNOTATION_NODE_LOST_REMOVAL in kube.pods["demo-2"]["metadata"]["annotations"]

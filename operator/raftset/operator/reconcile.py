@@ -145,6 +145,7 @@ class Indices:
     memberships: Mapping[Key, Any]
     scale_away_marks: Mapping[Key, Any]
     replace_requests: Mapping[Key, Any]  # pods with a replace request or record: {pod, requested, progress}
+    unready_pods: Mapping[Key, Any]  # placed pods not Ready, or in a node loss (raftset.operator.pure.nodeloss)
     workloads: dict[str, Mapping[Key, Any]]  # by Backend.name
     backup_records: Mapping[Key, Any]  # the backup Lease's annotations (raftset.operator.pure.backup_status)
 
@@ -156,8 +157,8 @@ class Indices:
         """What the runtime's books hold (a resource not watched here reads as empty, and the reconcile
         refuses a cluster that needs it before reading any: watches.problem)."""
         heartbeats, memberships, backups = runtime.leases.views()
-        marks, replacements = runtime.pods.views()
-        return cls(heartbeats, memberships, marks, replacements,
+        marks, replacements, unready = runtime.pods.views()
+        return cls(heartbeats, memberships, marks, replacements, unready,
                    {name: book.view() for name, book in runtime.workloads.items()}, backups)
 
 
@@ -180,6 +181,7 @@ class Observed:
     backup: Mapping[str, Any] | None  # the backup Lease's annotations
     replace_requests: list[Mapping[str, Any]]
     marked_pods: tuple[str, ...]
+    unready_pods: tuple[str, ...]
     now: datetime
     forced: bool  # a change event, not a timer: write whatever the pacing says
 
@@ -198,7 +200,8 @@ def observe(runtime: Runtime, body: kopf.Body, indices: Indices, *, forced: bool
         raft=parse_membership(next(iter(indices.memberships.get(key, [])), None)),
         backup=next(iter(indices.backup_records.get(key, [])), None),
         replace_requests=list(indices.replace_requests.get(key, [])),
-        marked_pods=tuple(indices.scale_away_marks.get(key, [])), now=_now(), forced=forced)
+        marked_pods=tuple(indices.scale_away_marks.get(key, [])),
+        unready_pods=tuple(indices.unready_pods.get(key, [])), now=_now(), forced=forced)
 
 
 @dataclass
@@ -280,7 +283,8 @@ def next_wake(runtime: Runtime, observed: Observed, outcome: Outcome) -> wakeup.
     due = (wakeup.stuck_at(_recorded(outcome.workload), settings.stuck_seconds),
            wakeup.lasting_at(runtime.disagreements.get(key, {}), grace),
            wakeup.refresh_at(shown, outcome.status, settings.status_refresh_seconds),
-           diagnosed.at + timedelta(seconds=settings.diagnosis_seconds) if diagnosed else None)
+           diagnosed.at + timedelta(seconds=settings.diagnosis_seconds) if diagnosed else None,
+           outcome.round.due if outcome.round is not None else None)
     return wakeup.next_wake(now, recheck_seconds=settings.reconcile_interval, resting=resting,
                             resync_at=resync_at, due=due)
 
@@ -363,7 +367,8 @@ async def components(runtime: Runtime, observed: Observed, outcome: Outcome) -> 
                                        degraded=status.degraded(observed.old_status),
                                        since_applied=now.timestamp() - runtime.applied_at.get(key, 0.0))
     current = Round(cluster=outcome.cluster, plan=outcome.plan, workload=outcome.workload, now=now, write=write,
-                    raft=observed.raft, marked_pods=observed.marked_pods, body=observed.body,
+                    raft=observed.raft, marked_pods=observed.marked_pods, unready_pods=observed.unready_pods,
+                    body=observed.body,
                     heartbeats=observed.heartbeats, previous=observed.previous)
     current, failed = await walk(runtime.kube, current)
     if write and not failed:

@@ -46,6 +46,8 @@ class Round:
     dropped_annotations: tuple[str, ...] = ()  # annotations of the cluster object to remove (requests taken)
     conditions: tuple[Condition, ...] = ()  # status conditions a component decides (QuorumLost)
     late_problem: Problem | None = None  # a failure after the workload was settled: reported last
+    unready_pods: tuple[str, ...] = ()  # placed member pods not Ready, or in a node loss (the pod book)
+    due: datetime | None = None  # a decision's own re-check time (a grace period ends): the next wake-up
 
     def found(self, problem: Problem | None, **changes: Any) -> Round:
         return dataclasses.replace(self, problem=self.problem or problem, **changes)

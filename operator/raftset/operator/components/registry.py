@@ -3,7 +3,7 @@
 Backup requests first (they wait for nothing); TLS material and claims next, because pods must
 find their Secrets and sizes; then the pod marks, the member RBAC, the Services, the
 PodDisruptionBudget (which leaves a scale-in step's victim out first), the scale-in step's guard on
-the pods read after it, the workload and, on a roll, the one pod that restarts; the quorum-loss
+the pods read after it, the workload and, on a roll, the one pod that restarts; a member lost with its node; the quorum-loss
 writes last, on the workload the round settled. Each component renders from plain data and writes
 through the `KubeAPI` protocol; whether a round writes at all is decided once, by
 `OperatorSettings.write_due`.
@@ -20,6 +20,7 @@ from raftset.operator.components.claims import VolumeClaims
 from raftset.operator.components.disruption_budget import DisruptionBudget, ScaleInGuard
 from raftset.operator.components.leases import HeartbeatLeases
 from raftset.operator.components.member_rbac import MemberRBAC
+from raftset.operator.components.node_loss import NodeLoss
 from raftset.operator.components.pod_marks import PodMarks
 from raftset.operator.components.pod_restarts import PodRestarts
 from raftset.operator.components.protocol import Applied, Component, Manifest, Round
@@ -42,6 +43,7 @@ COMPONENTS: tuple[Component, ...] = (
     Workload(),
     PodRestarts(),
     HeartbeatLeases(),
+    NodeLoss(),
     QuorumLoss(),
 )
 

@@ -23,6 +23,8 @@ class KubeAPI(Protocol):
     async def merge_patch(self, api_version: str, kind: str, namespace: str, name: str,
                           patch: Mapping[str, Any], *, subresource: str = "") -> None: ...
 
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str = "") -> None:
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str = "",
+                     grace_seconds: int | None = None) -> None:
         """Gone already is done; with `uid`, only that incarnation is deleted (a precondition
-        the apiserver checks), and one re-created under the name meanwhile is left alone."""
+        the apiserver checks), and one re-created under the name meanwhile is left alone;
+        `grace_seconds` overrides the object's own (0: at once)."""

@@ -179,12 +179,19 @@ class KubeClient:
                 pass
         await self._call(call())
 
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str = "") -> None:
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str, *, uid: str = "",
+                     grace_seconds: int | None = None) -> None:
+        """`uid`: only that incarnation; `grace_seconds` 0: at once, as `kubectl delete --force` (a pod on
+        a node whose kubelet will never confirm)."""
         async def call() -> None:
             resource = await self._resource(api_version, kind)
-            body = {"preconditions": {"uid": uid}} if uid else None
+            body: dict[str, Any] = {}
+            if uid:
+                body["preconditions"] = {"uid": uid}
+            if grace_seconds is not None:
+                body["gracePeriodSeconds"] = grace_seconds
             try:
-                await self._dynamic.delete(resource, name=name, namespace=namespace, body=body,
+                await self._dynamic.delete(resource, name=name, namespace=namespace, body=body or None,
                                            _request_timeout=REQUEST_TIMEOUT_S)
             except NotFoundError:
                 pass

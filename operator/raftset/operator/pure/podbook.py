@@ -1,8 +1,9 @@
 """The clusters' member pods as the operator last heard them: what the rounds read of them.
 
-A round reads two things of its pods without asking the apiserver: which pod carries the sidecar's
-scale-away mark, and which pods ask for their member to be replaced (with the sidecar's record of
-each step, raftset.sidecar.pure.replace). Every other change of a member pod (it started, became
+A round reads three things of its pods without asking the apiserver: which pod carries the sidecar's
+scale-away mark, which pods ask for their member to be replaced (with the sidecar's record of
+each step, raftset.sidecar.pure.replace), and which pods on a node are not Ready or carry the
+node-loss records (raftset.nodeloss): only those make a round read nodes. Every other change of a member pod (it started, became
 ready, is terminating) only rings its cluster: the round that needs the pods lists them then.
 Only these few fields are kept, not the pods. Plain data, no I/O.
 """
@@ -24,12 +25,13 @@ class PodBook:
 
     marks: dict[Key, dict[str, str]] = field(default_factory=dict)  # the scale-away marked pods' names
     replacements: dict[Key, dict[str, dict[str, Any]]] = field(default_factory=dict)  # {pod, requested, progress}
+    unready: dict[Key, dict[str, str]] = field(default_factory=dict)  # placed pods not Ready, or in a node loss
     # Where each pod is filed, and the resourceVersion last heard: a relist of an unchanged pod rings nothing.
     filed: dict[tuple[str, str], tuple[Key, str]] = field(default_factory=dict)
 
-    def views(self) -> tuple[Grouped, Grouped]:
-        """The scale-away marks and the replacement requests as the rounds read them."""
-        return Grouped(self.marks), Grouped(self.replacements)
+    def views(self) -> tuple[Grouped, Grouped, Grouped]:
+        """The scale-away marks, the replacement requests and the unready pods as the rounds read them."""
+        return Grouped(self.marks), Grouped(self.replacements), Grouped(self.unready)
 
     def seen(self, pod: Mapping[str, Any], now: datetime) -> Change | None:
         """A pod listed, added or modified."""
@@ -54,6 +56,11 @@ class PodBook:
                 "progress": annotations.get(contract.ANNOTATION_REPLACE_PROGRESS)}
         else:
             self.replacements.get(key, {}).pop(name, None)
+        if _unready(pod) or contract.ANNOTATION_NODE_LOST in annotations \
+                or contract.ANNOTATION_NODE_LOST_REMOVAL in annotations:
+            self.unready.setdefault(key, {})[name] = name
+        else:
+            self.unready.get(key, {}).pop(name, None)
         return Change(key, name, ring=before != (key, version))
 
     def deleted(self, namespace: str, name: str) -> Change | None:
@@ -72,8 +79,18 @@ class PodBook:
             self._drop(gone)
         self.marks.pop(key, None)
         self.replacements.pop(key, None)
+        self.unready.pop(key, None)
 
     def _drop(self, filed: tuple[str, str]) -> None:
         key, _ = self.filed.pop(filed)
         self.marks.get(key, {}).pop(filed[1], None)
         self.replacements.get(key, {}).pop(filed[1], None)
+        self.unready.get(key, {}).pop(filed[1], None)
+
+
+def _unready(pod: Mapping[str, Any]) -> bool:
+    """Placed on a node, and its Ready condition not True."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

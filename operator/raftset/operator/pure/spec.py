@@ -46,10 +46,13 @@ class SidecarSettings:
 
 @dataclass(frozen=True)
 class RecoverySettings:
-    """spec.recovery: what the operator may do on its own after a quorum loss."""
+    """spec.recovery: what the operator may do on its own after a quorum loss, and after a node
+    lost with a member's data (raftset.nodeloss)."""
 
     quorum_loss: str = fields.default("recovery.quorumLoss")  # Manual | Automatic
     grace_seconds: int = fields.default("recovery.quorumLossGracePeriodSeconds")
+    node_loss: str = fields.default("recovery.nodeLoss")  # Automatic | Manual
+    node_loss_grace_seconds: int = fields.default("recovery.nodeLossGracePeriodSeconds")
 
 
 @dataclass(frozen=True)
@@ -257,7 +260,9 @@ def parse(body: Mapping[str, Any], *, default_workload_kind: str,
     raw_recovery = spec.get("recovery") or {}
     recovery = RecoverySettings(
         quorum_loss=_choice(raw_recovery, "quorumLoss", "recovery.quorumLoss"),
-        grace_seconds=_bounded(raw_recovery, "quorumLossGracePeriodSeconds", "recovery.quorumLossGracePeriodSeconds"))
+        grace_seconds=_bounded(raw_recovery, "quorumLossGracePeriodSeconds", "recovery.quorumLossGracePeriodSeconds"),
+        node_loss=_choice(raw_recovery, "nodeLoss", "recovery.nodeLoss"),
+        node_loss_grace_seconds=_bounded(raw_recovery, "nodeLossGracePeriodSeconds", "recovery.nodeLossGracePeriodSeconds"))
     from_backup = (spec.get("bootstrap") or {}).get("fromBackup")
     raw_repair = spec.get("repair") or {}
     repair = Repair(policy=_choice(raw_repair, "policy", "repair.policy"),

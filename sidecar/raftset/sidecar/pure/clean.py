@@ -5,8 +5,9 @@ absent (never started, or not answering) for longer than the grace period AND ei
 ordinal is not kept, or it is a learner that never started (a kept ordinal whose join
 never completed: etcd allows one learner at a time, so it would block every later join;
 its pod adds itself again when it starts). A started member of a kept ordinal is only
-restarting and is never removed. Never if that would lose quorum; at most one removal
-per round.
+restarting and is never removed, unless the operator marked its pod lost with its node
+(raftset.nodeloss): then it goes once it has not answered this sidecar for LOST_CONFIRM_S, its
+data being gone with the node. Never if that would lose quorum; at most one removal per round.
 The absence clock lives in the acting sidecar's memory: a new leader starts it afresh,
 which can only delay a removal, never hasten one.
 """
@@ -19,6 +20,11 @@ from dataclasses import dataclass
 from raftset.sidecar.pure.etcd import Member
 
 from raftset.sidecar.pure.removal_guard import has_quorum, safe_to_remove
+
+# How long a member the operator marked lost with its node must not have answered this sidecar:
+# the mark is the API's view of the node; the removal waits for Raft's own (two rounds at the
+# shortest clean interval, and the status calls' timeouts).
+LOST_CONFIRM_S = 20.0
 
 
 def absences(
@@ -42,7 +48,9 @@ class CleanDecision:
 def decide(
     *, leading: bool, members: Sequence[Member], ordinal_of: Mapping[int, int | None], kept: Sequence[int],
     absent_since: Mapping[int, float], answering: Set[int], now: float, grace: float,
+    lost: Set[int] = frozenset(),
 ) -> CleanDecision:
+    """`lost`: members whose pods carry the operator's node-lost mark."""
     if not leading:
         return CleanDecision(None, "not the leader: another sidecar cleans")
     voters = frozenset(m.id for m in members if not m.is_learner)
@@ -54,19 +62,22 @@ def decide(
         ordinal = ordinal_of.get(m.id)
         if ordinal is None or m.id not in absent_since:
             continue
-        if ordinal in kept and (m.started or not m.is_learner):
+        if ordinal in kept and (m.started or not m.is_learner) and m.id not in lost:
             continue
         absent_for = now - absent_since[m.id]
-        if absent_for < grace:
-            waiting.append(f"{m.hex_id} absent {absent_for:.0f}s < {grace:.0f}s")
+        wait = min(grace, LOST_CONFIRM_S) if m.id in lost else grace
+        if absent_for < wait:
+            waiting.append(f"{m.hex_id} absent {absent_for:.0f}s < {wait:.0f}s")
             continue
         if not safe_to_remove(voters, answering, m.id):
             waiting.append(f"{m.hex_id} would lose quorum")
             continue
+        why = (f"member {m.hex_id} is on a node the operator found lost, and has not answered for {absent_for:.0f}s"
+               if m.id in lost else f"member {m.hex_id} is not desired, or a learner that never started, "
+                                    f"and absent past the grace period")
         # Learners and never-started entries first, then the highest ordinal.
-        candidates.append((not m.is_learner and m.started, -ordinal, m.id))
+        candidates.append((not m.is_learner and m.started, -ordinal, m.id, why))
     if not candidates:
         return CleanDecision(None, "; ".join(waiting) or "nothing to clean")
-    victim = min(candidates)[-1]
-    return CleanDecision(victim, f"member {victim:x} is not desired, or a learner that never started, "
-                                 f"and absent past the grace period")
+    _, _, victim, why = min(candidates)
+    return CleanDecision(victim, why)

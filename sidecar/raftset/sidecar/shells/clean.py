@@ -1,10 +1,19 @@
-"""The membership-clean shell: only the leader's sidecar acts, one removal per round, under the lock."""
+"""The membership-clean shell: only the leader's sidecar acts, one removal per round, under the lock.
+
+A member that does not answer is looked up on its pod for the operator's node-lost mark
+(raftset.nodeloss); one removed for that is recorded on the same pod, for the operator to
+re-create the pod elsewhere.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime, timezone
+
+from raftset import contract, nodeloss
+from raftset.times import rfc3339
 
 from raftset.sidecar.io.etcdclient import EtcdClientError, Member
 from raftset.sidecar.io.peers import Peers
@@ -26,6 +35,8 @@ class CleanShell:
         self.settings, self.state, self.peers, self.metrics = settings, state, peers, metrics
         self.hold = hold
         self.absent_since: dict[int, float] = {}
+        self.lost: dict[int, str] = {}  # absent members whose pods carry the node-lost mark: id -> pod
+        self.unrecorded: dict[str, nodeloss.Removal] = {}  # removals not yet written on their pods
 
     def not_leading(self) -> None:
         self.absent_since = {}  # a new leader starts the clock afresh
@@ -36,6 +47,7 @@ class CleanShell:
         if workload is None or being_deleted(workload):
             return
         kept = settings.backend.kept(workload)
+        await self._record_removals()
         now = time.monotonic()
         members = await self.peers.local.member_list()
         decision = await self._decide(members, kept, now, track=True)
@@ -61,6 +73,37 @@ class CleanShell:
         self.absent_since.pop(decision.remove, None)
         log.warning("clean: removed member %x (ordinal %s): %s", decision.remove,
                     self.peers.ordinals(members).get(decision.remove), decision.reason)
+        if (pod := self.lost.get(decision.remove)) is not None:
+            self.unrecorded[pod] = nodeloss.Removal(f"{decision.remove:x}", settings.pod_name,
+                                                    rfc3339(datetime.now(timezone.utc)), decision.reason)
+            await self._record_removals()
+
+    async def _record_removals(self) -> None:
+        """Each removal of a member lost with its node, on its pod: the operator deletes the pod and its
+        claim only on this record. A failed write is tried again next round."""
+        for pod, removal in list(self.unrecorded.items()):
+            try:
+                await self.peers.kube.annotate_pod(pod, {contract.ANNOTATION_NODE_LOST_REMOVAL: removal.to_json()})
+            except Exception as exc:  # noqa: BLE001 - the API may be away; the record waits for the next round
+                log.error("clean: could not record on %s that member %s was removed: %s", pod, removal.member, exc)
+                return
+            del self.unrecorded[pod]
+
+    async def _marked_lost(self, members: Sequence[Member], answering: frozenset[int],
+                           ordinals: Mapping[int, int | None]) -> dict[int, str]:
+        """Members that do not answer and whose pods carry the operator's node-lost mark: id -> pod.
+        Only those pods are read: a cluster whose members all answer costs no API call."""
+        out: dict[int, str] = {}
+        for m in members:
+            ordinal = ordinals.get(m.id)
+            if m.id in answering or ordinal is None:
+                continue
+            pod_name = contract.pod_name(self.settings.workload_name, ordinal)
+            pod = await self.peers.kube.pod(pod_name)
+            annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+            if nodeloss.parse_mark(annotations.get(contract.ANNOTATION_NODE_LOST)) is not None:
+                out[m.id] = pod_name
+        return out
 
     async def _decide(self, members: Sequence[Member], kept: Sequence[int], now: float, *,
                       track: bool) -> clean.CleanDecision:
@@ -69,6 +112,8 @@ class CleanShell:
         answering = frozenset(i for i, st in statuses.items() if st is not None)
         if track:
             self.absent_since = clean.absences(self.absent_since, members, answering, now)
-        return clean.decide(leading=True, members=members, ordinal_of=self.peers.ordinals(members), kept=kept,
-                          absent_since=self.absent_since, answering=answering, now=now,
-                          grace=self.settings.clean_grace)
+        ordinals = self.peers.ordinals(members)
+        self.lost = await self._marked_lost(members, answering, ordinals)
+        return clean.decide(leading=True, members=members, ordinal_of=ordinals, kept=kept,
+                            absent_since=self.absent_since, answering=answering, now=now,
+                            grace=self.settings.clean_grace, lost=frozenset(self.lost))
