@@ -373,6 +373,23 @@ def power_on(run: Lab, node: lab.Node) -> None:
     _run_node(run, node, first=False)
 
 
+def cut_off(run: Lab, node: lab.Node, *, cut: bool = True) -> None:
+    """The node's link to the lab bridge down (`cut`) or up again: nothing reaches it or leaves it,
+    as a node lost to a switch or a power supply looks from the others."""
+    _run("ip", "-n", run.plan.lab_netns, "link", "set", f"n{node.index}", "down" if cut else "up")
+
+
+def cut_apiserver_path(run: Lab, node: lab.Node, *, cut: bool = True) -> None:
+    """The node's connections to the apiserver dropped (`cut`) or let through again: its kubelet's and
+    kube-proxy's, and its pods' through the `kubernetes` Service (rewritten to the apiserver's address
+    before the filter). Pod-to-pod traffic flows as before: a node cut off from the API only."""
+    if node == run.plan.plane_node:
+        raise ValueError(f"{node.name} runs the apiserver: its path to it cannot be cut")
+    rule = ["-d", run.plan.plane_node.ip, "-p", "tcp", "--dport", str(lab.APISERVER_PORT), "-j", "DROP"]
+    for chain in ("OUTPUT", "FORWARD"):
+        _run(*lab.in_netns(node, ["iptables", "-I" if cut else "-D", chain, *rule]))
+
+
 def service_rules(node: lab.Node) -> bool:
     """kube-proxy has written its Service chain into the node's own nat table."""
     result = subprocess.run(lab.in_netns(node, ["iptables", "-t", "nat", "-S", "KUBE-SERVICES"]),
