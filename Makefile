@@ -3,7 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-OVERLAY ?= kruise
+OVERLAY ?=
+NODES ?= kwok
 PYTEST_ARGS ?=
 WORKERS ?= 3
 BENCH_ARGS ?=
@@ -11,7 +12,7 @@ BENCH_ARGS ?=
 .PHONY: help deps venv system-deps realnode-deps controlplane test unit run bench robustness generate clean
 
 help:
-	@echo "make run    - local control plane + operator + a sample cluster (or use \$$KUBECONFIG)"
+	@echo "make run    - local control plane + operator + a sample cluster (or use \$$KUBECONFIG); NODES=real: on real nodes"
 	@echo "make test   - every test tier: unit, etcd, k8s, e2e, real"
 	@echo "make bench  - benchmarks, results in docs/benchmarks.md"
 	@echo "make robustness - the whole robustness campaign, its table in docs/robustness.md"
@@ -79,7 +80,7 @@ robustness: deps controlplane
 	$(PY) -m tests.harness.campaign $(CAMPAIGN_RESULTS) docs/robustness.md && exit $$status
 
 run: deps
-	$(PY) -m tools.devcluster run --overlay $(OVERLAY)
+	$(PY) -m tools.devcluster run --nodes $(NODES) $(if $(OVERLAY),--overlay $(OVERLAY))
 
 # The benchmarks call etcd and etcdctl by name: the default etcd's build comes first on PATH.
 bench: deps controlplane

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from raftset import contract
-from tools.devcluster import build, certmanager, nodes, operatorpod, plane, procs, s3, shutdown, xline
+from tools.devcluster import build, certmanager, demo, nodes, operatorpod, plane, procs, realrun, s3, shutdown, xline
 from tools.devcluster.podrunner import PodRunner, pod_ip
 
 REPO = Path(__file__).resolve().parents[2]
@@ -123,19 +123,8 @@ def _install(kubeconfig: str, overlay: str) -> dict:
     _kubectl(kubeconfig, "wait", "--for=condition=Established", "--timeout=60s", *crds)
     # What an admin does for each namespace whose clusters use the auto TLS provider
     # (docs/security.md): the demo clusters and kustomize/samples go to "default".
-    _kubectl(kubeconfig, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(_secrets_binding(deployment, "default")))
+    _kubectl(kubeconfig, "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump(demo.secrets_binding(deployment, "default")))
     return deployment
-
-
-def _secrets_binding(deployment: dict, namespace: str) -> dict:
-    """The RoleBinding that lets the operator's ServiceAccount keep the auto provider's Secrets in `namespace`."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "raftset-operator-secrets", "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "raftset-operator-secrets"},
-        "subjects": [{"kind": "ServiceAccount", "namespace": deployment["metadata"]["namespace"],
-                      "name": deployment["spec"]["template"]["spec"]["serviceAccountName"]}],
-    }
 
 
 def _operator(kubeconfig: str, deployment: dict, host: str, workdir: Path) -> operatorpod.OperatorPod:
@@ -147,35 +136,13 @@ def _operator(kubeconfig: str, deployment: dict, host: str, workdir: Path) -> op
     return operatorpod.OperatorPod(spec, identity, workdir)
 
 
-DEMO = "demo"
-# make run's S3 store (versitygw) for spec.backup: its bucket, and the Secret with its keys.
-BACKUP_BUCKET = "backups"
-BACKUP_SECRET = "s3-credentials"
-DEMO_XLINE = "demo-xline"
-
-
-def _demo_cluster(kind: str = contract.KIND_ETCD, name: str = DEMO) -> dict:
-    return {
-        "apiVersion": contract.API_VERSION,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "replicas": 3,
-            # Plaintext, so that the guide's etcdctl needs no client certificate
-            # (kustomize/samples runs with TLS).
-            "tls": {"provider": "disabled"},
-            "storage": {"ephemeral": True},
-        },
-    }
-
-
 def _start_backup_store(kubeconfig: str, workdir: Path) -> s3.S3Server:
     """versitygw on loopback with the demo's bucket, and its keys as the Secret spec.backup names
     (applied from stdin: the secret key never shows in a process list)."""
     store = s3.start(workdir / "s3")
     try:
-        store.create_bucket(BACKUP_BUCKET)
-        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": BACKUP_SECRET, "namespace": "default"},
+        store.create_bucket(demo.BACKUP_BUCKET)
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": demo.BACKUP_SECRET, "namespace": "default"},
                   "stringData": {contract.ACCESS_KEY_FILE: store.access_key, contract.SECRET_KEY_FILE: store.secret_key}}
         _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(secret))
     except BaseException:
@@ -187,14 +154,14 @@ def _start_backup_store(kubeconfig: str, workdir: Path) -> s3.S3Server:
 def backup_guide(endpoint: str) -> str:
     """The printed guide's backup lines: enable spec.backup on the demo, take one now, read the result
     (the same commands as the user guide's session, which the e2e tier runs)."""
-    backup = ('{"spec":{"backup":{"s3":{"endpoint":"\'$S3_ENDPOINT\'","bucket":"' + BACKUP_BUCKET
-              + '","credentialsSecret":"' + BACKUP_SECRET + '"}}}}')
+    backup = ('{"spec":{"backup":{"s3":{"endpoint":"\'$S3_ENDPOINT\'","bucket":"' + demo.BACKUP_BUCKET
+              + '","credentialsSecret":"' + demo.BACKUP_SECRET + '"}}}}')
     return f"""
-  # backups to a real S3 store (versitygw, bucket {BACKUP_BUCKET}; the Secret {BACKUP_SECRET} holds its keys):
+  # backups to a real S3 store (versitygw, bucket {demo.BACKUP_BUCKET}; the Secret {demo.BACKUP_SECRET} holds its keys):
   export S3_ENDPOINT={endpoint}
-  kubectl patch etcdc {DEMO} --type merge -p '{backup}'   # the pods roll once: the Secret is mounted
-  kubectl annotate etcdc {DEMO} raftset.dev/backup-now=true   # taken by the leader once its pod mounts it
-  kubectl get etcdc {DEMO} -o jsonpath='{{.status.backup.lastSuccess}}'   # key, revision, size, sha256
+  kubectl patch etcdc {demo.NAME} --type merge -p '{backup}'   # the pods roll once: the Secret is mounted
+  kubectl annotate etcdc {demo.NAME} raftset.dev/backup-now=true   # taken by the leader once its pod mounts it
+  kubectl get etcdc {demo.NAME} -o jsonpath='{{.status.backup.lastSuccess}}'   # key, revision, size, sha256
 """
 
 
@@ -274,11 +241,11 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
   export KUBECONFIG={kubeconfig}
   kubectl get etcdc,xc                       # READY 3/3 and the LEADER, from the members' heartbeats
   kubectl get pods -L raftset.dev/role       # one leader, two followers
-  kubectl scale etcdc {DEMO} --replicas=5
+  kubectl scale etcdc {demo.NAME} --replicas=5
 """
     if background is not None and background.pending(xline.XLINE.name):
         guide += f"""
-  # XlineCluster {DEMO_XLINE} is applied once Xline's build lands (nice 19, in the background;
+  # XlineCluster {demo.XLINE_NAME} is applied once Xline's build lands (nice 19, in the background;
   # about 25 min on a 2-core machine; log: {background.log}). make run says when.
 """
     if endpoints:
@@ -286,11 +253,11 @@ raftset is running: operator ({overlay} overlay){', pod runner (real sidecar + e
   # put the leader on the highest ordinal, the one a plain StatefulSet deletes first:
   export ETCDCTL_ENDPOINTS={endpoints}
   export PATH={build.ETCD.out_dir}:$PATH   # etcdctl {build.ETCD.version}
-  etcdctl endpoint status -w table           # note the ID of {DEMO}-4 (127.x.y.14)
-  etcdctl move-leader <ID of {DEMO}-4>
+  etcdctl endpoint status -w table           # note the ID of {demo.NAME}-4 (127.x.y.14)
+  etcdctl move-leader <ID of {demo.NAME}-4>
 """
     guide += f"""
-  kubectl scale etcdc {DEMO} --replicas=3     # {kept}
+  kubectl scale etcdc {demo.NAME} --replicas=3     # {kept}
   kubectl get etcdc,pods -L raftset.dev/role
 
   kubectl apply -k kustomize/samples         # TLS and 2Gi volumes: an EtcdCluster and an XlineCluster
@@ -310,7 +277,14 @@ logs: {workdir}   Ctrl-C stops everything.
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """`make run`: a plane (unless $KUBECONFIG), the overlay, the operator, the pod runner, a demo."""
+    """`make run`: a plane (unless $KUBECONFIG), the overlay, the operator, the pod runner, a demo; or,
+    with `--nodes real`, the demo on real nodes (tools.devcluster.realrun)."""
+    if args.nodes == "real":
+        if args.overlay not in (None, realrun.OVERLAY):
+            raise SystemExit(f"make run NODES=real runs the {realrun.OVERLAY} overlay: OpenKruise's manager does "
+                             f"not run on the real nodes yet (OVERLAY={args.overlay})")
+        return realrun.run_demo()
+    args.overlay = args.overlay or "kruise"
     shutdown.on_stop_signals()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     p: plane.Plane | None = None
@@ -334,13 +308,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         if p is not None:  # kwok pods run nothing: the pod runner plays kubelet for them
             runner = PodRunner(kubeconfig, workdir / "podrunner")
             runner.__enter__()
-            prefix = runner.addresses.prefix("default", DEMO)
+            prefix = runner.addresses.prefix("default", demo.NAME)
             endpoints = ",".join(f"http://{pod_ip(prefix, o)}:{contract.CLIENT_PORT}" for o in range(5))
         if p is None:  # another cluster runs the pods from images: nothing to build here
-            demos = [_demo_cluster(), _demo_cluster(contract.KIND_XLINE, DEMO_XLINE)]
+            demos = [demo.cluster(), demo.cluster(contract.KIND_XLINE, demo.XLINE_NAME)]
             _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump_all(demos))
         else:
-            _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(_demo_cluster()))
+            _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(demo.cluster()))
             guided = False
 
             def start_store() -> None:
@@ -352,9 +326,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                     print(f"versitygw is built: the S3 store for backups runs{backup_guide(store.endpoint)}", flush=True)
 
             def apply_xline_demo() -> None:
-                _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(_demo_cluster(contract.KIND_XLINE, DEMO_XLINE)))
+                _kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(demo.cluster(contract.KIND_XLINE, demo.XLINE_NAME)))
                 if guided:
-                    print(f"Xline is built: XlineCluster {DEMO_XLINE} applied (kubectl get xc)", flush=True)
+                    print(f"Xline is built: XlineCluster {demo.XLINE_NAME} applied (kubectl get xc)", flush=True)
 
             background = BackgroundBuild(workdir, [
                 Landing(build.VERSITYGW.name, go_built(build.VERSITYGW), start_store),
@@ -407,7 +381,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="only tear down runs whose owner was killed (start does this too)")
     nd.set_defaults(func=cmd_nodes)
     run = sub.add_parser("run", help="control plane and pod runner (unless $KUBECONFIG is set) + overlay + operator + demo")
-    run.add_argument("--overlay", default="kruise", choices=("kruise", "statefulset"))
+    run.add_argument("--overlay", choices=("kruise", "statefulset"),
+                     help="default: kruise on kwok nodes, statefulset on real nodes (the only one there)")
+    run.add_argument("--nodes", default="kwok", choices=("kwok", "real"),
+                     help="kwok nodes with the pod runner (default), or three real nodes (docs/devcluster.md)")
     run.set_defaults(func=cmd_run)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -1,0 +1,103 @@
+"""`make run NODES=real`: the demo clusters on three real nodes (tools.devcluster.nodes: kubelet,
+containerd and runc in network namespaces), from the images built from the project's Dockerfile,
+the operator running as its own Deployment. Not `make run`'s default: docs/devcluster.md says why.
+
+Everything lives in the lab's namespaces: the guide's etcdctl runs inside a member's container
+(`kubectl exec`), where the members' DNS names resolve.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from raftset import contract
+from tools.devcluster import demo, nodes, projectimage, shutdown, xline
+
+REPO = Path(__file__).resolve().parents[2]
+OVERLAY = "statefulset"  # OpenKruise's manager does not run on the real nodes yet
+OPERATOR_IMAGE = "ghcr.io/raftset/raftset:0.1.0"  # the Deployment's image and the sidecar's default
+OPERATOR = ("raftset-system", "raftset-operator")
+
+
+def install(run: nodes.Lab, log=print) -> None:
+    """The project's images into every node, then the overlay as a user applies it: its operator
+    Deployment runs the image built from the Dockerfile (one replica: two cores)."""
+    operator_image, operator_archive = projectimage.ensure_archive()
+    archives = [operator_archive, projectimage.store_archive()[1]]
+    if xline_built():
+        archives.append(projectimage.xline_archive()[1])
+    for archive in archives:
+        nodes.import_archive(run, archive)
+    for node in run.plan.nodes:
+        run.ctr(node, "images", "tag", "--force", operator_image, OPERATOR_IMAGE)
+    run.kubectl("apply", "--server-side", "-k", str(REPO / "kustomize" / "overlays" / OVERLAY), timeout=120)
+    namespace, name = OPERATOR
+    run.kubectl("scale", "-n", namespace, f"deployment/{name}", "--replicas=1")
+    run.kubectl("rollout", "status", "-n", namespace, f"deployment/{name}", "--timeout=180s", timeout=190)
+    deployment = json.loads(run.kubectl("get", "deployment", "-n", namespace, name, "-o", "json").stdout)
+    run.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(demo.secrets_binding(deployment, "default")))
+    log(f"operator {name} rolled out from {operator_image} (tagged {OPERATOR_IMAGE})")
+
+
+def xline_built() -> bool:
+    return xline.is_built(xline.XLINE, xline.inputs_digest(xline.XLINE))
+
+
+def demos() -> list[dict]:
+    """The etcd demo, and the Xline one when Xline is built (its build takes about 25 minutes: `make run`
+    on kwok nodes builds it in the background, here it is only used when there)."""
+    out = [demo.cluster(ephemeral=False)]
+    if xline_built():
+        out.append(demo.cluster(contract.KIND_XLINE, demo.XLINE_NAME, ephemeral=False))
+    return out
+
+
+def guide(run: nodes.Lab, clusters: list[dict]) -> str:
+    """What to try, every line runnable as printed (the `real` tier runs them)."""
+    members = ",".join(f"http://{contract.pod_name(demo.NAME, o)}.{contract.peer_service_name(demo.NAME)}"
+                       f".default.svc:{contract.CLIENT_PORT}" for o in range(3))
+    text = f"""
+raftset is running on {len(run.plan.nodes)} real nodes (kubelet, containerd, runc in network namespaces;
+images built from the project's Dockerfile; operator from the {OVERLAY} overlay).
+
+  export KUBECONFIG={run.kubeconfig}
+  kubectl get nodes -L topology.kubernetes.io/zone
+  kubectl get etcdc,xc                       # READY 3/3 and the LEADER, from the members' heartbeats
+  kubectl get pods -o wide -L raftset.dev/role
+  kubectl exec {contract.pod_name(demo.NAME, 0)} -c etcd -- etcdctl --endpoints={members} endpoint status -w table
+  kubectl scale etcdc {demo.NAME} --replicas=5
+  kubectl scale etcdc {demo.NAME} --replicas=3     # {demo.NAME}-3 and {demo.NAME}-4 go; a leader among them hands off first
+"""
+    if len(clusters) == 1:
+        text += "\n  # no XlineCluster: Xline is not built (python -m tools.devcluster build xline, about 25 min)\n"
+    return text + f"""
+logs: {run.workdir / 'logs'} (removed with the lab)   Ctrl-C stops everything.
+"""
+
+
+def run_demo(count: int = 3) -> int:
+    """Until a stop signal: the lab, the install, the demos, the guide."""
+    shutdown.on_stop_signals()
+    lab: nodes.Lab | None = None
+    try:
+        lab = nodes.start(count, log=print)
+        install(lab)
+        clusters = demos()
+        lab.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": clusters}))
+        print(guide(lab, clusters), flush=True)
+        while not lab.supervisor.dead():
+            time.sleep(1)
+        print(f"lab process(es) exited: {[p.name for p in lab.supervisor.dead()]}", flush=True)
+        return 1
+    except KeyboardInterrupt as stop:
+        print(f"\nstopping ({stop})", flush=True)
+        return 0
+    finally:
+        shutdown.shield()
+        if lab is not None:
+            problems = lab.stop()
+            print("stopped: every process, namespace, cgroup and file of the lab removed" if not problems
+                  else f"stopped, but: {problems}", flush=True)
+        shutdown.stopped()
