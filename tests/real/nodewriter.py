@@ -2,11 +2,14 @@
 DNS names exist only there): `python -m tests.real.nodewriter '<json>'` optionally moves the
 leadership to a named member, writes until `stop_file` exists (or for `seconds`), checks the
 `check_endpoints`, and prints one JSON line: the leader before writing, the writer's counts, the
-verdict, the member list and each checked member's version."""
+verdict, the member list and each checked member's version. With `acked_file` it also keeps the
+acknowledged writes there; with `check_only` (such a file) it writes nothing and checks those of
+them at or below `max_revision` on `endpoints` (a cluster restored from a backup taken then)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import sys
 import time
@@ -51,10 +54,25 @@ async def _move_leader(endpoints: list[str], tls: ClientTLS, name: str) -> str:
     return (await _leader(endpoints, tls))[0]
 
 
+def _check_only(args: dict, tls: ClientTLS) -> dict:
+    saved = json.loads(Path(args["check_only"]).read_text())
+    acked = {key: checker.Ack(**ack) for key, ack in saved.items() if ack["revision"] <= args["max_revision"]}
+    out: dict[str, object] = {"ok": len(acked)}
+    try:
+        verdict = asyncio.run(checker.check(args["endpoints"], acked, tls))
+        out["verdict"] = {"acknowledged": verdict.acknowledged, "revision": verdict.revision}
+    except AssertionError as e:
+        out["verdict_error"] = str(e)
+    out["members"] = asyncio.run(_members(args["endpoints"][0], tls))
+    return out
+
+
 def main(args: dict) -> dict:
     tls_dir = Path(args["tls_dir"])
     tls = ClientTLS(ca=(tls_dir / "ca.crt").read_bytes(), cert=(tls_dir / "tls.crt").read_bytes(),
                     key=(tls_dir / "tls.key").read_bytes())
+    if args.get("check_only"):
+        return _check_only(args, tls)
     out: dict[str, object] = {}
     if args.get("leader_to"):
         out["leader_before"] = asyncio.run(_move_leader(args["endpoints"], tls, args["leader_to"]))
@@ -69,6 +87,8 @@ def main(args: dict) -> dict:
     while time.monotonic() < deadline and not (stop_file and stop_file.exists()):
         time.sleep(0.2)
     writer.stop()
+    if args.get("acked_file"):
+        Path(args["acked_file"]).write_text(json.dumps({k: dataclasses.asdict(a) for k, a in writer.acked.items()}))
     out.update(ok=writer.ok, failed=writer.failed, errors=writer.errors[:5], longest_stall=writer.longest_stall)
     check_endpoints = args.get("check_endpoints") or args["endpoints"]
     try:

@@ -16,7 +16,9 @@ such a member out of the client Service."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import ssl
 import subprocess
 import sys
 import time
@@ -28,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from raftset import contract, engines
-from tools.devcluster import build, lab, nodes, projectimage
+from tools.devcluster import build, lab, nodes, projectimage, s3
 
 pytestmark = pytest.mark.real
 
@@ -39,11 +41,12 @@ NAME = "tls"
 READY_TIMEOUT_S = 240.0
 
 
-def _cluster(engine: engines.Engine, replicas: int, version: str | None = None) -> dict:
+def _cluster(engine: engines.Engine, replicas: int, version: str | None = None, *, name: str = NAME,
+             tls: str = "auto") -> dict:
     return {
         "apiVersion": contract.API_VERSION, "kind": engine.kind,
-        "metadata": {"name": NAME, "namespace": NAMESPACE},
-        "spec": {"replicas": replicas, "version": version or engine.default_version, "tls": {"provider": "auto"},
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"replicas": replicas, "version": version or engine.default_version, "tls": {"provider": tls},
                  "storage": {"size": "1Gi"}},
     }
 
@@ -76,18 +79,18 @@ def _explain(run: nodes.Lab) -> str:
     return "\n".join(parts)
 
 
-def _client_tls_dir(run: nodes.Lab) -> Path:
-    secret = json.loads(run.kubectl("get", "secret", "-n", NAMESPACE, f"{NAME}-client-tls", "-o", "json").stdout)
-    out = run.workdir / "client-tls"
+def _client_tls_dir(run: nodes.Lab, name: str = NAME) -> Path:
+    secret = json.loads(run.kubectl("get", "secret", "-n", NAMESPACE, f"{name}-client-tls", "-o", "json").stdout)
+    out = run.workdir / f"{name}-client-tls"
     out.mkdir(exist_ok=True)
     for key in ("ca.crt", "tls.crt", "tls.key"):
         (out / key).write_bytes(base64.b64decode(secret["data"][key]))
     return out
 
 
-def _start_writer(run: nodes.Lab, args: dict) -> subprocess.Popen[str]:
+def _start_writer(run: nodes.Lab, args: dict, name: str = NAME) -> subprocess.Popen[str]:
     """tests.real.nodewriter in the first node's namespace, resolving names as a pod does."""
-    args = {**args, "tls_dir": str(_client_tls_dir(run))}
+    args = {**args, "tls_dir": str(_client_tls_dir(run, name))}
     if args.get("stop_file"):  # a test run again in the same lab would find the last run's
         Path(args["stop_file"]).unlink(missing_ok=True)
     argv = nodes.with_cluster_dns(run, run.plan.nodes[0], [sys.executable, "-m", "tests.real.nodewriter",
@@ -96,9 +99,9 @@ def _start_writer(run: nodes.Lab, args: dict) -> subprocess.Popen[str]:
 
 
 @contextmanager
-def _writing(run: nodes.Lab, args: dict) -> Iterator[subprocess.Popen[str]]:
+def _writing(run: nodes.Lab, args: dict, name: str = NAME) -> Iterator[subprocess.Popen[str]]:
     """A writer until `stop_file`, killed if the test fails first (it would outlive the lab)."""
-    writer = _start_writer(run, args)
+    writer = _start_writer(run, args, name)
     try:
         assert json.loads(writer.stdout.readline()) == {"writing": True}, writer.stderr.read()[-3000:]
         yield writer
@@ -116,15 +119,15 @@ def _stop_and_check(writer: subprocess.Popen[str], stop_file: Path) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _write_and_check(run: nodes.Lab, args: dict) -> dict:
-    writer = _start_writer(run, args)
+def _write_and_check(run: nodes.Lab, args: dict, name: str = NAME) -> dict:
+    writer = _start_writer(run, args, name)
     out, err = writer.communicate(timeout=args["seconds"] + 120)
     assert writer.returncode == 0, err[-3000:]
     return json.loads(out.strip().splitlines()[-1])
 
 
-def _member_url(ordinal: int, port: int) -> str:
-    return f"https://{contract.pod_name(NAME, ordinal)}.{contract.peer_service_name(NAME)}.{NAMESPACE}.svc:{port}"
+def _member_url(ordinal: int, port: int, name: str = NAME) -> str:
+    return f"https://{contract.pod_name(name, ordinal)}.{contract.peer_service_name(name)}.{NAMESPACE}.svc:{port}"
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,114 @@ def test_the_real_operator_runs_a_tls_cluster_on_dns_names_with_its_own_certific
     # The members know each other by their DNS names, not by addresses.
     peers = sorted(url for m in result["members"] for url in m["peer_urls"])
     assert peers == [_member_url(o, 2380) for o in range(3)], result["members"]
+
+
+def test_a_cluster_with_cert_manager_serves_the_certificates_cert_manager_issued(tls_cluster: Setup) -> None:
+    """TLS provider `cert-manager` with the real controller: it issues the cluster's CA and leaves (the
+    operator's Issuers and Certificates), kubelet projects them, and each member serves exactly the
+    server certificate cert-manager wrote, verified to that CA from inside a node (the peer port is not
+    asked: its client-cert-auth admits only peers, whose names the checker's address is not; the members
+    peer with cert-manager's peer certificate, or they would not form a cluster); an external writer's
+    acknowledged writes all read back. The cluster is deleted with its claims afterwards."""
+    run, engine = tls_cluster.run, tls_cluster.engine
+    nodes.start_cert_manager(run)
+    name = "cm"
+    run.kubectl("apply", "-f", "-", input=json.dumps(_cluster(engine, 3, name=name, tls="cert-manager")))
+    started = time.monotonic()
+
+    _wait(f"three Ready members of {name}", lambda: _status_of(run, engine, name).get("readyReplicas") == 3,
+          READY_TIMEOUT_S, lambda: _explain(run))
+    took = time.monotonic() - started
+    issuers = json.loads(run.kubectl("get", "certificates.cert-manager.io", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+    ours = {c["metadata"]["name"]: c for c in issuers if c["metadata"]["name"].startswith(f"{name}-")}
+    assert all(any(cond["type"] == "Ready" and cond["status"] == "True" for cond in c.get("status", {}).get("conditions", []))
+               for c in ours.values()) and f"{name}-ca" in ours, ours
+    for purpose in ("server", "peer", "client"):
+        data = json.loads(run.kubectl("get", "secret", "-n", NAMESPACE, f"{name}-{purpose}-tls", "-o", "json").stdout)
+        assert "cert-manager.io/certificate-name" in data["metadata"].get("annotations", {}), data["metadata"]
+        if purpose == "server":
+            der = ssl.PEM_cert_to_DER_cert(base64.b64decode(data["data"]["tls.crt"]).decode())
+            expected = {_member_url(o, contract.CLIENT_PORT, name): hashlib.sha256(der).hexdigest() for o in range(3)}
+    argv = nodes.with_cluster_dns(run, run.plan.nodes[0], [sys.executable, "-m", "tests.real.servedcert", json.dumps(
+        {"urls": sorted(expected), "tls_dir": str(_client_tls_dir(run, name))})])
+    asked = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert asked.returncode == 0, asked.stderr[-3000:]
+    assert json.loads(asked.stdout.strip().splitlines()[-1]) == expected
+    result = _write_and_check(run, {"endpoints": [_member_url(o, 2379, name) for o in range(3)], "seconds": 10}, name)
+    print(f"{engine.name}: {name} with cert-manager: three members Ready {took:.1f} s after it was applied, serving "
+          f"cert-manager's certificates; {result['ok']} acknowledged, {result['failed']} failed")
+    assert "verdict_error" not in result, result["verdict_error"]
+    assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
+    _delete_cluster(tls_cluster, name)
+
+
+def _delete_cluster(setup: Setup, name: str) -> None:
+    """`name` deleted with its pods and claims, to spare the lab's CPU and volumes for the tests after."""
+    run = setup.run
+    run.kubectl("delete", setup.engine.plural, "-n", NAMESPACE, name, "--wait=true", timeout=READY_TIMEOUT_S)
+    _wait(f"{name}'s pods gone", lambda: not any(p.startswith(f"{name}-") for p in _pods(run)), READY_TIMEOUT_S,
+          lambda: _explain(run))
+    run.kubectl("delete", "pvc", "-n", NAMESPACE, "--ignore-not-found", "--wait=true",
+                *(f"data-{contract.pod_name(name, o)}" for o in range(3)), timeout=READY_TIMEOUT_S)
+
+
+def test_a_backup_to_s3_restores_into_a_new_cluster_with_every_acknowledged_write(tls_cluster: Setup) -> None:
+    """A real S3 server (versitygw on the host, bridged to the plane node's address), a cluster backing up
+    to it under a writer, `raftset.dev/backup-now`, then a new cluster with `spec.bootstrap.fromBackup`:
+    every write acknowledged at or below the backup's revision reads back there, with equal hashes."""
+    run, engine = tls_cluster.run, tls_cluster.engine
+    store = s3.start(run.workdir / "s3")
+    try:
+        endpoint = f"http://{nodes.expose(run, 's3', store.host, store.port)}"
+        store.create_bucket("backups")
+        run.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s3-credentials", "namespace": NAMESPACE},
+            "stringData": {contract.ACCESS_KEY_FILE: store.access_key, contract.SECRET_KEY_FILE: store.secret_key}}))
+        s3_spec = {"endpoint": endpoint, "bucket": "backups", "prefix": "real", "credentialsSecret": "s3-credentials"}
+        source, restored = "bk", "bk2"
+        cluster = _cluster(engine, 3, name=source)
+        cluster["spec"]["backup"] = {"s3": s3_spec}
+        run.kubectl("apply", "-f", "-", input=json.dumps(cluster))
+        _wait(f"three Ready members of {source}", lambda: _status_of(run, engine, source).get("readyReplicas") == 3,
+              READY_TIMEOUT_S, lambda: _explain(run))
+        stop_file, acked_file = run.workdir / "backup.stop", run.workdir / "backup.acked.json"
+        args = {"endpoints": [_member_url(o, 2379, source) for o in range(3)], "seconds": READY_TIMEOUT_S + 60,
+                "stop_file": str(stop_file), "acked_file": str(acked_file)}
+        with _writing(run, args, source) as writer:
+            time.sleep(5)
+            started = time.monotonic()
+            run.kubectl("annotate", engine.plural, "-n", NAMESPACE, source, f"{contract.ANNOTATION_BACKUP_NOW}=true")
+            success = _wait("status.backup.lastSuccess", lambda: (_status_of(run, engine, source).get("backup") or {})
+                            .get("lastSuccess"), READY_TIMEOUT_S, lambda: _explain(run))
+            took = time.monotonic() - started
+            result = _stop_and_check(writer, stop_file)
+        assert "verdict_error" not in result, result["verdict_error"]
+        assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
+        assert (store.root / "backups").is_dir() and success["size"] > 0, success
+        bootstrap = _cluster(engine, 3, name=restored)
+        bootstrap["spec"]["bootstrap"] = {"fromBackup": {"backup": "latest", "cluster": source, "s3": s3_spec}}
+        run.kubectl("apply", "-f", "-", input=json.dumps(bootstrap))
+        restoring = time.monotonic()
+        _wait(f"three Ready members of {restored}", lambda: _status_of(run, engine, restored).get("readyReplicas") == 3,
+              READY_TIMEOUT_S, lambda: _explain(run))
+        restore_took = time.monotonic() - restoring
+        check = {"check_only": str(acked_file), "max_revision": success["revision"], "seconds": 0,
+                 "endpoints": [_member_url(o, 2379, restored) for o in range(3)]}
+        checked = _write_and_check(run, check, restored)
+        print(f"{engine.name}: backup-now under a writer in {took:.1f} s ({success['size']} bytes at revision "
+              f"{success['revision']}); {restored} restored and Ready in {restore_took:.1f} s; "
+              f"{checked.get('ok')} acknowledged writes in the backup")
+        assert "verdict_error" not in checked, checked["verdict_error"]
+        assert checked["ok"] > 0 and checked["verdict"]["acknowledged"] == checked["ok"], checked
+        for name in (source, restored):
+            _delete_cluster(tls_cluster, name)
+    finally:
+        store.stop()
+
+
+def _status_of(run: nodes.Lab, engine: engines.Engine, name: str) -> dict:
+    found = run.kubectl("get", engine.plural, "-n", NAMESPACE, name, "-o", "json", check=False)
+    return json.loads(found.stdout).get("status", {}) if found.returncode == 0 else {}
 
 
 def _members_ready(setup: Setup, count: int) -> bool:

@@ -278,3 +278,16 @@ async def test_node_loss_deletes_the_claim_then_the_pod_at_once_after_the_record
     await NodeLoss().sync(kube, current)  # type: ignore[arg-type]
     assert kube.calls == ["delete PersistentVolumeClaim data-demo-2 uid= grace=None",
                           "delete Pod demo-2 uid=u2 grace=0"]
+
+
+async def test_node_loss_that_may_not_read_nodes_says_so_and_the_round_goes_on() -> None:
+    class Forbidden(FakeKube):
+        async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+            if kind == "Node":
+                raise ApiException(status=403, reason="Forbidden")
+            return await super().get(api_version, kind, namespace, name)
+
+    kube = Forbidden(_lost_member_objects({}))
+    current = dataclasses.replace(a_round(body()), unready_pods=("demo-2",))
+    after = await NodeLoss().sync(kube, current)  # type: ignore[arg-type]
+    assert after.problem is not None and after.problem[0] == "NodeStateUnreadable" and kube.calls == []

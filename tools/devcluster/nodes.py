@@ -29,15 +29,18 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from tools.devcluster import build, images, kubeconfig, lab, labdns, labvolumes, net, pki, procs, programs, versions
+from tools.devcluster import (build, certmanager, images, kubeconfig, lab, labdns, labvolumes, net, pki, procs,
+                              programs, versions)
 
 START_TIMEOUT_S = 180.0
+HOST_LOOPBACK = "127.0.0.1"  # where the lab's host-side processes (cert-manager's controller) listen
 NODE_READY_TIMEOUT_S = 180.0
 CGROUP_DRAIN_S = 15.0
 # What a node needs from the machine (`make realnode-deps` installs the Debian packages).
@@ -371,6 +374,51 @@ def power_off(run: Lab, node: lab.Node) -> None:
 def power_on(run: Lab, node: lab.Node) -> None:
     """The node's runtime started again after `power_off`, as at boot."""
     _run_node(run, node, first=False)
+
+
+def start_cert_manager(run: Lab) -> procs.Proc:
+    """cert-manager's release CRDs and its controller (the cached build: tools.devcluster.certmanager),
+    as the lab's admin from the host, through the apiserver bridge: it talks to the API only. The CA and
+    SelfSigned issuers need neither its webhook nor its cainjector. Calling it again returns the running one."""
+    running = [p for p in run.supervisor.procs if p.name == "cert-manager" and p.alive()]
+    if running:
+        return running[0]
+    certmanager.ensure(log=_quiet)
+    crds = [doc for path in sorted(certmanager.CERT_MANAGER.crds_dir.glob("*.yaml"))
+            for doc in yaml.safe_load_all(path.read_text()) if doc]
+    run.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(crds))
+    run.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", *[c["metadata"]["name"] for c in crds])
+    health = net.free_port(HOST_LOOPBACK)
+    proc = run.supervisor.start("cert-manager", [
+        str(certmanager.CERT_MANAGER.binary()), f"--kubeconfig={run.kubeconfig}", "--leader-elect=false",
+        f"--metrics-listen-address={HOST_LOOPBACK}:{net.free_port(HOST_LOOPBACK)}",
+        f"--internal-healthz-listen-address={HOST_LOOPBACK}:{health}", "--v=2"], env=_base_env())
+    procs.wait_for(lambda: _answers(f"http://{HOST_LOOPBACK}:{health}/livez"), "cert-manager-controller /livez",
+                   START_TIMEOUT_S, [proc])
+    return proc
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def expose(run: Lab, name: str, host: str, port: int) -> str:
+    """A host service (on loopback) reachable from the lab's pods at the plane node's address: a socat
+    on the host from a unix socket to `host:port`, and one in the node's namespace from its address to
+    that socket (the apiserver's bridge, the other way round). Returns the lab-side `ip:port`."""
+    node, sock = run.plan.plane_node, run.workdir / f"{name}.sock"
+    outer = run.supervisor.start(f"{name}-outer", ["socat", f"UNIX-LISTEN:{sock},fork", f"TCP:{host}:{port}"])
+    procs.wait_for(sock.exists, f"{sock}", START_TIMEOUT_S, [outer])
+    inner = run.supervisor.start(f"{name}-inner", lab.in_netns(node, [
+        "socat", f"TCP-LISTEN:{port},bind={node.ip},reuseaddr,fork", f"UNIX-CONNECT:{sock}"]))
+    listening = ["ss", "-Hltn", f"src {node.ip}:{port}"]
+    procs.wait_for(lambda: bool(_run(*lab.in_netns(node, listening)).strip()), f"{name} on {node.ip}:{port}",
+                   START_TIMEOUT_S, [outer, inner])
+    return f"{node.ip}:{port}"
 
 
 def cut_off(run: Lab, node: lab.Node, *, cut: bool = True) -> None:

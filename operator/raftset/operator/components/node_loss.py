@@ -7,9 +7,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from kubernetes.client.exceptions import ApiException
+
 from raftset import contract
 from raftset.operator.components.protocol import Owned, Round
 from raftset.operator.io.api import KubeAPI
+from raftset.operator.io.kube import api_error_message
 from raftset.operator.pure import nodeloss
 from raftset.operator.pure.diagnosis import claim_name
 
@@ -38,12 +41,19 @@ class NodeLoss(Owned):
         if not current.unready_pods:
             return current
         cluster = current.cluster
-        suspects = [s for name in sorted(current.unready_pods) if (s := await _suspect(kube, current, name))]
-        nodes: dict[str, nodeloss.NodeState] = {}
-        for node_name in sorted({s.node for s in suspects}):
-            node: dict[str, Any] | None = await kube.get("v1", "Node", "", node_name)
-            if node is not None:
-                nodes[node_name] = nodeloss.node_state(node)
+        try:
+            suspects = [s for name in sorted(current.unready_pods) if (s := await _suspect(kube, current, name))]
+            nodes: dict[str, nodeloss.NodeState] = {}
+            for node_name in sorted({s.node for s in suspects}):
+                node: dict[str, Any] | None = await kube.get("v1", "Node", "", node_name)
+                if node is not None:
+                    nodes[node_name] = nodeloss.node_state(node)
+        except ApiException as error:
+            # Blind, not broken: the rest of the round goes on (an install whose ClusterRole predates
+            # node-loss handling may not read nodes or volumes).
+            return current.found(("NodeStateUnreadable", (
+                f"cannot read the nodes and volumes of unready members ({api_error_message(error)}): a member "
+                f"lost with its node is not replaced until the operator may (docs/security.md)")))
         decision = nodeloss.decide(suspects, nodes, current.raft, policy=cluster.recovery.node_loss,
                                    grace_seconds=cluster.recovery.node_loss_grace_seconds, now=current.now)
         for pod, mark in decision.mark:
