@@ -336,12 +336,11 @@ def upgrade_under_writes(kv: ClusterView, namespace: str, kubeconfig: str, backe
     asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))
 
 
-@pytest.mark.parametrize(("backend", "outage"), [
-    ("StatefulSet", "pods-deleted"), ("AdvancedStatefulSet", "pods-deleted"), ("StatefulSet", "power-loss"),
-])
+# A power loss (every store and sidecar killed together) is the real tier's: every node's kubelet,
+# containerd and containers killed on real nodes (tests/real/test_operator_tls.py, lights-out).
+@pytest.mark.parametrize("backend", ["StatefulSet", "AdvancedStatefulSet"])
 def test_lights_out_the_cluster_comes_back_by_itself(control_plane: Any, operator: Operator, namespace: str,
-                                                     runner: PodRunner, backend: str, outage: str,
-                                                     etcd: EngineUnderTest) -> None:
+                                                     runner: PodRunner, backend: str, etcd: EngineUnderTest) -> None:
     """Every member stops at once; with their volumes they re-form with the same IDs and every
     acknowledged write. Parallel pod management starts them together, so no pod waits for a
     readiness that needs a leader (docs/operations.md, "Lights-out")."""
@@ -354,13 +353,8 @@ def test_lights_out_the_cluster_comes_back_by_itself(control_plane: Any, operato
     writer = Writer([kv.url(o) for o in (0, 1, 2)])
     writer.start()
     wait_for(lambda: writer.ok > 100, 60, "the writer running")
-    if outage == "pods-deleted":
-        kubectl(control_plane.kubeconfig, "delete", "pods", "-n", namespace, "--wait=false",
-                "-l", f"{contract.LABEL_INSTANCE}={kv.name}")
-    else:  # every store and sidecar SIGKILLed together; kubelet restarts the containers
-        for proc in list(runner.supervisor.procs):
-            if f".{kv.name}-" in proc.name:
-                runner.supervisor.kill(proc)
+    kubectl(control_plane.kubeconfig, "delete", "pods", "-n", namespace, "--wait=false",
+            "-l", f"{contract.LABEL_INSTANCE}={kv.name}")
     wait_for(lambda: writer.failed > 0, 60, "the outage seen by the writer (a lights-out with no failed write was no outage)")
     st = kv.wait_healthy(0, 1, 2)
     written = writer.ok
@@ -370,7 +364,7 @@ def test_lights_out_the_cluster_comes_back_by_itself(control_plane: Any, operato
     assert kv.bound_claims() == claims, "the same volumes"
     assert st["leader"] in kv.pod_names(0, 1, 2)
     verdict = asyncio.run(check([kv.url(o) for o in (0, 1, 2)], writer.acked))
-    print(f"lights-out ({outage}): {verdict.acknowledged} acknowledged writes read back, "
+    print(f"lights-out (pods deleted): {verdict.acknowledged} acknowledged writes read back, "
           f"{writer.failed} failed during the outage, writes stalled {writer.longest_stall:.1f}s")
 
 
