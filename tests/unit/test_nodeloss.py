@@ -164,3 +164,9 @@ def test_the_records_read_back_and_refuse_what_is_not_theirs() -> None:
     assert nodeloss.parse_removal(REMOVAL.to_json()) == REMOVAL
     assert nodeloss.parse_mark('{"node": 3, "since": "x", "marked": "y"}') is None
     assert nodeloss.parse_mark(None) is None and nodeloss.parse_removal("") is None
+
+
+def test_the_round_that_marks_and_the_rounds_after_say_the_same_so_degraded_warns_once() -> None:
+    marking = run([lost()])
+    after = run([lost(mark=MARK)])
+    assert marking.problem == after.problem and marking.problem[0] == "NodeLostReplacing"

@@ -107,6 +107,11 @@ def _answering(raft: RaftMembership | None, ordinal: int) -> bool:
     return member is not None and member.raft_index is not None
 
 
+def _replacing(lost_since: str, pod: str) -> Problem:
+    return ("NodeLostReplacing", f"{lost_since}: the leader's sidecar removes its member once it has not answered "
+                                 f"for a while and a quorum stays; then {pod} is re-created on another node")
+
+
 def decide(suspects: Sequence[Suspect], nodes: Mapping[str, NodeState], raft: RaftMembership | None, *,
            policy: str, grace_seconds: int, now: datetime) -> NodeLossDecision:
     """What to do about members whose nodes are not Ready. One member at a time: no second mark while
@@ -151,9 +156,7 @@ def decide(suspects: Sequence[Suspect], nodes: Mapping[str, NodeState], raft: Ra
                     f"{lost_since}, but its member still answers the leader: nothing is removed while it does "
                     f"(the node may only be cut off from the API server)")))
             else:
-                problems.append(("NodeLostReplacing", (
-                    f"{lost_since}: the leader's sidecar removes its member once it has not answered for a "
-                    f"while and a quorum stays; then {s.pod} is re-created on another node")))
+                problems.append(_replacing(lost_since, s.pod))
             continue
         if policy != AUTOMATIC and not s.replace_requested:
             problems.append(("NodeLost", (
@@ -176,6 +179,6 @@ def decide(suspects: Sequence[Suspect], nodes: Mapping[str, NodeState], raft: Ra
         events.append(Event("Warning", "NodeLostReplacing", (
             f"{lost_since}, past the grace period, and its data lives on that node alone: asked the leader's "
             f"sidecar to remove its member if it does not answer, then {s.pod} is re-created on another node")))
-        problems.append(("NodeLostReplacing", f"{lost_since}: its member is being replaced on another node"))
+        problems.append(_replacing(lost_since, s.pod))  # the same words the next rounds say: one Warning
     return NodeLossDecision(tuple(marks), tuple(unmark), tuple(recreate), problems[0] if problems else None,
                     tuple(events), min(dues, default=None))
