@@ -3,9 +3,9 @@ members on three nodes reaching each other by their DNS names (etcd's peer check
 and reverse lookups of them, etcd-io/etcd-operator#434), serving with the certificates the
 operator issued, an external writer's acknowledged writes all read back; then, under that
 writer: 3 -> 5 -> 3 (on etcd with the leader moved to the highest ordinal before the scale-in),
-a lights-out of every node; and on etcd only: replace on request, a node drained during a 5 -> 3
-scale-in, the upgrade 3.6 -> 3.7, a node lost with a member's data, and a node cut off from the
-apiserver.
+a lights-out of every node, TLS `cert-manager`; and on etcd only: backup and restore, replace on
+request, a node drained during a 5 -> 3 scale-in, the upgrade 3.6 -> 3.7, a node lost with a
+member's data, and a node cut off from the apiserver.
 
 Xline skips those: in each a member joins by MemberAdd (a replacement) or restarts into a running
 cluster (a drain), and Xline 0.6.1 then leaves such a member behind for good often enough to fail
@@ -184,6 +184,14 @@ def test_a_cluster_with_cert_manager_serves_the_certificates_cert_manager_issued
     nodes.start_cert_manager(run)
     name = "cm"
     run.kubectl("apply", "-f", "-", input=json.dumps(_cluster(engine, 3, name=name, tls="cert-manager")))
+    try:
+        _serves_cert_managers_certificates(tls_cluster, name)
+    finally:
+        _delete_cluster(tls_cluster, name)
+
+
+def _serves_cert_managers_certificates(tls_cluster: Setup, name: str) -> None:
+    run, engine = tls_cluster.run, tls_cluster.engine
     started = time.monotonic()
 
     _wait(f"three Ready members of {name}", lambda: _status_of(run, engine, name).get("readyReplicas") == 3,
@@ -193,9 +201,13 @@ def test_a_cluster_with_cert_manager_serves_the_certificates_cert_manager_issued
     ours = {c["metadata"]["name"]: c for c in issuers if c["metadata"]["name"].startswith(f"{name}-")}
     assert all(any(cond["type"] == "Ready" and cond["status"] == "True" for cond in c.get("status", {}).get("conditions", []))
                for c in ours.values()) and f"{name}-ca" in ours, ours
+    known = {}  # sha256 of each of the cluster's certificates -> which
     for purpose in ("server", "peer", "client"):
         data = json.loads(run.kubectl("get", "secret", "-n", NAMESPACE, f"{name}-{purpose}-tls", "-o", "json").stdout)
         assert "cert-manager.io/certificate-name" in data["metadata"].get("annotations", {}), data["metadata"]
+        for key in ("tls.crt", "ca.crt"):
+            der = ssl.PEM_cert_to_DER_cert(base64.b64decode(data["data"][key]).decode())
+            known.setdefault(hashlib.sha256(der).hexdigest(), f"{purpose} {key}")
         if purpose == "server":
             der = ssl.PEM_cert_to_DER_cert(base64.b64decode(data["data"]["tls.crt"]).decode())
             expected = {_member_url(o, contract.CLIENT_PORT, name): hashlib.sha256(der).hexdigest() for o in range(3)}
@@ -203,13 +215,13 @@ def test_a_cluster_with_cert_manager_serves_the_certificates_cert_manager_issued
         {"urls": sorted(expected), "tls_dir": str(_client_tls_dir(run, name))})])
     asked = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120)
     assert asked.returncode == 0, asked.stderr[-3000:]
-    assert json.loads(asked.stdout.strip().splitlines()[-1]) == expected
+    served = json.loads(asked.stdout.strip().splitlines()[-1])
+    assert served == expected, {url: known.get(sha, f"none of the Secrets' ({sha[:12]})") for url, sha in served.items()}
     result = _write_and_check(run, {"endpoints": [_member_url(o, 2379, name) for o in range(3)], "seconds": 10}, name)
     print(f"{engine.name}: {name} with cert-manager: three members Ready {took:.1f} s after it was applied, serving "
           f"cert-manager's certificates; {result['ok']} acknowledged, {result['failed']} failed")
     assert "verdict_error" not in result, result["verdict_error"]
     assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
-    _delete_cluster(tls_cluster, name)
 
 
 def _delete_cluster(setup: Setup, name: str) -> None:
@@ -222,10 +234,13 @@ def _delete_cluster(setup: Setup, name: str) -> None:
                 *(f"data-{contract.pod_name(name, o)}" for o in range(3)), timeout=READY_TIMEOUT_S)
 
 
+@pytest.mark.parametrize("tls_cluster", [engines.ETCD], ids=["etcd"], indirect=True)
 def test_a_backup_to_s3_restores_into_a_new_cluster_with_every_acknowledged_write(tls_cluster: Setup) -> None:
     """A real S3 server (versitygw on the host, bridged to the plane node's address), a cluster backing up
     to it under a writer, `raftset.dev/backup-now`, then a new cluster with `spec.bootstrap.fromBackup`:
-    every write acknowledged at or below the backup's revision reads back there, with equal hashes."""
+    every write acknowledged at or below the backup's revision reads back there, with equal hashes.
+    Etcd only, for the tier's time: Xline's restore (xlineutl on every initial member) is the e2e
+    tier's (tests/e2e/test_backups.py); it passed here once (2026-11-29: restored and Ready in 49.6 s)."""
     run, engine = tls_cluster.run, tls_cluster.engine
     store = s3.start(run.workdir / "s3")
     try:
@@ -445,13 +460,19 @@ def _remake(setup: Setup, version: str) -> None:
           and _cluster_status(run, plural).get("version") == version, READY_TIMEOUT_S, lambda: _explain(run))
 
 
-def _cluster_events(run: nodes.Lab, plural: str) -> list[tuple[str, str]]:
-    """(reason, message) of this cluster object's Events, oldest first."""
+def _cluster_events(run: nodes.Lab, plural: str, since: str = "") -> list[tuple[str, str]]:
+    """(reason, message) of this cluster object's Events, oldest first; `since` (RFC 3339): only those
+    last seen then or later (the module's tests share the cluster, and its Events)."""
     uid = json.loads(run.kubectl("get", plural, "-n", NAMESPACE, NAME, "-o", "json").stdout)["metadata"]["uid"]
     items = json.loads(run.kubectl("get", "events", "-n", NAMESPACE, "-o", "json").stdout)["items"]
-    mine = sorted((e for e in items if e["involvedObject"].get("uid") == uid),
+    mine = sorted((e for e in items if e["involvedObject"].get("uid") == uid
+                   and (e.get("lastTimestamp") or e.get("eventTime") or "") >= since),
                   key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
     return [(e["reason"], e["message"]) for e in mine]
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @pytest.mark.parametrize("tls_cluster", [engines.ETCD], ids=["etcd"], indirect=True)
@@ -616,14 +637,14 @@ def test_a_member_lost_with_its_node_is_replaced_on_another_node_as_a_new_member
     try:
         with _writing(run, args) as writer:
             time.sleep(3)  # writes before the loss
-            started = time.monotonic()
+            lost_at, started = _utc_now(), time.monotonic()
             nodes.power_off(run, node)
             nodes.cut_off(run, node)
             new = _wait(f"{victim} re-created off {node.name} as a new voting member", replaced, NODE_LOSS_TIMEOUT_S,
                         lambda: _explain(run))
             took = time.monotonic() - started
             result = _stop_and_check(writer, stop_file)
-        events = _cluster_events(run, plural)
+        events = _cluster_events(run, plural, since=lost_at)
     finally:
         nodes.cut_off(run, node, cut=False)
         nodes.power_on(run, node)
@@ -665,14 +686,14 @@ def test_a_node_cut_off_from_the_apiserver_only_loses_nothing(tls_cluster: Setup
         return degraded.get("reason") == "NodeLostServing"
 
     with _writing(run, args) as writer:
-        started = time.monotonic()
+        cut_at, started = _utc_now(), time.monotonic()
         nodes.cut_apiserver_path(run, node)
         try:
             _wait(f"{node.name} NotReady", lambda: not _node_ready(run, node.name), READY_TIMEOUT_S, lambda: _explain(run))
             _wait("Degraded NodeLostServing: marked, but the member answers", serving_reported, NODE_LOSS_TIMEOUT_S,
                   lambda: _explain(run))
             marked = time.monotonic() - started
-            time.sleep(60)  # two clean rounds of the leader's sidecar past its 20 s confirmation
+            time.sleep(40)  # a clean round of the leader's sidecar (every 30 s) past the mark
             during = ({m["name"]: m["id"] for m in _cluster_status(run, plural)["members"]},
                       {name: p["metadata"]["uid"] for name, p in _pods(run).items()})
             annotations = _pods(run)[victim]["metadata"].get("annotations", {})
@@ -682,7 +703,7 @@ def test_a_node_cut_off_from_the_apiserver_only_loses_nothing(tls_cluster: Setup
         _wait("the mark withdrawn", lambda: contract.ANNOTATION_NODE_LOST not in _pods(run)[victim]["metadata"].get(
             "annotations", {}), READY_TIMEOUT_S, lambda: _explain(run))
         result = _stop_and_check(writer, stop_file)
-    told = [r for r, _ in _cluster_events(run, plural)]
+    told = [r for r, _ in _cluster_events(run, plural, since=cut_at)]
     print(f"etcd: {node.name} cut off from the apiserver ({victim} there): NodeLostServing {marked:.1f} s after the "
           f"cut; told {told}")
     assert contract.ANNOTATION_NODE_LOST in annotations and contract.ANNOTATION_NODE_LOST_REMOVAL not in annotations
