@@ -166,13 +166,19 @@ def _xline_args(cfg: StartupConfig) -> str:
     if cfg.listen_metrics_url:  # Xline binds 0.0.0.0 whatever the host: only the port is taken
         args += ["--metrics-port", str(urlsplit(cfg.listen_metrics_url).port or contract.METRICS_PORT)]
     if cfg.tls:
+        # Xline 0.6.1 names these by direction, not by port: the "peer" identity is the one it serves
+        # on both its listeners (client and peer share one tonic server config), the "client" identity
+        # the one it presents dialing other members (xline_server.rs, read_tls_config). So the served
+        # identity is the server certificate, whose names cover the members and the client Service;
+        # the peer certificate (client auth) is what it dials with. Found on real nodes: with the two
+        # the other way round, the client port served the peer certificate, which names no Service.
         args += [
             "--peer-ca-cert-path", cfg.tls.ca,
-            "--peer-cert-path", cfg.tls.peer_cert,
-            "--peer-key-path", cfg.tls.peer_key,
+            "--peer-cert-path", cfg.tls.server_cert,
+            "--peer-key-path", cfg.tls.server_key,
             "--client-ca-cert-path", cfg.tls.ca,
-            "--client-cert-path", cfg.tls.server_cert,
-            "--client-key-path", cfg.tls.server_key,
+            "--client-cert-path", cfg.tls.peer_cert,
+            "--client-key-path", cfg.tls.peer_key,
         ]
     for key, value in cfg.options.items():
         args += [f"--{key}", value] if value else [f"--{key}"]

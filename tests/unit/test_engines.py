@@ -163,11 +163,11 @@ def test_xline_tls_arguments() -> None:
     flags = flag_values(xline_argv(config(tls=TLSFiles.under("/certs"))))
     assert {k: v for k, v in flags.items() if k.endswith("-path")} == {
         "peer-ca-cert-path": "/certs/ca.crt",
-        "peer-cert-path": "/certs/peer.crt",
-        "peer-key-path": "/certs/peer.key",
+        "peer-cert-path": "/certs/server.crt",  # served on both ports: names the client Service too
+        "peer-key-path": "/certs/server.key",
         "client-ca-cert-path": "/certs/ca.crt",
-        "client-cert-path": "/certs/server.crt",
-        "client-key-path": "/certs/server.key",
+        "client-cert-path": "/certs/peer.crt",  # presented dialing other members
+        "client-key-path": "/certs/peer.key",
     }
     assert not any(k.endswith("-path") for k in flag_values(xline_argv(config())))
 

@@ -160,7 +160,7 @@ def test_xline_startup_arguments_for_a_new_cluster_with_tls() -> None:
     assert flags["--members"] == "demo-1=https://demo-1.demo-peer.ns.svc:2380"
     assert flags["--peer-advertise-urls"] == "https://demo-1.demo-peer.ns.svc:2380"
     assert (flags["--client-cert-path"], flags["--peer-key-path"], flags["--client-ca-cert-path"]) == (
-        "/tls/server.crt", "/tls/peer.key", "/tls/ca.crt")
+        "/tls/peer.crt", "/tls/server.key", "/tls/ca.crt")
     # The store container's command evaluates exactly this file.
     assert engines.XLINE.command("/run")[-1] == 'eval "exec xline $(cat /run/xline.args)"'
 
