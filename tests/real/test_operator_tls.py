@@ -217,7 +217,11 @@ def _serves_cert_managers_certificates(tls_cluster: Setup, name: str) -> None:
     assert asked.returncode == 0, asked.stderr[-3000:]
     served = json.loads(asked.stdout.strip().splitlines()[-1])
     assert served == expected, {url: known.get(sha, f"none of the Secrets' ({sha[:12]})") for url, sha in served.items()}
-    result = _write_and_check(run, {"endpoints": [_member_url(o, 2379, name) for o in range(3)], "seconds": 10}, name)
+    # Through the client Service's name too: the certificate a client sees there must name it.
+    service = f"https://{contract.client_service_name(name)}.{NAMESPACE}.svc:{contract.CLIENT_PORT}"
+    result = _write_and_check(run, {"endpoints": [service, *(_member_url(o, 2379, name) for o in range(3))],
+                                    "check_endpoints": [_member_url(o, 2379, name) for o in range(3)],
+                                    "seconds": 10}, name)
     print(f"{engine.name}: {name} with cert-manager: three members Ready {took:.1f} s after it was applied, serving "
           f"cert-manager's certificates; {result['ok']} acknowledged, {result['failed']} failed")
     assert "verdict_error" not in result, result["verdict_error"]
