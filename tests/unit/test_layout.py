@@ -12,6 +12,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -202,3 +203,11 @@ def test_the_architecture_doc_names_every_module_with_the_kind_its_folder_gives(
     assert sorted(set(rows) - set(modules)) == [], "docs/architecture.md names modules that do not exist"
     wrong = {path: (rows[path], kind) for path, kind in modules.items() if rows[path] != kind}
     assert not wrong, f"documented kind differs from the folder's (documented, folder): {wrong}"
+
+
+def test_every_test_folder_is_collected_from_the_root() -> None:
+    """`make test` collects from pyproject's testpaths: a folder of tests missing there is a tier that
+    never runs, silently (the `real` tier was, until its folder was listed)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    folders = {str(path.parent.relative_to(ROOT)) for path in (ROOT / "tests").glob("*/test_*.py")}
+    assert folders - set(config["testpaths"]) == set()
