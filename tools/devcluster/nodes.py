@@ -48,6 +48,10 @@ CGROUP_DRAIN_S = 15.0
 MACHINE_TOOLS = ("containerd", "ctr", "runc", "socat", "nsenter", "unshare", "ip", "setpriv", "kubectl", "iptables")
 
 WORKDIR_PREFIX = "raftset-lab-"
+# Where every run's workdir goes, whatever $TMPDIR says: kubelet and containerd bind unix sockets
+# deep inside a node's directory, and a socket path must fit in 108 bytes (a test run's $TMPDIR,
+# nested per xdist worker, made kubelet's pod-resources socket 110: "bind: invalid argument").
+LAB_PARENT = Path("/tmp")
 OWNER_RECORD = "owner.json"  # lab.owner_record: what `sweep` needs after the owner was killed
 
 Log = Callable[[str], None]
@@ -142,7 +146,7 @@ def start(nodes: int = 1, dns: bool = True, log: Log = _quiet) -> Lab:
     build.ensure_all((build.ETCD, build.KUBE, build.KUBENODE, *((build.COREDNS,) if dns else ())), log=log)
     taken = frozenset(os.listdir(lab.NETNS_DIR)) if lab.NETNS_DIR.is_dir() else frozenset()
     plan = lab.pick(nodes, taken=taken)
-    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{plan.run_id}-"))
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{plan.run_id}-", dir=LAB_PARENT))
     (workdir / "logs").mkdir()
     (workdir / OWNER_RECORD).write_text(json.dumps(lab.owner_record(plan, os.getpid(), _start_time(os.getpid()) or 0)))
     run = Lab(plan=plan, workdir=workdir, supervisor=procs.Supervisor(workdir / "logs"))
@@ -611,7 +615,7 @@ def sweep(tmp: Path | None = None) -> dict[str, list[str]]:
     (SIGKILL: its supervised processes died with it, its shims, containers, namespaces and
     cgroups did not). Returns each swept run id with what could not be removed."""
     swept = {}
-    for record_path in sorted((tmp or Path(tempfile.gettempdir())).glob(f"{WORKDIR_PREFIX}*/{OWNER_RECORD}")):
+    for record_path in sorted((tmp or LAB_PARENT).glob(f"{WORKDIR_PREFIX}*/{OWNER_RECORD}")):
         try:
             record = json.loads(record_path.read_text())
         except (OSError, ValueError):
