@@ -170,3 +170,12 @@ def test_the_round_that_marks_and_the_rounds_after_say_the_same_so_degraded_warn
     marking = run([lost()])
     after = run([lost(mark=MARK)])
     assert marking.problem == after.problem and marking.problem[0] == "NodeLostReplacing"
+
+
+def test_a_node_not_ready_for_a_moment_is_not_reported_yet_only_looked_at_again() -> None:
+    from raftset.operator.pure.nodeloss import QUIET
+    blip = run([lost()], now=LOST_AT + QUIET - timedelta(seconds=1))
+    assert (blip.problem, blip.mark, blip.events) == (None, (), ()) and blip.due == LOST_AT + QUIET
+    short = decide([lost()], nodes(), raft({0, 1}), policy="Automatic", grace_seconds=30,
+                   now=LOST_AT + timedelta(seconds=16))
+    assert short.problem is not None and short.problem[0] == "NodeLost", "at most half the grace"

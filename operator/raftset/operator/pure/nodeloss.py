@@ -27,6 +27,8 @@ from raftset.times import parse_rfc3339, rfc3339
 Problem = tuple[str, str]
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 AUTOMATIC = "Automatic"
+# How long a node must have been not Ready before it is reported at all (at most half the grace).
+QUIET = timedelta(seconds=60)
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,10 @@ def decide(suspects: Sequence[Suspect], nodes: Mapping[str, NodeState], raft: Ra
         since = (node.since if node is not None else None) or s.unready_since
         if since is None:
             continue  # not Ready, but no node says why: the member's own troubles (repair) handle it
+        quiet_until = since + min(QUIET, grace / 2)
+        if now < quiet_until and s.mark is None and not s.replace_requested:
+            dues.append(quiet_until)  # a node's blip (a kubelet restart, a slow heartbeat) tells nothing
+            continue
         lost_since = f"{where} has not been Ready since {rfc3339(since)}"
         if not s.node_bound:
             problems.append(("NodeLost", (
