@@ -83,27 +83,12 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         swept = nodes.sweep()
         print(f"swept {len(swept)} abandoned run(s): {swept}" if swept else "no abandoned run")
         return 1 if any(swept.values()) else 0
-    shutdown.on_stop_signals()
-    run: nodes.Lab | None = None
-    try:
-        run = nodes.start(args.count, log=print)
+    def say_how(run: nodes.Lab) -> None:
         print(f"\nexport KUBECONFIG={run.kubeconfig}")
         print(f"kubectl get nodes -o wide   # run {run.plan.run_id}, logs in {run.workdir / 'logs'}")
         print("Ctrl-C, SIGTERM or SIGHUP stops it.", flush=True)
-        while not run.supervisor.dead():
-            time.sleep(1)
-        raise SystemExit(f"lab process(es) exited: {[p.name for p in run.supervisor.dead()]}; "
-                         f"logs in {run.workdir / 'logs'} (removed with the lab)")
-    except KeyboardInterrupt as stop:
-        print(f"\nstopping ({stop})", flush=True)
-    finally:
-        shutdown.shield()
-        if run is not None:
-            problems = run.stop()
-            print("stopped: every process, namespace, cgroup and file of the lab removed" if not problems
-                  else f"stopped, but: {problems}", flush=True)
-        shutdown.stopped()
-    return 0
+
+    return nodes.serve(args.count, say_how)
 
 
 def _kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> None:
@@ -183,10 +168,6 @@ class Landing:
 def go_built(component: build.Component) -> Callable[[], bool]:
     digest = build.inputs_digest(component, build.go_version(component.module_dir))
     return lambda: build.is_built(component, digest)
-
-
-def xline_built() -> bool:
-    return xline.is_built(xline.XLINE, xline.inputs_digest(xline.XLINE))
 
 
 class BackgroundBuild:
@@ -332,7 +313,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             background = BackgroundBuild(workdir, [
                 Landing(build.VERSITYGW.name, go_built(build.VERSITYGW), start_store),
-                Landing(xline.XLINE.name, xline_built, apply_xline_demo)])
+                Landing(xline.XLINE.name, xline.built, apply_xline_demo)])
             background.start()
             guided = True
         _print_guide(kubeconfig, args.overlay, endpoints, workdir, operator, store, background)

@@ -38,7 +38,7 @@ from pathlib import Path
 import yaml
 
 from tools.devcluster import (build, certmanager, images, kubeconfig, lab, labdns, labvolumes, net, pki, procs,
-                              programs, versions)
+                              programs, shutdown, versions)
 
 START_TIMEOUT_S = 180.0
 HOST_LOOPBACK = "127.0.0.1"  # where the lab's host-side processes (cert-manager's controller) listen
@@ -160,6 +160,32 @@ def start(nodes: int = 1, dns: bool = True, log: Log = _quiet) -> Lab:
         run.stop()
         raise
     return run
+
+
+def serve(count: int, then: Callable[[Lab], None]) -> int:
+    """The lab of `count` nodes until a stop signal (Ctrl-C, SIGTERM, SIGHUP), `then` run once it is up
+    (`nodes` prints how to reach it, `make run NODES=real` installs and prints its guide); everything torn
+    down and said so on the way out. 1 if a lab process died first."""
+    shutdown.on_stop_signals()
+    run: Lab | None = None
+    try:
+        run = start(count, log=print)
+        then(run)
+        while not run.supervisor.dead():
+            time.sleep(1)
+        print(f"lab process(es) exited: {[p.name for p in run.supervisor.dead()]}; "
+              f"logs in {run.workdir / 'logs'} (removed with the lab)", flush=True)
+        return 1
+    except KeyboardInterrupt as stop:
+        print(f"\nstopping ({stop})", flush=True)
+        return 0
+    finally:
+        shutdown.shield()
+        if run is not None:
+            problems = run.stop()
+            print("stopped: every process, namespace, cgroup and file of the lab removed" if not problems
+                  else f"stopped, but: {problems}", flush=True)
+        shutdown.stopped()
 
 
 def _timed(run: Lab, name: str, log: Log, step: Callable[[], object]) -> None:

@@ -9,11 +9,10 @@ Everything lives in the lab's namespaces: the guide's etcdctl runs inside a memb
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from raftset import contract
-from tools.devcluster import demo, nodes, projectimage, shutdown, xline
+from tools.devcluster import demo, nodes, projectimage, xline
 
 REPO = Path(__file__).resolve().parents[2]
 OVERLAY = "statefulset"  # OpenKruise's manager does not run on the real nodes yet
@@ -26,7 +25,7 @@ def install(run: nodes.Lab, log=print) -> None:
     Deployment runs the image built from the Dockerfile (one replica: two cores)."""
     operator_image, operator_archive = projectimage.ensure_archive()
     archives = [operator_archive, projectimage.store_archive()[1]]
-    if xline_built():
+    if xline.built():
         archives.append(projectimage.xline_archive()[1])
     for archive in archives:
         nodes.import_archive(run, archive)
@@ -41,15 +40,11 @@ def install(run: nodes.Lab, log=print) -> None:
     log(f"operator {name} rolled out from {operator_image} (tagged {OPERATOR_IMAGE})")
 
 
-def xline_built() -> bool:
-    return xline.is_built(xline.XLINE, xline.inputs_digest(xline.XLINE))
-
-
 def demos() -> list[dict]:
     """The etcd demo, and the Xline one when Xline is built (its build takes about 25 minutes: `make run`
     on kwok nodes builds it in the background, here it is only used when there)."""
     out = [demo.cluster(ephemeral=False)]
-    if xline_built():
+    if xline.built():
         out.append(demo.cluster(contract.KIND_XLINE, demo.XLINE_NAME, ephemeral=False))
     return out
 
@@ -79,25 +74,10 @@ logs: {run.workdir / 'logs'} (removed with the lab)   Ctrl-C stops everything.
 
 def run_demo(count: int = 3) -> int:
     """Until a stop signal: the lab, the install, the demos, the guide."""
-    shutdown.on_stop_signals()
-    lab: nodes.Lab | None = None
-    try:
-        lab = nodes.start(count, log=print)
+    def demo_on(lab: nodes.Lab) -> None:
         install(lab)
         clusters = demos()
         lab.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": clusters}))
         print(guide(lab, clusters), flush=True)
-        while not lab.supervisor.dead():
-            time.sleep(1)
-        print(f"lab process(es) exited: {[p.name for p in lab.supervisor.dead()]}", flush=True)
-        return 1
-    except KeyboardInterrupt as stop:
-        print(f"\nstopping ({stop})", flush=True)
-        return 0
-    finally:
-        shutdown.shield()
-        if lab is not None:
-            problems = lab.stop()
-            print("stopped: every process, namespace, cgroup and file of the lab removed" if not problems
-                  else f"stopped, but: {problems}", flush=True)
-        shutdown.stopped()
+
+    return nodes.serve(count, demo_on)

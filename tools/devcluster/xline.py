@@ -97,6 +97,12 @@ def is_built(component: RustComponent, digest: str) -> bool:
     return build.is_stamped(component.out_dir, digest, (component.binary(name) for name in BINARIES))
 
 
+def built(component: RustComponent | None = None) -> bool:
+    """Is the pinned Xline (or `component`) in the cache, without building it?"""
+    component = component or XLINE
+    return is_built(component, inputs_digest(component))
+
+
 def ensure_source(component: RustComponent, log: Callable[[str], None]) -> Path:
     """The crate directory of the unpacked (or cloned) source, fetched once."""
     sources.ensure(component.source, log)
