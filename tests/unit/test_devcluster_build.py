@@ -247,6 +247,15 @@ def test_a_static_build_is_an_input_of_the_digest_only_where_asked() -> None:
 
 def test_the_modules_of_every_missing_component_but_the_first_download_while_it_builds() -> None:
     """The first one's build downloads its own; one built from its own source copy downloads that in its build."""
-    assert build.prefetched([build.ETCD, build.KUBE, build.PROMTOOL, build.KWOK]) == [build.KUBE, build.KWOK]
+    assert build.prefetched([build.ETCD, build.KUBE, build.PROMTOOL, build.VERSITYGW]) == [build.KUBE, build.VERSITYGW]
     assert build.prefetched([build.KUBE]) == []
     assert build.prefetched([]) == []
+
+
+def test_kwok_deletes_a_pod_as_kubelet_does_with_its_uid_as_a_precondition() -> None:
+    """A late delete by name took the pod a roll had just re-created (a rehearsal's member restarted
+    twice on one TLS revision): kwok's one pod delete is edited to carry the UID, as kubelet's does."""
+    (edit,) = build.KWOK.source_edits
+    assert edit.path == "pkg/kwok/controllers/pod_controller.go" and ".Delete(ctx, pod.Name," in edit.old
+    assert "Preconditions: metav1.NewUIDPreconditions(string(pod.UID))" in edit.new
+    assert "GracePeriodSeconds: deleteOpt.GracePeriodSeconds" in edit.new  # still at once, as before

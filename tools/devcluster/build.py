@@ -130,12 +130,22 @@ KRUISE = Component(
     ),
 )
 
+# kwok deletes a terminated pod by name alone. A delete of its that came late took the pod the
+# workload had just re-created under that name (a roll's member restarted twice). kubelet deletes
+# with the pod's UID as a precondition (its status manager); so does this kwok.
 KWOK = Component(
     name="kwok",
     version=versions.KWOK,
     module="kwok",
-    packages=("sigs.k8s.io/kwok/cmd/kwok",),
+    packages=("./cmd/kwok",),
     binaries=("kwok",),
+    source_module="sigs.k8s.io/kwok",
+    source_edits=(SourceEdit(
+        path="pkg/kwok/controllers/pod_controller.go",
+        old="c.typedClient.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, deleteOpt)",
+        new=("c.typedClient.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{"
+             "GracePeriodSeconds: deleteOpt.GracePeriodSeconds, Preconditions: metav1.NewUIDPreconditions(string(pod.UID))})"),
+    ),),
 )
 
 VERSITYGW = Component(

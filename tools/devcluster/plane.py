@@ -447,9 +447,9 @@ def kwok_pod_stages(run_namespace_prefix: str) -> list[dict]:
     - a terminating pod is deleted only once its finalizers are gone: kwok's own stage strips
       them, which no kubelet does, and the pod runner (tools.devcluster.podrunner) holds a pod
       by a finalizer through its termination;
-    - kwok never deletes a pod a pod runner runs: kwok deletes by name, so a delete of its that
-      came late took the pod the workload had re-created under that name (a roll's member
-      deleted twice); the runner deletes it as kubelet does, with the pod's UID as a precondition;
+    - kwok never deletes a pod a pod runner runs: the runner deletes it once its processes have
+      stopped, as kubelet does (kwok's own deletes carry the pod's UID as a precondition, as
+      kubelet's do: build.KWOK);
     - the pods a pod runner runs (`run_pods`) run but are not made Ready: the runner's probes
       make them Ready, as kubelet's do. Every other pod (those of the e2e tier's stand-in
       sidecars, tests/harness/sidecars.py, whose members do not run) is Ready at once."""

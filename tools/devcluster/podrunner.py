@@ -884,8 +884,7 @@ class PodRunner:
 
     def _delete_terminated(self, meta: Mapping[str, Any]) -> None:
         """kubelet's last word on a pod whose containers have stopped: the object deleted at once,
-        with its UID as a precondition, so a pod re-created under the name is never the one deleted.
-        (kwok's own delete stage deletes by name: a late one deleted the re-created pod of a roll.)"""
+        with its UID as a precondition, so a pod re-created under the name is never the one deleted."""
         if FINALIZER in (meta.get("finalizers") or []):
             self._remove_finalizer(meta)
         options = k8s.V1DeleteOptions(grace_period_seconds=0, preconditions=k8s.V1Preconditions(uid=meta["uid"]))
