@@ -97,6 +97,7 @@ def main(args: dict) -> dict:
     except AssertionError as e:
         out["verdict_error"] = str(e)
     out["members"] = asyncio.run(_members(check_endpoints[0], tls))
+    out["leader_after"] = asyncio.run(_leader(check_endpoints, tls))[0]
     out["versions"] = asyncio.run(_versions(check_endpoints, tls))
     return out
 

@@ -42,12 +42,12 @@ READY_TIMEOUT_S = 240.0
 
 
 def _cluster(engine: engines.Engine, replicas: int, version: str | None = None, *, name: str = NAME,
-             tls: str = "auto") -> dict:
+             tls: str = "auto", backend: str = "StatefulSet") -> dict:
     return {
         "apiVersion": contract.API_VERSION, "kind": engine.kind,
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {"replicas": replicas, "version": version or engine.default_version, "tls": {"provider": tls},
-                 "storage": {"size": "1Gi"}},
+                 "storage": {"size": "1Gi"}, "workloadKind": backend},
     }
 
 
@@ -147,7 +147,11 @@ def tls_cluster(request: pytest.FixtureRequest) -> Iterator[Setup]:
         nodes.import_archive(run, store_archive)
         for node in run.plan.nodes:
             run.ctr(node, "images", "tag", "--force", operator_image, OPERATOR_IMAGE)
-        run.kubectl("apply", "--server-side", "-k", str(REPO / "kustomize/overlays/statefulset"), timeout=120)
+        # etcd's lab also runs OpenKruise, for the Advanced StatefulSet's scale-in: the install that serves both.
+        if engine is engines.ETCD:
+            nodes.start_kruise(run)
+        overlay = "kruise" if engine is engines.ETCD else "statefulset"
+        run.kubectl("apply", "--server-side", "-k", str(REPO / "kustomize/overlays" / overlay), timeout=120)
         run.kubectl("scale", "-n", "raftset-system", "deployment/raftset-operator", "--replicas=1")
         run.kubectl("rollout", "status", "-n", "raftset-system", "deployment/raftset-operator", "--timeout=180s",
                     timeout=190)
@@ -337,6 +341,62 @@ def test_scale_3_5_3_under_an_external_writer(tls_cluster: Setup) -> None:
     assert sorted(m["name"] for m in result["members"]) == [contract.pod_name(NAME, o) for o in range(3)], result
     print(f"writer: leader before {result['leader_before']}, {result['ok']} acknowledged, {result['failed']} failed, "
           f"longest stall {result['longest_stall']:.2f} s")
+
+
+ASTS = "asts"
+
+
+def _ready_members(run: nodes.Lab, name: str) -> set[int]:
+    return {contract.ordinal_of(p) for p in _ready_pods(run) if p.startswith(f"{name}-")}
+
+
+@pytest.mark.parametrize("tls_cluster", [engines.ETCD], ids=["etcd"], indirect=True)
+def test_an_advanced_statefulset_keeps_the_leader_on_ordinal_4_through_5_to_3_under_a_writer(
+        tls_cluster: Setup) -> None:
+    """OpenKruise's Advanced StatefulSet on real nodes: 3 -> 5, the leader moved to ordinal 4, then
+    5 -> 3. The operator reserves ordinals 2 and 3 instead of removing the highest, so the leader's
+    pod stays, leads throughout, and no write fails; every acknowledged write reads back from the
+    three members that stay: asts-0, asts-1 and asts-4."""
+    run, engine = tls_cluster.run, tls_cluster.engine
+    plural = engine.plural
+    run.kubectl("apply", "-f", "-", input=json.dumps(_cluster(engine, 3, name=ASTS, backend="AdvancedStatefulSet")))
+    try:
+        _wait("three Ready members", lambda: _ready_members(run, ASTS) == {0, 1, 2}, READY_TIMEOUT_S,
+              lambda: _explain(run))
+        run.kubectl("patch", plural, "-n", NAMESPACE, ASTS, "--type=merge", "-p", '{"spec":{"replicas":5}}')
+        _wait("five Ready members", lambda: _ready_members(run, ASTS) == {0, 1, 2, 3, 4}, READY_TIMEOUT_S,
+              lambda: _explain(run))
+        stop_file = run.workdir / "asts.stop"
+        kept = (0, 1, 4)
+        args = {"endpoints": [_member_url(o, 2379, ASTS) for o in range(5)], "seconds": READY_TIMEOUT_S + 60,
+                "check_endpoints": [_member_url(o, 2379, ASTS) for o in kept], "stop_file": str(stop_file),
+                "leader_to": contract.pod_name(ASTS, 4)}
+        with _writing(run, args, ASTS) as writer:
+            started = time.monotonic()
+            run.kubectl("patch", plural, "-n", NAMESPACE, ASTS, "--type=merge", "-p", '{"spec":{"replicas":3}}')
+            _wait("asts-0, asts-1 and asts-4 Ready, alone", lambda: _ready_members(run, ASTS) == set(kept)
+                  and len(json.loads(run.kubectl("get", plural, "-n", NAMESPACE, ASTS, "-o", "json").stdout)
+                          ["status"].get("members") or []) == 3, READY_TIMEOUT_S, lambda: _explain(run))
+            took = time.monotonic() - started
+            result = _stop_and_check(writer, stop_file)
+        workload = json.loads(run.kubectl("get", "statefulsets.apps.kruise.io", "-n", NAMESPACE, ASTS,
+                                          "-o", "json").stdout)
+        status = json.loads(run.kubectl("get", plural, "-n", NAMESPACE, ASTS, "-o", "json").stdout)["status"]
+        print(f"{engine.name} Advanced StatefulSet 5 -> 3 with the leader on ordinal 4: {took:.1f} s; writer: "
+              f"{result['ok']} acknowledged, {result['failed']} failed, longest stall {result['longest_stall']:.2f} s")
+        assert sorted(workload["spec"].get("reserveOrdinals") or []) == [2, 3], workload["spec"]
+        assert result["leader_before"] == result["leader_after"] == _member_url(4, 2379, ASTS), result
+        assert status["leader"] == contract.pod_name(ASTS, 4), status
+        assert "verdict_error" not in result, result["verdict_error"]
+        assert result["ok"] > 0 and result["verdict"]["acknowledged"] == result["ok"], result
+        assert result["failed"] == 0, result  # the leader stayed: no election, no write refused
+        assert sorted(m["name"] for m in result["members"]) == [contract.pod_name(ASTS, o) for o in kept], result
+    finally:
+        run.kubectl("delete", plural, "-n", NAMESPACE, ASTS, "--wait=true", check=False, timeout=READY_TIMEOUT_S)
+        _wait("asts's pods gone", lambda: not any(p.startswith(f"{ASTS}-") for p in _pods(run)), READY_TIMEOUT_S,
+              lambda: _explain(run))
+        run.kubectl("delete", "pvc", "-n", NAMESPACE, "--ignore-not-found", "--wait=false",
+                    *(f"data-{contract.pod_name(ASTS, o)}" for o in range(5)), check=False)
 
 
 def _cluster_status(run: nodes.Lab, plural: str) -> dict:

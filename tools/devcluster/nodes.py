@@ -30,18 +30,18 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-from tools.devcluster import (build, certmanager, images, kubeconfig, lab, labdns, labvolumes, net, pki, procs,
+from tools.devcluster import (build, images, kubeconfig, lab, labdns, labvolumes, net, pki, plane, procs,
                               programs, shutdown, versions)
 
 START_TIMEOUT_S = 180.0
 HOST_LOOPBACK = "127.0.0.1"  # where the lab's host-side processes (cert-manager's controller) listen
+INNER_KUBECONFIG = "admin-inner.kubeconfig"  # the admin's, from inside the plane node's namespace
 NODE_READY_TIMEOUT_S = 180.0
 CGROUP_DRAIN_S = 15.0
 # What a node needs from the machine (`make realnode-deps` installs the Debian packages).
@@ -89,6 +89,10 @@ class Lab:
     timings: dict[str, float] = field(default_factory=dict)
     provisioner: Provisioner | None = None
     stopped: bool = False
+
+    @property
+    def host(self) -> str:
+        return HOST_LOOPBACK
 
     def dirs(self, node: lab.Node) -> lab.NodeDirs:
         return lab.NodeDirs(self.workdir / node.name)
@@ -256,7 +260,7 @@ def _start_plane(run: Lab) -> None:
     bridge_host = net.pick_block().host
     certs = pki.make_pki(run.workdir / "pki", [node.ip, plan.first_service_ip, bridge_host])
     # Inside the namespace, the admin and the controllers dial the node IP.
-    inner = str(kubeconfig.write(run.workdir / "admin-inner.kubeconfig", kubeconfig.render(
+    inner = str(kubeconfig.write(run.workdir / INNER_KUBECONFIG, kubeconfig.render(
         plan.apiserver_url, certs.ca.cert, kubeconfig.cert_user(certs.admin.cert, certs.admin.key))))
     env = _base_env()
     etcd = sup.start("etcd", lab.in_netns(node, [
@@ -408,33 +412,17 @@ def power_on(run: Lab, node: lab.Node) -> None:
 
 
 def start_cert_manager(run: Lab) -> procs.Proc:
-    """cert-manager's release CRDs and its controller (the cached build: tools.devcluster.certmanager),
-    as the lab's admin from the host, through the apiserver bridge: it talks to the API only. The CA and
-    SelfSigned issuers need neither its webhook nor its cainjector. Calling it again returns the running one."""
-    running = [p for p in run.supervisor.procs if p.name == "cert-manager" and p.alive()]
-    if running:
-        return running[0]
-    certmanager.ensure(log=_quiet)
-    crds = [doc for path in sorted(certmanager.CERT_MANAGER.crds_dir.glob("*.yaml"))
-            for doc in yaml.safe_load_all(path.read_text()) if doc]
-    run.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(crds))
-    run.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", *[c["metadata"]["name"] for c in crds])
-    health = net.free_port(HOST_LOOPBACK)
-    proc = run.supervisor.start("cert-manager", [
-        str(certmanager.CERT_MANAGER.binary()), f"--kubeconfig={run.kubeconfig}", "--leader-elect=false",
-        f"--metrics-listen-address={HOST_LOOPBACK}:{net.free_port(HOST_LOOPBACK)}",
-        f"--internal-healthz-listen-address={HOST_LOOPBACK}:{health}", "--v=2"], env=_base_env())
-    procs.wait_for(lambda: _answers(f"http://{HOST_LOOPBACK}:{health}/livez"), "cert-manager-controller /livez",
-                   START_TIMEOUT_S, [proc])
-    return proc
+    """cert-manager's controller on the host, through the apiserver bridge (plane.start_cert_manager)."""
+    return plane.start_cert_manager(run)
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
+def start_kruise(run: Lab) -> procs.Proc:
+    """OpenKruise's manager in the plane node's namespace, beside the apiserver that calls its webhooks
+    on that namespace's loopback (plane.start_kruise), as the admin from inside it."""
+    build.ensure_all((build.KRUISE,), log=_quiet)
+    node = run.plan.plane_node
+    return plane.start_kruise(run, beside=lambda argv: lab.in_netns(node, argv),
+                              kubeconfig=str(run.workdir / INNER_KUBECONFIG), probe=False)
 
 
 def expose(run: Lab, name: str, host: str, port: int) -> str:

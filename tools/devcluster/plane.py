@@ -19,6 +19,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,32 @@ STORAGE_CLASS = "standard"
 START_TIMEOUT_S = 120.0
 
 Log = Callable[[str], None]
+
+
+class Admin(Protocol):
+    """What starting a controller beside an apiserver needs, as its admin from the host: this
+    module's Plane, or the real-node lab (tools.devcluster.nodes.Lab)."""
+
+    kubeconfig: str
+    workdir: Path
+    supervisor: procs.Supervisor
+
+    @property
+    def host(self) -> str:
+        """The loopback address its host-side servers (metrics, health) bind to."""
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = ...) -> subprocess.CompletedProcess[str]: ...
+
+
+def apply(admin: Admin, manifest: str | dict | Sequence[dict], server_side: bool = True) -> None:
+    """Apply objects as the admin; server-side because Kruise's CRDs exceed the
+    client-side last-applied annotation limit."""
+    if not isinstance(manifest, str):
+        docs = [manifest] if isinstance(manifest, dict) else list(manifest)
+        manifest = yaml.safe_dump_all(docs, sort_keys=False)
+    args = ["apply", "-f", "-"] + (["--server-side", "--force-conflicts"] if server_side else [])
+    admin.kubectl(*args, input=manifest)
 
 
 def _quiet(_: str) -> None:
@@ -78,13 +105,7 @@ class Plane:
         return result
 
     def apply(self, manifest: str | dict | Sequence[dict], server_side: bool = True) -> None:
-        """Apply objects as the admin; server-side because Kruise's CRDs exceed the
-        client-side last-applied annotation limit."""
-        if not isinstance(manifest, str):
-            docs = [manifest] if isinstance(manifest, dict) else list(manifest)
-            manifest = yaml.safe_dump_all(docs, sort_keys=False)
-        args = ["apply", "-f", "-"] + (["--server-side", "--force-conflicts"] if server_side else [])
-        self.kubectl(*args, input=manifest)
+        apply(self, manifest, server_side)
 
     def token(self, namespace: str, service_account: str, duration: str = "1h") -> str:
         """A bound token from the TokenRequest API (needs only the apiserver)."""
@@ -277,103 +298,111 @@ def kruise_source() -> Path:
     return build.module_source(build.KRUISE, "github.com/openkruise/kruise")
 
 
-def _kustomize(plane: Plane, path: Path) -> list[dict]:
-    rendered = plane.kubectl("kustomize", str(path)).stdout
+def _kustomize(admin: Admin, path: Path) -> list[dict]:
+    rendered = admin.kubectl("kustomize", str(path)).stdout
     return [doc for doc in yaml.safe_load_all(rendered) if doc]
 
 
-def kruise_manifests(plane: Plane) -> tuple[list[dict], list[dict]]:
+def kruise_manifests(admin: Admin) -> tuple[list[dict], list[dict]]:
     """Kruise's CRDs and its two webhook configurations, as its own kustomize renders them
     (with the `kruise-` name prefix of its default overlay). The manager then rewrites the
     webhook client configs to its WEBHOOK_HOST URL and fills in its CA."""
     source = kruise_source()
-    crds = _kustomize(plane, source / "config" / "crd")
+    crds = _kustomize(admin, source / "config" / "crd")
     webhooks = []
-    for doc in _kustomize(plane, source / "config" / "webhook"):
+    for doc in _kustomize(admin, source / "config" / "webhook"):
         if doc["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
             doc["metadata"]["name"] = "kruise-" + doc["metadata"]["name"]
             webhooks.append(doc)
     return crds, webhooks
 
 
-def _webhooks_use_url(plane: Plane, expected_prefix: str) -> bool:
+def _webhooks_use_url(admin: Admin, expected_prefix: str) -> bool:
     for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
         prefix = "kruise-mutating" if kind.startswith("mutating") else "kruise-validating"
-        obj = json.loads(plane.kubectl("get", kind, f"{prefix}-webhook-configuration", "-o", "json").stdout)
+        obj = json.loads(admin.kubectl("get", kind, f"{prefix}-webhook-configuration", "-o", "json").stdout)
         hooks = obj.get("webhooks") or []
         if not hooks or not all(h["clientConfig"].get("url", "").startswith(expected_prefix) for h in hooks):
             return False
     return True
 
 
-def _start_kruise(sup: procs.Supervisor, plane: Plane) -> procs.Proc:
-    crds, webhooks = kruise_manifests(plane)
-    plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KRUISE_NAMESPACE}})
-    plane.apply(crds)
-    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", *[c["metadata"]["name"] for c in crds])
-    plane.apply(webhooks)
-    metrics_port, health_port = net.free_port(plane.host), net.free_port(plane.host)
+def start_kruise(admin: Admin, beside: Callable[[list[str]], list[str]] = list,
+                 kubeconfig: str | None = None, probe: bool = True) -> procs.Proc:
+    """OpenKruise's CRDs, webhooks and manager, out of cluster as the admin (part of a full plane's
+    `start`; the real-node lab starts it for Advanced StatefulSets). The apiserver calls its webhooks
+    on 127.0.0.1: `beside` runs it where that is the apiserver's loopback (the lab's plane node),
+    with `kubeconfig` to reach the apiserver from there; only a manager on the host's loopback can be
+    probed from here (`probe`), one beside a lab's apiserver is known up once it rewrote the webhooks."""
+    crds, webhooks = kruise_manifests(admin)
+    apply(admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KRUISE_NAMESPACE}})
+    apply(admin, crds)
+    admin.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", *[c["metadata"]["name"] for c in crds])
+    apply(admin, webhooks)
+    metrics_port, health_port = net.free_port(admin.host), net.free_port(admin.host)
     # Kruise's own readiness check dials https://localhost:<port>, so its webhook server
     # must listen on 127.0.0.1 (the port is still picked freshly, so planes don't collide).
     webhook_port = net.free_port(KRUISE_WEBHOOK_HOST)
-    cert_dir = plane.workdir / "kruise-webhook-certs"
+    cert_dir = admin.workdir / "kruise-webhook-certs"
     env = {
         **_base_env(),
-        "KUBECONFIG": plane.kubeconfig,
+        "KUBECONFIG": kubeconfig or admin.kubeconfig,
         "POD_NAMESPACE": KRUISE_NAMESPACE,
         # WEBHOOK_HOST mode: certificates on disk for this IP, webhooks called by URL.
         "WEBHOOK_HOST": KRUISE_WEBHOOK_HOST,
         "WEBHOOK_PORT": str(webhook_port),
         "WEBHOOK_CERT_DIR": str(cert_dir),
     }
-    proc = sup.start(
+    proc = admin.supervisor.start(
         "kruise-manager",
-        [
+        beside([
             str(build.KRUISE.binary("kruise")),
-            f"--metrics-addr={plane.host}:{metrics_port}",
-            f"--health-probe-addr={plane.host}:{health_port}",
+            f"--metrics-addr={admin.host}:{metrics_port}",
+            f"--health-probe-addr={admin.host}:{health_port}",
             "--enable-leader-election=false",
             "--enable-pprof=false",
-        ],
+        ]),
         env=env,
     )
-    procs.wait_for(lambda: _ok(f"http://{plane.host}:{health_port}/readyz"), "kruise-manager /readyz", START_TIMEOUT_S, [proc])
-    procs.wait_for(lambda: _webhooks_use_url(plane, f"https://{KRUISE_WEBHOOK_HOST}:{webhook_port}/"),
+    if probe:
+        procs.wait_for(lambda: _ok(f"http://{admin.host}:{health_port}/readyz"), "kruise-manager /readyz",
+                       START_TIMEOUT_S, [proc])
+    procs.wait_for(lambda: _webhooks_use_url(admin, f"https://{KRUISE_WEBHOOK_HOST}:{webhook_port}/"),
                    "kruise webhook configurations pointing at the manager", START_TIMEOUT_S, [proc])
     return proc
 
 
-def start_cert_manager(plane: Plane) -> procs.Proc:
+def start_cert_manager(admin: Admin) -> procs.Proc:
     """cert-manager's real CRDs and its controller, out of cluster as the admin.
 
     Not part of `start`: a test of what the operator does without cert-manager needs a
     plane that does not serve it yet. The CA and SelfSigned issuers need neither the
     webhook nor the cainjector, so only the controller runs (the source snapshot's
-    build, tools.devcluster.certmanager); its servers bind to the plane's address. Calling it
-    again returns the running controller.
+    build, tools.devcluster.certmanager); it talks to the API only, and its servers bind to
+    `admin.host`. Calling it again returns the running controller.
     """
-    running = [p for p in plane.supervisor.procs if p.name == CERT_MANAGER_PROC and p.alive()]
+    running = [p for p in admin.supervisor.procs if p.name == CERT_MANAGER_PROC and p.alive()]
     if running:
         return running[0]
     certmanager.ensure(log=_quiet)
     crds = [doc for path in sorted(certmanager.CERT_MANAGER.crds_dir.glob("*.yaml"))
             for doc in yaml.safe_load_all(path.read_text()) if doc]
-    plane.apply(crds)
-    plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", *[c["metadata"]["name"] for c in crds])
-    health = net.free_port(plane.host)
-    proc = plane.supervisor.start(
+    apply(admin, crds)
+    admin.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", *[c["metadata"]["name"] for c in crds])
+    health = net.free_port(admin.host)
+    proc = admin.supervisor.start(
         CERT_MANAGER_PROC,
         [
             str(certmanager.CERT_MANAGER.binary()),
-            f"--kubeconfig={plane.kubeconfig}",
+            f"--kubeconfig={admin.kubeconfig}",
             "--leader-elect=false",
-            f"--metrics-listen-address={plane.host}:{net.free_port(plane.host)}",
-            f"--internal-healthz-listen-address={plane.host}:{health}",
+            f"--metrics-listen-address={admin.host}:{net.free_port(admin.host)}",
+            f"--internal-healthz-listen-address={admin.host}:{health}",
             "--v=2",
         ],
         env=_base_env(),
     )
-    procs.wait_for(lambda: _ok(f"http://{plane.host}:{health}/livez"), "cert-manager-controller /livez",
+    procs.wait_for(lambda: _ok(f"http://{admin.host}:{health}/livez"), "cert-manager-controller /livez",
                    START_TIMEOUT_S, [proc])
     return proc
 
@@ -567,7 +596,7 @@ def _start(sup: procs.Supervisor, workdir: Path, owns: bool, full: bool, nodes: 
         with _step(timings, "kube-scheduler", log):
             _start_scheduler(sup, plane)
         with _step(timings, "kruise-manager", log):
-            _start_kruise(sup, plane)
+            start_kruise(plane)
         with _step(timings, "kwok", log):
             _start_kwok(sup, plane, nodes, run_namespace_prefix, room)
         with _step(timings, "default ServiceAccount", log):
