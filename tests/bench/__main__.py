@@ -1,7 +1,7 @@
 """`make bench`: every benchmark, its results files, plots and docs/benchmarks.md.
 
     python -m tests.bench [--smoke] [--out DIR] [--doc FILE] [--page-only]
-                          [--only scale-in|recovery|backup|footprint|scale-out|operator|engines|rolls]
+                          [--only scale-in|recovery|backup|footprint|scale-out|operator|engines|rolls|real]
                           [--repetitions N]
                           [--backup-mib N] [--latencies MS,MS,...] [--strategies S,S,...]
                           [--sizes FROM-TO,...]
@@ -17,7 +17,8 @@ neither plane's load is in the other's figures. Both planes, and every process t
 start, are gone when this exits.
 
 `--only scale-in` (or `recovery`, `backup`, `footprint`, `scale-out`, `operator`, `engines`: the scale-in
-on every engine build and the upgrade; `rolls`: the rolling restarts and the member replacements) measures
+on every engine build and the upgrade; `rolls`: the rolling restarts and the member replacements; `real`:
+(b) and (c) on real nodes, which only this measures, as root) measures
 that benchmark alone and keeps the other sections of OUT/results.json as they were, each with the date,
 commit and load it was measured at.
 """
@@ -44,7 +45,8 @@ from tools.devcluster import build, start
 from tools.devcluster.plane import kruise_source
 from tools.devcluster.podrunner import RUN_NAMESPACE_PREFIX
 from tests.bench import (
-    backup, builds, footprint, operator_cost, recovery, report, rolls, scalein, scalein_operator, scaleout, upgrade)
+    backup, builds, footprint, operator_cost, recovery, report, rolls, scalein, scalein_operator, scalein_real, scaleout,
+    upgrade)
 from tests.bench.labs import grow
 from tests.harness import engines
 
@@ -110,7 +112,7 @@ SECTIONS = ("scale_in", "scale_out", "operator", "operator_failover", "footprint
 # --only: the sections it measures
 ONLY = {"scale-in": ("scale_in",), "recovery": ("recovery",), "backup": ("backup",), "footprint": ("footprint",),
         "scale-out": ("scale_out",), "operator": ("operator", "operator_failover"), "engines": ("engines", "upgrade"),
-        "rolls": ("rolls", "replace")}
+        "rolls": ("rolls", "replace"), "real": tuple(report.REAL)}
 
 
 def log(message: str) -> None:
@@ -261,6 +263,21 @@ async def _one(row: Awaitable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [await row]
 
 
+def _on_real_nodes(out: Path, doc: Path, p: Params, machine: dict[str, Any], earlier: dict[str, Any]) -> None:
+    """`--only real`: (b) and (c) on the real-node lab; every other section as the last run left it."""
+    began = time.monotonic()
+    log("scale-in on real nodes (tests/bench/scalein_real.py)")
+    rows = [run.row for run in scalein_real.bench(p.baseline_s, log)]
+    finished = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = {"finished": finished, "raftset_commit": machine["raftset_commit"], "smoke": False,
+             "etcd": machine["etcd"], "load_average_at_start": machine["load_average_at_start"],
+             "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
+    results = {**earlier, "scale_in_real": rows, "measured": {**earlier.get("measured", {}), "scale_in_real": stamp}}
+    report.write_results(out, results)
+    report.write_doc(doc, out, results)
+    log(f"results in {out}, page {doc} ({time.monotonic() - began:.0f}s)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one repetition (for `make test`)")
@@ -313,9 +330,13 @@ def main(argv: list[str] | None = None) -> None:
     if args.page_only:
         report.write_doc(doc, out, json.loads((out / "results.json").read_text()))
         return
-    earlier = json.loads((out / "results.json").read_text()) if args.only else None
+    previous = out / "results.json"
+    earlier = json.loads(previous.read_text()) if args.only else None
     machine = report.machine()
     began = time.monotonic()
+    if args.only == "real":
+        _on_real_nodes(out, doc, params, machine, earlier or {})
+        return
     work = Path(tempfile.mkdtemp(prefix="raftset-bench-"))
     logs = Path(tempfile.mkdtemp(prefix="raftset-bench-logs-"))  # the operator's log, kept for a look
     sections = Sections()
@@ -353,6 +374,8 @@ def main(argv: list[str] | None = None) -> None:
         "errors": sections.errors,
         "measured": {section: stamp for section in SECTIONS},
     }
+    if not args.smoke and earlier is None and previous.exists():  # the real rows stay until measured again
+        results = report.keep_earlier(results, json.loads(previous.read_text()), kept=list(report.REAL))
     partial = False  # some strategies' scale-in rows are an earlier run's
     if earlier is not None:
         results = report.keep_earlier(results, earlier, kept=[s for s in SECTIONS if s not in ONLY[args.only]])

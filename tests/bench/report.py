@@ -22,7 +22,7 @@ import psutil  # noqa: E402
 
 from tools.devcluster import versions  # noqa: E402
 from tests.bench import (  # noqa: E402
-    backup, builds, footprint, load, operator_cost, recovery, rolls, scalein, scaleout, upgrade)
+    backup, builds, footprint, load, operator_cost, recovery, rolls, scalein, scalein_real, scaleout, upgrade)
 from tests.bench.scalein import REPORTED as STRATEGIES, Run  # noqa: E402
 from tests.bench.stats import Sample, percentile  # noqa: E402
 from raftset.sidecar.pure import promotion
@@ -46,6 +46,8 @@ SUMMARY_COLUMNS = ("one_way_ms", "strategy", "from_members", "to_members", "repe
                    "failed_write_requests_total", "failed_write_requests_max", "longest_stall_median_s",
                    "longest_stall_max_s", "write_p50_ms", "write_p99_ms", "write_p999_ms", "failed_reads_total",
                    "leader_changes_total", "leader_changes_max", "scale_in_median_s", "load_1m_median")
+# Measured only by `make bench --only real` (root, the real-node lab): every other run keeps the last rows.
+REAL = {"scale_in_real": scalein.COLUMNS}
 SUMMARIES = {"scale_in_summary": SUMMARY_COLUMNS, "footprint_summary": footprint.SUMMARY_COLUMNS,
              "engines_summary": ("engine", *SUMMARY_COLUMNS)}
 LABELS = {
@@ -200,7 +202,7 @@ def keep_other_strategies(results: Mapping[str, Any], earlier: Mapping[str, Any]
 def write_results(out: Path, results: Mapping[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
-    for name, columns in {**TABLES, **SUMMARIES}.items():
+    for name, columns in {**TABLES, **SUMMARIES, **REAL}.items():
         with open(out / f"{name}.csv", "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=columns)
             writer.writeheader()
@@ -467,6 +469,11 @@ medians, the leader changes the most in any one repetition.
 {_stamp(results, "scale_in")}
 {_headline(summary) if summary else "(the scale-in benchmark produced no rows)"}
 
+The same scale-in of (b) and (c) on real nodes beside the loopback rows at 0 ms (see
+[On real nodes](#scale-in-on-real-nodes)):
+{_stamp(results, "scale_in_real")}
+{_real_headline(results)}
+
 The same scale-in on every engine build, 3\u21922 at 0 ms (see [Every engine build](#scale-in-on-every-engine-build)):
 {_stamp(results, "engines")}
 {_builds_headline(results.get("engines_summary") or [])}
@@ -649,6 +656,7 @@ the WAL, so a raft snapshot on 3.6 must be past them (docs/engines.md). After th
 the checker's writer got acknowledged reads back and HashKV agrees on all three (`acked_read_back`).
 
 {_table(results.get('upgrade') or [], upgrade.COLUMNS)}
+{_real_nodes(results)}
 {_rolls(results)}
 ## Scale-out
 {_stamp(results, "scale_out")}
@@ -843,6 +851,21 @@ def _headline_size(summary: Sequence[Mapping[str, Any]], size: tuple[int, int]) 
     return "\n".join(lines)
 
 
+def _real_headline(results: Mapping[str, Any]) -> str:
+    """(b) and (c) down; the loopback row at 0 ms and the real nodes' across, in the headline's cells."""
+    real = summarise(results.get("scale_in_real") or [])
+    if not real:
+        return "(not measured yet: `make bench --only real`, as root, where the real-node lab runs)"
+    size = (real[0]["from_members"], real[0]["to_members"])
+    loopback = {r["strategy"]: r for r in results.get("scale_in_summary") or []
+                if r["one_way_ms"] == 0 and (r["from_members"], r["to_members"]) == size}
+    lines = [f"| {size[0]}\u2192{size[1]} members | loopback, 0 ms one-way | real nodes |", "|---|---|---|"]
+    for r in sorted(real, key=lambda r: STRATEGIES.index(r["strategy"])):
+        same = loopback.get(r["strategy"])
+        lines.append(f"| {LABELS[r['strategy']]} | {_cell(same) if same else '-'} | {_cell(r)} |")
+    return "\n".join(lines)
+
+
 def _cell(r: Mapping[str, Any]) -> str:
     """A summary line the headline's way: failed writes (requests) / stall / p99 (steady) / p99.9 / leader changes."""
     return (f"{r['failed_writes_total']} ({r['failed_write_requests_total']}) / {r['longest_stall_max_s']:.3f} s / "
@@ -953,6 +976,29 @@ def _problems(errors: Sequence[str]) -> str:
 def write_doc(doc: Path, out: Path, results: Mapping[str, Any]) -> None:
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(markdown(results, doc, out))
+
+
+def _real_nodes(results: Mapping[str, Any]) -> str:
+    """The scale-in on real nodes (tests/bench/scalein_real.py)."""
+    start, target = scalein_real.SIZES
+    return f"""
+## Scale-in on real nodes
+{_stamp(results, "scale_in_real")}
+`make bench --only real`: strategies (b) and (c) of the headline as a user runs them, on three real nodes
+(kubelet, containerd and runc in network namespaces, one per zone, CoreDNS, local volumes; the real-node
+lab of docs/devcluster.md), with OpenKruise's manager and the operator's Deployment from the `kruise`
+overlay and every pod from the images built from the project's Dockerfile. A fresh EtcdCluster of
+{start} members per strategy (the default etcd build, its default raft timings, without TLS as the
+loopback rows), the leader moved to demo-{start - 1}, then only `spec.replicas` patched to {target}: (b) on
+`workloadKind: StatefulSet`, whose controller deletes demo-{start - 1} first and whose sidecar hands
+leadership off in its preStop; (c) on `workloadKind: AdvancedStatefulSet`, where the operator reserves
+lower ordinals and keeps the leader's pod. The same load as every other row, run in the first node's
+namespace on the members' DNS names; no latency is added: the pods talk over the nodes' veth pairs and
+bridges. The window ends once the operator's status shows {target} healthy members with a leader, no
+step in progress, and exactly those pods Ready, plus {scalein.TAIL_S:.0f} s.
+
+{_table(results.get('scale_in_real') or [], scalein.COLUMNS, LABELS)}
+"""
 
 
 def _rolls(results: Mapping[str, Any]) -> str:

@@ -19,7 +19,7 @@ from raftset.sidecar.io.etcdclient import ClientTLS, MemberClient
 from tests.harness import checker
 
 
-async def _members(endpoint: str, tls: ClientTLS) -> list[dict[str, object]]:
+async def members(endpoint: str, tls: ClientTLS | None) -> list[dict[str, object]]:
     async with MemberClient(endpoint, tls, timeout=10) as client:
         return [{"id": m.id, "name": m.name, "peer_urls": list(m.peer_urls), "learner": m.is_learner}
                 for m in await client.member_list()]
@@ -34,7 +34,7 @@ async def _versions(endpoints: list[str], tls: ClientTLS) -> dict[str, str]:
     return found
 
 
-async def _leader(endpoints: list[str], tls: ClientTLS) -> tuple[str, int]:
+async def _leader(endpoints: list[str], tls: ClientTLS | None) -> tuple[str, int]:
     """The leader's client URL and member id, as the first member that answers reports it."""
     for endpoint in endpoints:
         async with MemberClient(endpoint, tls, timeout=10) as client:
@@ -46,9 +46,9 @@ async def _leader(endpoints: list[str], tls: ClientTLS) -> tuple[str, int]:
     raise AssertionError(f"no leader among {endpoints}")
 
 
-async def _move_leader(endpoints: list[str], tls: ClientTLS, name: str) -> str:
+async def move_leader(endpoints: list[str], tls: ClientTLS | None, name: str) -> str:
     url, _ = await _leader(endpoints, tls)
-    target = next(m for m in await _members(endpoints[0], tls) if m["name"] == name)
+    target = next(m for m in await members(endpoints[0], tls) if m["name"] == name)
     async with MemberClient(url, tls, timeout=10) as client:
         await client.move_leader(int(target["id"]), timeout=30)
     return (await _leader(endpoints, tls))[0]
@@ -63,7 +63,7 @@ def _check_only(args: dict, tls: ClientTLS) -> dict:
         out["verdict"] = {"acknowledged": verdict.acknowledged, "revision": verdict.revision}
     except AssertionError as e:
         out["verdict_error"] = str(e)
-    out["members"] = asyncio.run(_members(args["endpoints"][0], tls))
+    out["members"] = asyncio.run(members(args["endpoints"][0], tls))
     return out
 
 
@@ -75,7 +75,7 @@ def main(args: dict) -> dict:
         return _check_only(args, tls)
     out: dict[str, object] = {}
     if args.get("leader_to"):
-        out["leader_before"] = asyncio.run(_move_leader(args["endpoints"], tls, args["leader_to"]))
+        out["leader_before"] = asyncio.run(move_leader(args["endpoints"], tls, args["leader_to"]))
     else:
         out["leader_before"] = asyncio.run(_leader(args["endpoints"], tls))[0]
     writer = checker.Writer(args["endpoints"], tls)
@@ -96,7 +96,7 @@ def main(args: dict) -> dict:
         out["verdict"] = {"acknowledged": verdict.acknowledged, "revision": verdict.revision}
     except AssertionError as e:
         out["verdict_error"] = str(e)
-    out["members"] = asyncio.run(_members(check_endpoints[0], tls))
+    out["members"] = asyncio.run(members(check_endpoints[0], tls))
     out["leader_after"] = asyncio.run(_leader(check_endpoints, tls))[0]
     out["versions"] = asyncio.run(_versions(check_endpoints, tls))
     return out

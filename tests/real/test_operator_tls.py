@@ -30,12 +30,11 @@ from pathlib import Path
 import pytest
 
 from raftset import contract, engines
-from tools.devcluster import build, lab, nodes, projectimage, s3
+from tools.devcluster import build, lab, nodes, projectimage, realrun, s3
 
 pytestmark = pytest.mark.real
 
 REPO = Path(__file__).resolve().parents[2]
-OPERATOR_IMAGE = "ghcr.io/raftset/raftset:0.1.0"  # the Deployment's and the sidecar's default
 NAMESPACE = "db"
 NAME = "tls"
 READY_TIMEOUT_S = 240.0
@@ -140,25 +139,11 @@ class Setup:
 def tls_cluster(request: pytest.FixtureRequest) -> Iterator[Setup]:
     """Three nodes, the operator from the Dockerfile's image, and three Ready members of `NAME`."""
     engine: engines.Engine = request.param
-    operator_image, operator_archive = projectimage.ensure_archive()
     _, store_archive = (projectimage.store_archive() if engine is engines.ETCD else projectimage.xline_archive())
     with nodes.start(3) as run:
-        nodes.import_archive(run, operator_archive)
-        nodes.import_archive(run, store_archive)
-        for node in run.plan.nodes:
-            run.ctr(node, "images", "tag", "--force", operator_image, OPERATOR_IMAGE)
         # etcd's lab also runs OpenKruise, for the Advanced StatefulSet's scale-in: the install that serves both.
-        if engine is engines.ETCD:
-            nodes.start_kruise(run)
-        overlay = "kruise" if engine is engines.ETCD else "statefulset"
-        run.kubectl("apply", "--server-side", "-k", str(REPO / "kustomize/overlays" / overlay), timeout=120)
-        run.kubectl("scale", "-n", "raftset-system", "deployment/raftset-operator", "--replicas=1")
-        run.kubectl("rollout", "status", "-n", "raftset-system", "deployment/raftset-operator", "--timeout=180s",
-                    timeout=190)
-        run.kubectl("create", "namespace", NAMESPACE)
-        # TLS `auto` keeps its CA in Secrets of the cluster's namespace: the install's documented grant.
-        run.kubectl("create", "rolebinding", "raftset-operator-secrets", "-n", NAMESPACE,
-                    "--clusterrole=raftset-operator-secrets", "--serviceaccount=raftset-system:raftset-operator")
+        realrun.install(run, "kruise" if engine is engines.ETCD else "statefulset", stores=[store_archive],
+                        clusters=NAMESPACE)
         run.kubectl("apply", "-f", "-", input=json.dumps(_cluster(engine, 3)))
         started = time.monotonic()
         placed = _wait("three Ready members", lambda: (p := _ready_pods(run)) and len(p) == 3 and p,

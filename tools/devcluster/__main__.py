@@ -261,10 +261,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """`make run`: a plane (unless $KUBECONFIG), the overlay, the operator, the pod runner, a demo; or,
     with `--nodes real`, the demo on real nodes (tools.devcluster.realrun)."""
     if args.nodes == "real":
-        if args.overlay not in (None, realrun.OVERLAY):
-            raise SystemExit(f"make run NODES=real runs the {realrun.OVERLAY} overlay: OpenKruise's manager does "
-                             f"not run on the real nodes yet (OVERLAY={args.overlay})")
-        return realrun.run_demo()
+        return realrun.run_demo(overlay=args.overlay or realrun.OVERLAY)
     args.overlay = args.overlay or "kruise"
     shutdown.on_stop_signals()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")

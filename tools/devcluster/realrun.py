@@ -15,29 +15,36 @@ from raftset import contract
 from tools.devcluster import demo, nodes, projectimage, xline
 
 REPO = Path(__file__).resolve().parents[2]
-OVERLAY = "statefulset"  # OpenKruise's manager does not run on the real nodes yet
+OVERLAY = "statefulset"  # make run NODES=real's default: see docs/devcluster.md
 OPERATOR_IMAGE = "ghcr.io/raftset/raftset:0.1.0"  # the Deployment's image and the sidecar's default
 OPERATOR = ("raftset-system", "raftset-operator")
 
 
-def install(run: nodes.Lab, log=print) -> None:
-    """The project's images into every node, then the overlay as a user applies it: its operator
-    Deployment runs the image built from the Dockerfile (one replica: two cores)."""
+def install(run: nodes.Lab, overlay: str = OVERLAY, stores: list[Path] | None = None, clusters: str = "default",
+            log=print) -> None:
+    """The project's images into every node (the store images `stores`; by default etcd's, and Xline's
+    when it is built), then the overlay as a user applies it, with OpenKruise's manager first for the
+    `kruise` overlay: its operator Deployment runs the image built from the Dockerfile (one replica: two
+    cores). `clusters` (made if missing) is the namespace whose clusters may keep TLS `auto`'s Secrets."""
     operator_image, operator_archive = projectimage.ensure_archive()
-    archives = [operator_archive, projectimage.store_archive()[1]]
-    if xline.built():
-        archives.append(projectimage.xline_archive()[1])
-    for archive in archives:
+    if stores is None:
+        stores = [projectimage.store_archive()[1], *([projectimage.xline_archive()[1]] if xline.built() else [])]
+    for archive in (operator_archive, *stores):
         nodes.import_archive(run, archive)
     for node in run.plan.nodes:
         run.ctr(node, "images", "tag", "--force", operator_image, OPERATOR_IMAGE)
-    run.kubectl("apply", "--server-side", "-k", str(REPO / "kustomize" / "overlays" / OVERLAY), timeout=120)
+    if overlay == "kruise":
+        nodes.start_kruise(run)
+    run.kubectl("apply", "--server-side", "-k", str(REPO / "kustomize" / "overlays" / overlay), timeout=120)
     namespace, name = OPERATOR
     run.kubectl("scale", "-n", namespace, f"deployment/{name}", "--replicas=1")
     run.kubectl("rollout", "status", "-n", namespace, f"deployment/{name}", "--timeout=180s", timeout=190)
     deployment = json.loads(run.kubectl("get", "deployment", "-n", namespace, name, "-o", "json").stdout)
-    run.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(demo.secrets_binding(deployment, "default")))
-    log(f"operator {name} rolled out from {operator_image} (tagged {OPERATOR_IMAGE})")
+    log(f"operator {name} rolled out from {operator_image} (tagged {OPERATOR_IMAGE}), {overlay} overlay")
+    run.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(
+        {"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": clusters}},
+            demo.secrets_binding(deployment, clusters)]}))
 
 
 def demos() -> list[dict]:
@@ -49,13 +56,19 @@ def demos() -> list[dict]:
     return out
 
 
-def guide(run: nodes.Lab, clusters: list[dict]) -> str:
+SCALE_IN = {  # what the guide's 5 -> 3 does, by overlay (the demo takes the overlay's default kind)
+    "statefulset": f"{demo.NAME}-3 and {demo.NAME}-4 go; a leader among them hands off first",
+    "kruise": f"two members go; a leader on {demo.NAME}-3 or {demo.NAME}-4 stays, a lower ordinal reserved instead",
+}
+
+
+def guide(run: nodes.Lab, clusters: list[dict], overlay: str = OVERLAY) -> str:
     """What to try, every line runnable as printed (the `real` tier runs them)."""
     members = ",".join(f"http://{contract.pod_name(demo.NAME, o)}.{contract.peer_service_name(demo.NAME)}"
                        f".default.svc:{contract.CLIENT_PORT}" for o in range(3))
     text = f"""
 raftset is running on {len(run.plan.nodes)} real nodes (kubelet, containerd, runc in network namespaces;
-images built from the project's Dockerfile; operator from the {OVERLAY} overlay).
+images built from the project's Dockerfile; operator from the {overlay} overlay).
 
   export KUBECONFIG={run.kubeconfig}
   kubectl get nodes -L topology.kubernetes.io/zone
@@ -63,7 +76,7 @@ images built from the project's Dockerfile; operator from the {OVERLAY} overlay)
   kubectl get pods -o wide -L raftset.dev/role
   kubectl exec {contract.pod_name(demo.NAME, 0)} -c etcd -- etcdctl --endpoints={members} endpoint status -w table
   kubectl scale etcdc {demo.NAME} --replicas=5
-  kubectl scale etcdc {demo.NAME} --replicas=3     # {demo.NAME}-3 and {demo.NAME}-4 go; a leader among them hands off first
+  kubectl scale etcdc {demo.NAME} --replicas=3     # {SCALE_IN[overlay]}
 """
     if len(clusters) == 1:
         text += "\n  # no XlineCluster: Xline is not built (python -m tools.devcluster build xline, about 25 min)\n"
@@ -72,12 +85,12 @@ logs: {run.workdir / 'logs'} (removed with the lab)   Ctrl-C stops everything.
 """
 
 
-def run_demo(count: int = 3) -> int:
+def run_demo(count: int = 3, overlay: str = OVERLAY) -> int:
     """Until a stop signal: the lab, the install, the demos, the guide."""
     def demo_on(lab: nodes.Lab) -> None:
-        install(lab)
+        install(lab, overlay)
         clusters = demos()
         lab.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": clusters}))
-        print(guide(lab, clusters), flush=True)
+        print(guide(lab, clusters, overlay), flush=True)
 
     return nodes.serve(count, demo_on)
