@@ -42,5 +42,5 @@ def runner(control_plane: Any, namespace: str, tmp_path: Path) -> Iterator[PodRu
 @pytest.fixture(params=[engines.DEFAULT], ids=lambda e: e.label)
 def etcd(request: pytest.FixtureRequest) -> EngineUnderTest:
     """The etcd build a test's cluster runs (its `version`), named in the test id: the default
-    build; a test parametrized over `etcd` itself (test_fullstack.ETCD_BUILDS) overrides it."""
+    build; a test parametrized over `etcd` itself (test_fullstack.OLDER_BUILDS) overrides it."""
     return request.param

@@ -103,14 +103,24 @@ class ClusterView:
                  f"pods {sorted(want)} (have {sorted(self.pods())})")
 
     def wait_settled(self, replicas: int) -> dict[str, Any]:
+        last: dict[str, Any] = {}
+
         def settled() -> dict[str, Any] | None:
-            obj = self.obj()
+            obj = last["obj"] = self.obj()
             st = obj.get("status") or {}
             conds = {c["type"]: c for c in st.get("conditions", [])}
             ok = (st.get("observedGeneration") == obj["metadata"]["generation"]
                   and conds.get("Progressing", {}).get("status") == "False" and len(st.get("members", [])) == replicas)
             return obj if ok else None
-        return wait_for(settled, STEP_TIMEOUT, f"{self.name} settled at {replicas} members")
+        try:
+            return wait_for(settled, STEP_TIMEOUT, f"{self.name} settled at {replicas} members")
+        except AssertionError as timeout:  # what it waited on: the status it last read
+            st = (last.get("obj") or {}).get("status") or {}
+            raise AssertionError(f"{timeout}; last status: observedGeneration {st.get('observedGeneration')} of "
+                                 f"{(last.get('obj') or {}).get('metadata', {}).get('generation')}, members "
+                                 f"{[m.get('name') for m in st.get('members', [])]}, conditions "
+                                 f"{[(c['type'], c.get('status'), c.get('message')) for c in st.get('conditions', [])]}"
+                                 ) from None
 
     def events(self) -> list[tuple[str, str]]:
         found = self.core.list_namespaced_event(
