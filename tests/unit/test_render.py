@@ -16,7 +16,7 @@ from raftset.operator.components.member_rbac import member_rbac
 from raftset.operator.components.services import client_service, peer_service
 from raftset.operator.components.workload import workload_manifest
 from raftset.operator.pure.objects import cached, edited_behind_our_back
-from raftset.operator.pure.pod_template import pod_template
+from raftset.operator.pure.pod_template import pod_template, pull_policy
 from raftset.operator.pure import space
 from raftset.operator.pure.spec import Cluster
 from tests.unit.builders import cluster, owned_objects
@@ -154,6 +154,28 @@ def test_store_container(kind: str, backend: str) -> None:
     assert container["livenessProbe"]["tcpSocket"] == {"port": contract.CLIENT_PORT}
     # Its last log lines reach the pod status: the sidecar tells corrupt data from them.
     assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+@pytest.mark.parametrize(("kind", "backend"), BOTH)
+def test_both_containers_say_how_their_image_is_pulled_as_kubernetes_would_default_it(kind: str, backend: str) -> None:
+    """OpenKruise defaults an unset policy to Always: on the real nodes an Advanced StatefulSet's store
+    container then pulled an image its node held (ImagePullBackOff), where the StatefulSet's started."""
+    template = pod_template(cluster(kind, backend))
+    assert store(template)["imagePullPolicy"] == sidecar(template)["imagePullPolicy"] == "IfNotPresent"
+
+
+@pytest.mark.parametrize(("image", "policy"), [
+    ("gcr.io/etcd-development/etcd:v3.7.3", "IfNotPresent"),
+    ("ghcr.io/raftset/raftset:0.1.0", "IfNotPresent"),
+    ("registry.local:5000/etcd:v3.6.16", "IfNotPresent"),
+    ("etcd:latest", "Always"),
+    ("etcd", "Always"),
+    ("registry.local:5000/etcd", "Always"),  # the port is no tag
+    ("registry.local:5000/etcd@sha256:" + "a" * 64, "IfNotPresent"),
+    ("etcd:latest@sha256:" + "b" * 64, "Always"),  # Kubernetes reads the tag, digest or not
+])
+def test_the_pull_policy_is_kubernetes_own_default(image: str, policy: str) -> None:
+    assert pull_policy(image) == policy
 
 
 @pytest.mark.parametrize("kind", ENGINES)

@@ -142,11 +142,23 @@ def _sidecar_probe(path: str, period: int, failures: int) -> dict[str, Any]:
 
 
 
+def pull_policy(image: str) -> str:
+    """Kubernetes' own default for `image` (Always for `latest` or no tag, else IfNotPresent),
+    written out: OpenKruise defaults an unset policy to Always for its in-place updates, so an
+    Advanced StatefulSet's member could not restart while its registry is unreachable, or at all
+    on nodes whose images were loaded by hand. Both backends pull the same way."""
+    name, digested, _ = image.partition("@")
+    last = name.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else ("" if digested else "latest")
+    return "Always" if tag == "latest" else "IfNotPresent"
+
+
 def sidecar_container(cluster: Cluster) -> dict[str, Any]:
     """A native sidecar: started before the store, stopped after it (Kubernetes >= 1.29)."""
     return {
         "name": SIDECAR_CONTAINER,
         "image": cluster.sidecar.image,
+        "imagePullPolicy": pull_policy(cluster.sidecar.image),
         "command": ["raftset-sidecar"],
         "restartPolicy": "Always",
         "env": sidecar_env(cluster),
@@ -191,6 +203,7 @@ def store_container(cluster: Cluster) -> dict[str, Any]:
     return {
         "name": cluster.engine.name,
         "image": cluster.image,
+        "imagePullPolicy": pull_policy(cluster.image),
         "command": cluster.engine.command(),
         "ports": [
             {"name": "client", "containerPort": contract.CLIENT_PORT},
