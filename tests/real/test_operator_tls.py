@@ -357,6 +357,11 @@ def test_an_advanced_statefulset_keeps_the_leader_on_ordinal_4_through_5_to_3_un
                 "check_endpoints": [_member_url(o, 2379, ASTS) for o in kept], "stop_file": str(stop_file),
                 "leader_to": contract.pod_name(ASTS, 4)}
         with _writing(run, args, ASTS) as writer:
+            # What the operator plans around is what the heartbeats said last: the scale-in starts once
+            # they name the moved leader (one run patched at once and lost the leader it had not seen).
+            _wait("the operator's status to name asts-4 leader", lambda: json.loads(run.kubectl(
+                "get", plural, "-n", NAMESPACE, ASTS, "-o", "json").stdout)["status"].get("leader")
+                == contract.pod_name(ASTS, 4), 60, lambda: _explain(run))
             started = time.monotonic()
             run.kubectl("patch", plural, "-n", NAMESPACE, ASTS, "--type=merge", "-p", '{"spec":{"replicas":3}}')
             _wait("asts-0, asts-1 and asts-4 Ready, alone", lambda: _ready_members(run, ASTS) == set(kept)

@@ -194,6 +194,45 @@ def test_the_newest_of_two_leader_records_is_protected() -> None:
     assert 1 in result.kept and result.scale_away == (pod(2),)
 
 
+def _termed(records: Sequence[HeartbeatRecord], terms: dict[int, int], default: int = 7) -> list[HeartbeatRecord]:
+    return [replace(r, raft_term=terms.get(r.ordinal, default)) for r in records]
+
+
+def test_a_leader_record_of_an_older_term_than_another_members_is_deposed_and_the_scale_in_waits() -> None:
+    """The real tier's Advanced StatefulSet scale-in: the leader moved from 0 to 4 a second before
+    `replicas` went down; 0's heartbeat still said leader, and the operator removed 4, the new
+    leader ("keeping leader asts-0"). A higher term in any fresh heartbeat says 0 was deposed."""
+    records = _termed(members(range(5), 0), {0: 7}, default=8)  # 4 leads in term 8, not reported yet
+    result = step(ADVANCED_STATEFULSET, 3, 5, [], records)
+    assert (result.action, result.replicas, result.scale_away) == ("wait", 5, ())
+    assert "deposed" in result.message and not result.refused
+    assert planner.undisputed_leader(records, raft_of(records), NOW) is None
+    assert planner.leader(records, NOW).ordinal == 0  # what status still shows meanwhile
+    # Once the new leader reports, it is the one kept.
+    records = _termed(members(range(5), 4), {}, default=8)
+    result = step(ADVANCED_STATEFULSET, 3, 5, [], records)
+    assert result.action == "scale-in" and 4 in result.kept and result.scale_away == (pod(3),)
+
+
+def test_a_membership_published_in_a_later_term_or_naming_another_leader_in_the_same_term_disputes_the_leader() -> None:
+    records = _termed(members(range(3), 0), {})
+    published = raft_of(records)
+    assert planner.undisputed_leader(records, replace(published, term=7, leader=pod(0)), NOW).ordinal == 0
+    assert planner.undisputed_leader(records, replace(published, term=8, leader=pod(2)), NOW) is None
+    assert planner.undisputed_leader(records, replace(published, term=7, leader=pod(2)), NOW) is None
+    # A membership from an older term is older news, whoever it names.
+    assert planner.undisputed_leader(records, replace(published, term=6, leader=pod(2)), NOW).ordinal == 0
+    assert planner.undisputed_leader(records, None, NOW).ordinal == 0
+    # A stale heartbeat of a later term is no evidence: it expired.
+    stale = [*records[:2], replace(records[2], raft_term=9, expires=NOW)]
+    assert planner.undisputed_leader(stale, None, NOW).ordinal == 0
+
+
+def test_a_leader_record_without_a_term_is_taken_as_it_is() -> None:
+    records = _termed(members(range(3), 1), {1: 0})
+    assert planner.undisputed_leader(records, None, NOW).ordinal == 1
+
+
 # --- scale-in: waits and refusals -------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)

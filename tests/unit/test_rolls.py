@@ -164,6 +164,16 @@ def test_waits_for_a_leader() -> None:
     assert step.action == "wait" and "leader" in step.message
 
 
+def test_a_deposed_leaders_record_holds_the_roll_until_the_new_leader_reports() -> None:
+    """Restarting the member a stale record calls a follower could be the new leader: a restart too many."""
+    records = [dataclasses.replace(r, raft_term=7 if r.ordinal == 0 else 8) for r in members(range(3), leader=0)]
+    step = step_of(STEADY, [pod(o) for o in range(3)], records)
+    assert step.action == "wait" and "deposed" in step.message and not step.restart
+    records = [dataclasses.replace(r, raft_term=8) for r in members(range(3), leader=2)]
+    step = step_of(STEADY, [pod(o) for o in range(3)], records)
+    assert step.restart == (judged(1),)  # followers first, the new leader last
+
+
 def test_only_kept_ordinals_roll() -> None:
     plan = Plan(replicas=2, reserved=(1,), action="steady", message="")
     pods = [pod(0, NEW), pod(2)]

@@ -226,6 +226,25 @@ def leader(heartbeats: Iterable[HeartbeatRecord], now: datetime) -> HeartbeatRec
     return max(leaders, key=lambda m: (m.renewed, m.ordinal), default=None)
 
 
+def undisputed_leader(heartbeats: Sequence[HeartbeatRecord], raft: RaftMembership | None,
+                      now: datetime) -> HeartbeatRecord | None:
+    """The leader to plan a removal or a restart around: `leader`, unless newer evidence says it was
+    deposed. After a hand-off or an election the old leader's heartbeat names it leader until its
+    sidecar next samples its member; meanwhile another member's heartbeat may already carry the new,
+    higher Raft term, or the new leader's sidecar may have published the membership with itself as
+    leader. Either way the claim is stale: None, so that the caller waits for the new leader to report.
+    A record without a term (0: from a sidecar that did not report one) is taken as it is."""
+    current = leader(heartbeats, now)
+    if current is None or not current.raft_term:
+        return current
+    newest = max((m.raft_term for m in heartbeats if m.fresh(now)), default=0)
+    if raft is not None:
+        if raft.term == current.raft_term and raft.leader and raft.leader != current.pod:
+            return None  # one term, two leaders named: wait until the records agree
+        newest = max(newest, raft.term)
+    return None if newest > current.raft_term else current
+
+
 def _victim_order(candidates: Iterable[int], by_ordinal: dict[int, HeartbeatRecord], now: datetime) -> list[int]:
     """Who goes first: no or stale record, unhealthy, learners, then the highest ordinals."""
 
@@ -344,9 +363,12 @@ def plan(
         return Plan(replicas, reserved, "wait", state.describe())
     if truth.extra:
         return Plan(replicas, reserved, "wait", truth.describe())
-    current_leader = leader(heartbeats, now)
+    current_leader = undisputed_leader(heartbeats, raft, now)
     if current_leader is None:
-        return Plan(replicas, reserved, "wait", "waiting for a leader before removing a member")
+        return Plan(replicas, reserved, "wait", "waiting for a leader before removing a member"
+                    + ("" if leader(heartbeats, now) is None else
+                       ": the one a heartbeat names was deposed (a newer Raft term or membership says so), "
+                       "and the new one has not reported yet"))
     step = replicas - 1
     by_ordinal = {m.ordinal: m for m in heartbeats}
     # Where the backend lets us choose, the leader stays; where it does not (the builtin

@@ -29,7 +29,8 @@ from typing import Any
 from raftset.membership import RaftMembership
 from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.operator.pure.objects import Incarnation
-from raftset.operator.pure.planner import Plan, awaiting_renewal, leader, leader_going, membership
+from raftset.operator.pure.planner import (Plan, awaiting_renewal, leader, leader_going, membership,
+                                           undisputed_leader)
 from raftset.times import rfc3339
 
 REVISION_LABEL = "controller-revision-hash"
@@ -153,9 +154,10 @@ def next_restart(plan: Plan, revision: str, pods: Sequence[PodRevision], heartbe
     unobserved = awaiting_renewal(records, now)
     if unobserved is not None:
         return wait(unobserved)
-    current_leader = leader(heartbeats, now)
+    current_leader = undisputed_leader(heartbeats, raft, now)
     if current_leader is None:
-        return wait("waiting for a leader")
+        return wait("waiting for a leader" + ("" if leader(heartbeats, now) is None else
+                                              " (the one a heartbeat names was deposed: a newer Raft term says so)"))
     # Followers first, the highest ordinal first (as a StatefulSet would); the leader last.
     victim = broken or max(outdated, key=lambda p: (p.name != current_leader.pod, p.ordinal))
     leading = victim.name == current_leader.pod
