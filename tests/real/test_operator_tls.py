@@ -16,6 +16,7 @@ such a member out of the client Service."""
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import ssl
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 
 from raftset import contract, engines
 from tools.devcluster import build, lab, nodes, projectimage, realrun, s3
@@ -50,10 +53,25 @@ def _cluster(engine: engines.Engine, replicas: int, version: str | None = None, 
     }
 
 
+@functools.cache
+def _api(kubeconfig: str) -> k8s.ApiClient:
+    """The lab's API from this process, for the polls: through kubectl each read cost a process."""
+    return k8s_config.new_client_from_config(config_file=kubeconfig)
+
+
+def _pod_items(run: nodes.Lab) -> list[dict]:
+    listed = k8s.CoreV1Api(_api(run.kubeconfig)).list_namespaced_pod(NAMESPACE, _preload_content=False)
+    return json.loads(listed.data)["items"]
+
+
+def _cluster_obj(run: nodes.Lab, plural: str, name: str = NAME) -> dict:
+    return k8s.CustomObjectsApi(_api(run.kubeconfig)).get_namespaced_custom_object(
+        contract.GROUP, contract.VERSION, NAMESPACE, plural, name)
+
+
 def _ready_pods(run: nodes.Lab) -> dict[str, str]:
     """Ready member pods: name -> node."""
-    pods = json.loads(run.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json").stdout)["items"]
-    return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in pods
+    return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in _pod_items(run)
             if any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))}
 
 
@@ -293,7 +311,7 @@ def _members_ready(setup: Setup, count: int) -> bool:
     """Exactly the pods of ordinals 0..count-1 Ready, and the cluster says so: a count alone would
     take a scaled-away pod that still runs for a kept one that does not."""
     run = setup.run
-    cluster = json.loads(run.kubectl("get", setup.engine.plural, "-n", NAMESPACE, NAME, "-o", "json").stdout)
+    cluster = _cluster_obj(run, setup.engine.plural)
     return (set(_ready_pods(run)) == {contract.pod_name(NAME, o) for o in range(count)}
             and cluster.get("status", {}).get("readyReplicas") == count)
 
@@ -359,19 +377,18 @@ def test_an_advanced_statefulset_keeps_the_leader_on_ordinal_4_through_5_to_3_un
         with _writing(run, args, ASTS) as writer:
             # What the operator plans around is what the heartbeats said last: the scale-in starts once
             # they name the moved leader (one run patched at once and lost the leader it had not seen).
-            _wait("the operator's status to name asts-4 leader", lambda: json.loads(run.kubectl(
-                "get", plural, "-n", NAMESPACE, ASTS, "-o", "json").stdout)["status"].get("leader")
-                == contract.pod_name(ASTS, 4), 60, lambda: _explain(run))
+            _wait("the operator's status to name asts-4 leader", lambda: _cluster_status(run, plural, ASTS).get(
+                "leader") == contract.pod_name(ASTS, 4), 60, lambda: _explain(run))
             started = time.monotonic()
             run.kubectl("patch", plural, "-n", NAMESPACE, ASTS, "--type=merge", "-p", '{"spec":{"replicas":3}}')
             _wait("asts-0, asts-1 and asts-4 Ready, alone", lambda: _ready_members(run, ASTS) == set(kept)
-                  and len(json.loads(run.kubectl("get", plural, "-n", NAMESPACE, ASTS, "-o", "json").stdout)
-                          ["status"].get("members") or []) == 3, READY_TIMEOUT_S, lambda: _explain(run))
+                  and len(_cluster_status(run, plural, ASTS).get("members") or []) == 3, READY_TIMEOUT_S,
+                  lambda: _explain(run))
             took = time.monotonic() - started
             result = _stop_and_check(writer, stop_file)
         workload = json.loads(run.kubectl("get", "statefulsets.apps.kruise.io", "-n", NAMESPACE, ASTS,
                                           "-o", "json").stdout)
-        status = json.loads(run.kubectl("get", plural, "-n", NAMESPACE, ASTS, "-o", "json").stdout)["status"]
+        status = _cluster_status(run, plural, ASTS)
         print(f"{engine.name} Advanced StatefulSet 5 -> 3 with the leader on ordinal 4: {took:.1f} s; writer: "
               f"{result['ok']} acknowledged, {result['failed']} failed, longest stall {result['longest_stall']:.2f} s")
         assert sorted(workload["spec"].get("reserveOrdinals") or []) == [2, 3], workload["spec"]
@@ -389,8 +406,8 @@ def test_an_advanced_statefulset_keeps_the_leader_on_ordinal_4_through_5_to_3_un
                     *(f"data-{contract.pod_name(ASTS, o)}" for o in range(5)), check=False)
 
 
-def _cluster_status(run: nodes.Lab, plural: str) -> dict:
-    return json.loads(run.kubectl("get", plural, "-n", NAMESPACE, NAME, "-o", "json").stdout).get("status", {})
+def _cluster_status(run: nodes.Lab, plural: str, name: str = NAME) -> dict:
+    return _cluster_obj(run, plural, name).get("status", {})
 
 
 @pytest.mark.parametrize("tls_cluster", [engines.ETCD], ids=["etcd"], indirect=True)
@@ -442,8 +459,7 @@ def test_a_member_replaced_on_request_rejoins_as_a_new_member_under_a_writer(tls
 
 
 def _pods(run: nodes.Lab) -> dict[str, dict]:
-    return {p["metadata"]["name"]: p for p in
-            json.loads(run.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json").stdout)["items"]}
+    return {p["metadata"]["name"]: p for p in _pod_items(run)}
 
 
 @pytest.mark.parametrize("tls_cluster", [engines.ETCD], ids=["etcd"], indirect=True)
