@@ -84,6 +84,18 @@ def _wait(run: nodes.Lab, size: int) -> list[int]:
         "get", "etcdcluster,pods", "-n", NAMESPACE, "-o", "wide", check=False).stdout)
 
 
+def _wait_for_leader(run: nodes.Lab, pod: str) -> None:
+    """Until the operator's status names `pod` leader: what it plans around is what the heartbeats said
+    last, and a scale-in planned before they named the moved leader would be measured against the old."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = run.kubectl("get", "etcdcluster", "-n", NAMESPACE, NAME, "-o", "json", check=False, timeout=20)
+        if found.returncode == 0 and (json.loads(found.stdout).get("status") or {}).get("leader") == pod:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"the operator's status did not name {pod} leader in 60 s")
+
+
 def leader_at(observed: Observed, moment: float, ordinals: dict[int, int]) -> int | None:
     """The ordinal of the leader the load last saw at or before `moment`."""
     seen = [leader for t, leader in observed.leaders if t <= moment and leader]
@@ -111,6 +123,7 @@ def run_once(run: nodes.Lab, strategy: str, baseline_s: float) -> Run:
             assert load.stdout is not None and load.stderr is not None
             if json.loads(load.stdout.readline() or "{}") != {"warm": True}:
                 raise AssertionError(f"the load did not start: {load.stderr.read()[-3000:]}")
+            _wait_for_leader(run, contract.pod_name(NAME, start - 1))
             steady_from = time.monotonic()
             time.sleep(baseline_s)
             t0, load_1m = time.monotonic(), os.getloadavg()[0]
