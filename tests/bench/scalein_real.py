@@ -33,6 +33,7 @@ from tests.bench import nodeload, scalein
 from tests.bench.load import Observed
 from tests.bench.scalein import TAIL_S, Run, scale_in_row
 from tests.harness import engines
+from tests.harness.waiting import wait_for
 from tools.devcluster import nodes, projectimage, realrun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,25 +76,20 @@ def _observe(run: nodes.Lab, size: int) -> list[int] | None:
 
 
 def _wait(run: nodes.Lab, size: int) -> list[int]:
-    deadline = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < deadline:
-        if (kept := _observe(run, size)) is not None:
-            return kept
-        time.sleep(0.2)
-    raise AssertionError(f"{NAME} not settled at {size} members in {TIMEOUT_S:.0f} s:\n" + run.kubectl(
-        "get", "etcdcluster,pods", "-n", NAMESPACE, "-o", "wide", check=False).stdout)
+    try:
+        return wait_for(lambda: _observe(run, size), TIMEOUT_S, f"{NAME} settled at {size} members")
+    except AssertionError as timeout:
+        raise AssertionError(f"{timeout}:\n" + run.kubectl(
+            "get", "etcdcluster,pods", "-n", NAMESPACE, "-o", "wide", check=False).stdout) from None
 
 
 def _wait_for_leader(run: nodes.Lab, pod: str) -> None:
     """Until the operator's status names `pod` leader: what it plans around is what the heartbeats said
     last, and a scale-in planned before they named the moved leader would be measured against the old."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    def named() -> bool:
         found = run.kubectl("get", "etcdcluster", "-n", NAMESPACE, NAME, "-o", "json", check=False, timeout=20)
-        if found.returncode == 0 and (json.loads(found.stdout).get("status") or {}).get("leader") == pod:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"the operator's status did not name {pod} leader in 60 s")
+        return found.returncode == 0 and (json.loads(found.stdout).get("status") or {}).get("leader") == pod
+    wait_for(named, 60, f"the operator's status to name {pod} leader", interval=0.5)
 
 
 def leader_at(observed: Observed, moment: float, ordinals: dict[int, int]) -> int | None:
