@@ -408,7 +408,8 @@ def _spec(engine: engines.Engine) -> Schema:
                         "How often the membership-clean task looks for members whose pods are gone.",
                         **SPEC_FIELDS["sidecar.cleanIntervalSeconds"].bounds()),
                     "cleanGracePeriodSeconds": _int(
-                        "How long a member must have been absent before membership-clean removes it.",
+                        "How long a member must have been absent before membership-clean removes it (20 s, or this if "
+                        "shorter, for a member of an ordinal the workload no longer keeps whose pod is gone).",
                         **SPEC_FIELDS["sidecar.cleanGracePeriodSeconds"].bounds()),
                     "resources": _resources("Compute resources of the sidecar container."),
                 },

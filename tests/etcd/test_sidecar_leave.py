@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from raftset import contract
@@ -94,5 +96,30 @@ async def test_sigterm_is_the_fallback_when_prestop_never_ran(make_lab) -> None:
     members = await lab.wait_voting(2, 30, 0, 1)
     assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
     assert "SIGTERM" in pod.sidecar_log.read_text()
+    writer.stop()
+    await check_members(lab, writer, 0, 1)
+
+
+async def test_a_pod_evicted_before_the_workload_let_its_ordinal_go_loses_its_member_without_the_grace(make_lab) -> None:
+    """Found on real nodes with a drain during a scale-in: the operator marked demo-2 scale-away and took
+    it out of the PodDisruptionBudget, and an eviction deleted the pod before the workload write. Its
+    leave rightly kept the member (the workload still kept ordinal 2: a plan may change its mind). Then
+    the workload let ordinal 2 go, and no pod was left to leave: the member stayed a voter that never
+    answers until membership-clean's grace (300 s). Now the leader's clean removes it on what it reads
+    at that moment: ordinal not kept, no pod, silent for `clean.CONFIRM_S`."""
+    lab = make_lab(replicas=3, clean_grace=300)
+    await grow(lab, 3)
+    writer = writing(lab, 0, 1)
+    lab.annotate_pod(2, {contract.ANNOTATION_SCALE_AWAY: "true"})
+    result = lab.pod(2).terminate()  # the eviction: preStop, stop, the pod object gone
+    assert result is not None and not result["removed"] and "stale mark" in result["reason"], result
+    assert len(await lab.members(0)) == 3
+    lab.scale(2)
+    started = time.monotonic()
+    members = await lab.wait_voting(2, 120, 0, 1)
+    took = time.monotonic() - started
+    assert sorted(m.name for m in members) == ["demo-0", "demo-1"]
+    assert took < 90, f"removed after {took:.0f} s: the grace, not the evidence"
+    print(f"the member of the evicted demo-2 removed {took:.1f} s after the workload let its ordinal go")
     writer.stop()
     await check_members(lab, writer, 0, 1)

@@ -229,7 +229,7 @@ class Sidecars(Background):
             self.leaders_seen.append(self.actual_leader)
         if self.actual_leader is not None and workload is not None \
                 and not (workload["metadata"].get("deletionTimestamp")):
-            self._clean(kept, answering, now, grace)
+            self._clean(kept, answering, {contract.ordinal_of(p.metadata.name) for p in listed}, now, grace)
 
         lease_seconds = self.lease_seconds = max(1, round(3 * refresh))  # the sidecar's lease_duration
         for sidecar in self.pods.values():
@@ -322,13 +322,16 @@ class Sidecars(Background):
             self.actual_leader = ordinal
             self.term += 1
 
-    def _clean(self, kept: list[int], answering: set[int], now: float, grace: float) -> None:
-        """The leader's membership-clean (raftset.sidecar.shells.clean), one removal per round."""
+    def _clean(self, kept: list[int], answering: set[int], podded: set[int], now: float, grace: float) -> None:
+        """The leader's membership-clean (raftset.sidecar.shells.clean), one removal per round; `podded`:
+        the ordinals that have a pod."""
         members = self._members()
         answering_ids = frozenset(e.id for e in self.raft.values() if e.ordinal in answering)
+        gone = frozenset(e.id for e in self.raft.values() if e.ordinal not in podded)
         self.absent_since = clean.absences(self.absent_since, members, answering_ids, now)
         decision = clean.decide(leading=True, members=members, ordinal_of=self._ordinal_of(), kept=kept,
-                                absent_since=self.absent_since, answering=answering_ids, now=now, grace=grace)
+                                absent_since=self.absent_since, answering=answering_ids, now=now, grace=grace,
+                                gone=gone)
         victim = self._ordinal_of().get(decision.remove) if decision.remove is not None else None
         if victim is not None and victim not in self.refusing:
             del self.raft[victim]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from raftset.contract import quorum
-from raftset.sidecar.pure.clean import LOST_CONFIRM_S, absences, decide
+from raftset.sidecar.pure.clean import CONFIRM_S, absences, decide
 from raftset.sidecar.pure.removal_guard import has_quorum, may_remove, safe_to_remove
 from tests.unit.sidecar_data import member, mid, status
 
@@ -14,10 +14,10 @@ pytestmark = pytest.mark.unit
 GRACE = 60.0
 
 
-def run(members, kept, answering, absent_since, now=1000.0, leading=True, lost=frozenset(), grace=GRACE):
+def run(members, kept, answering, absent_since, now=1000.0, leading=True, lost=frozenset(), gone=frozenset(), grace=GRACE):
     ords = {m.id: int(m.name.rsplit("-", 1)[1]) if m.name else m.id - 0x1000 for m in members}
     return decide(leading=leading, members=members, ordinal_of=ords, kept=kept, absent_since=absent_since,
-                  answering=frozenset(answering), now=now, grace=grace, lost=frozenset(lost))
+                  answering=frozenset(answering), now=now, grace=grace, lost=frozenset(lost), gone=frozenset(gone))
 
 
 def test_quorum_arithmetic() -> None:
@@ -155,13 +155,13 @@ def test_the_guard_counts_the_voters_of_now() -> None:
 
 def test_a_kept_member_marked_lost_with_its_node_goes_once_it_has_not_answered_for_the_confirmation() -> None:
     members = [member(0), member(1), member(2)]
-    got = run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 1000.0 - LOST_CONFIRM_S}, lost={mid(2)}, grace=300.0)
+    got = run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 1000.0 - CONFIRM_S}, lost={mid(2)}, grace=300.0)
     assert got.remove == mid(2) and "lost" in got.reason
 
 
 def test_a_member_marked_lost_is_not_removed_before_this_sidecar_saw_it_silent_long_enough() -> None:
     members = [member(0), member(1), member(2)]
-    got = run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 1000.0 - LOST_CONFIRM_S + 1}, lost={mid(2)}, grace=300.0)
+    got = run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 1000.0 - CONFIRM_S + 1}, lost={mid(2)}, grace=300.0)
     assert got.remove is None and "absent" in got.reason
 
 
@@ -183,3 +183,31 @@ def test_a_member_marked_lost_is_never_removed_below_quorum() -> None:
 def test_a_longer_mark_wait_never_exceeds_the_clean_grace() -> None:
     members = [member(0), member(1), member(2)]
     assert run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 995.0}, lost={mid(2)}, grace=5.0).remove == mid(2)
+
+
+# A pod the operator marked scale-away, deleted (an eviction) before the workload let its ordinal go:
+# its leave rightly kept the member (the ordinal was still kept), and no pod is left to leave once it
+# is not. Found on real nodes with a drain during a scale-in (docs/operations.md, "Scale-in and drains").
+def test_a_member_not_kept_whose_pod_is_gone_goes_once_silent_for_the_confirmation_not_the_grace() -> None:
+    members = [member(0), member(1), member(2)]
+    got = run(members, [0, 1], {mid(0), mid(1)}, {mid(2): 1000.0 - CONFIRM_S}, gone={mid(2)}, grace=300.0)
+    assert got.remove == mid(2) and "no pod" in got.reason and "not kept" in got.reason
+
+
+def test_a_member_whose_pod_is_gone_is_not_removed_before_the_confirmation() -> None:
+    members = [member(0), member(1), member(2)]
+    got = run(members, [0, 1], {mid(0), mid(1)}, {mid(2): 1000.0 - CONFIRM_S + 1}, gone={mid(2)}, grace=300.0)
+    assert got.remove is None and "absent" in got.reason
+
+
+def test_a_kept_member_whose_pod_is_gone_is_only_restarting_and_stays() -> None:
+    """The workload re-creates a kept ordinal's pod (a restart, a roll): its member is kept, its data too."""
+    members = [member(0), member(1), member(2)]
+    assert run(members, [0, 1, 2], {mid(0), mid(1)}, {mid(2): 0.0}, gone={mid(2)}, grace=300.0).remove is None
+
+
+def test_a_member_whose_pod_is_gone_that_answers_or_would_lose_quorum_stays() -> None:
+    members = [member(0), member(1), member(2)]
+    assert run(members, [0, 1], {mid(0), mid(1), mid(2)}, {}, gone={mid(2)}).remove is None
+    got = run(members, [0], {mid(0)}, {mid(1): 0.0, mid(2): 0.0}, gone={mid(1), mid(2)})
+    assert got.remove is None and "quorum" in got.reason

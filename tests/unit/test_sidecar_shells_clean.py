@@ -12,7 +12,7 @@ import pytest
 from raftset import contract, nodeloss
 from raftset.sidecar.app import Sidecar
 from raftset.sidecar.metrics import Metrics
-from raftset.sidecar.pure.clean import LOST_CONFIRM_S
+from raftset.sidecar.pure.clean import CONFIRM_S
 from raftset.sidecar.shells.clean import CleanShell
 from tests.unit.sidecar_data import member, mid, status
 from tests.unit.sidecar_ports import FakeKube, FakePeers, FakeRaft, fresh_state, settings, workload
@@ -97,7 +97,7 @@ async def test_a_kept_member_marked_lost_is_removed_once_silent_long_enough_and_
     shell = clean_shell(tmp_path, raft, [], kube)
     await shell.round()
     assert raft.calls == [] and shell.lost == {mid(2): "demo-2"}, "the first round only starts the absence clock"
-    shell.absent_since[mid(2)] = time.monotonic() - LOST_CONFIRM_S - 1
+    shell.absent_since[mid(2)] = time.monotonic() - CONFIRM_S - 1
     await shell.round()
     assert raft.calls == ["lock", "fence", f"remove {mid(2):x}", "unlock"]
     removal = nodeloss.parse_removal(kube.pods["demo-2"]["metadata"]["annotations"][contract.ANNOTATION_NODE_LOST_REMOVAL])
@@ -127,7 +127,7 @@ async def test_a_removal_the_api_refused_to_record_is_written_next_round(tmp_pat
     raft, kube = three_with_one_on_a_lost_node(marked=True)
     shell = clean_shell(tmp_path, raft, [], kube)
     await shell.round()
-    shell.absent_since[mid(2)] = time.monotonic() - LOST_CONFIRM_S - 1
+    shell.absent_since[mid(2)] = time.monotonic() - CONFIRM_S - 1
     real_annotate = kube.annotate_pod
 
     async def refused(name: str, annotations: dict) -> None:
@@ -139,3 +139,38 @@ async def test_a_removal_the_api_refused_to_record_is_written_next_round(tmp_pat
     kube.annotate_pod = real_annotate  # type: ignore[method-assign]
     await shell.round()
     assert shell.unrecorded == {} and contract.ANNOTATION_NODE_LOST_REMOVAL in kube.pods["demo-2"]["metadata"]["annotations"]
+
+
+async def test_a_member_not_kept_whose_pod_the_api_no_longer_has_goes_after_the_confirmation(tmp_path: Path) -> None:
+    raft, kube = four_with_one_gone(), FakeKube()  # no pod demo-3: the workload keeps 0..2
+    shell = clean_shell(tmp_path, raft, [], kube)
+    await shell.round()
+    assert raft.calls == [] and shell.gone == {mid(3)} and kube.reads == ["pod demo-3"]
+    shell.absent_since[mid(3)] = time.monotonic() - CONFIRM_S - 1
+    await shell.round()
+    assert raft.calls == ["lock", "fence", f"remove {mid(3):x}", "unlock"]
+
+
+async def test_a_member_not_kept_whose_pod_is_still_terminating_waits_for_its_leave(tmp_path: Path) -> None:
+    raft = four_with_one_gone()
+    kube = FakeKube({"demo-3": {"metadata": {"name": "demo-3", "deletionTimestamp": "2026-11-29T10:00:00Z"}}})
+    shell = clean_shell(tmp_path, raft, [], kube)
+    await shell.round()
+    shell.absent_since[mid(3)] = time.monotonic() - CONFIRM_S - 1
+    await shell.round()
+    assert raft.calls == [] and shell.gone == set()
+
+
+async def test_a_pod_that_cannot_be_read_is_never_taken_for_gone(tmp_path: Path) -> None:
+    """The API away while Raft is fine: no evidence, no removal before the grace."""
+    raft, kube = four_with_one_gone(), FakeKube()
+
+    async def away(name: str) -> None:
+        raise ConnectionError("apiserver away")
+
+    kube.pod = away  # type: ignore[method-assign]
+    shell = clean_shell(tmp_path, raft, [], kube)
+    shell.absent_since[mid(3)] = time.monotonic() - CONFIRM_S - 1
+    with pytest.raises(ConnectionError):
+        await shell.round()
+    assert raft.calls == []

@@ -6,10 +6,12 @@ ordinal is not kept, or it is a learner that never started (a kept ordinal whose
 never completed: etcd allows one learner at a time, so it would block every later join;
 its pod adds itself again when it starts). A started member of a kept ordinal is only
 restarting and is never removed, unless the operator marked its pod lost with its node
-(raftset.nodeloss): then it goes once it has not answered this sidecar for LOST_CONFIRM_S, its
-data being gone with the node. Never if that would lose quorum; at most one removal per round.
-The absence clock lives in the acting sidecar's memory: a new leader starts it afresh,
-which can only delay a removal, never hasten one.
+(raftset.nodeloss): then it goes once it has not answered this sidecar for CONFIRM_S, its
+data being gone with the node. A member of an ordinal not kept whose pod the API no longer
+has goes after CONFIRM_S too: no pod is left to run its leave (one deleted before the
+workload let its ordinal go kept its member, as it should then). Never if that would lose
+quorum; at most one removal per round. The absence clock lives in the acting sidecar's
+memory: a new leader starts it afresh, which can only delay a removal, never hasten one.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from raftset.sidecar.pure.etcd import Member
 
 from raftset.sidecar.pure.removal_guard import has_quorum, safe_to_remove
 
-# How long a member the operator marked lost with its node must not have answered this sidecar:
-# the mark is the API's view of the node; the removal waits for Raft's own (two rounds at the
-# shortest clean interval, and the status calls' timeouts).
-LOST_CONFIRM_S = 20.0
+# How long a member must not have answered this sidecar before a removal on the API's evidence
+# (its pod marked lost with its node, or gone while its ordinal is not kept): the API's view
+# waits for Raft's own (two rounds at the shortest clean interval, and the status calls' timeouts).
+CONFIRM_S = 20.0
 
 
 def absences(
@@ -48,9 +50,10 @@ class CleanDecision:
 def decide(
     *, leading: bool, members: Sequence[Member], ordinal_of: Mapping[int, int | None], kept: Sequence[int],
     absent_since: Mapping[int, float], answering: Set[int], now: float, grace: float,
-    lost: Set[int] = frozenset(),
+    lost: Set[int] = frozenset(), gone: Set[int] = frozenset(),
 ) -> CleanDecision:
-    """`lost`: members whose pods carry the operator's node-lost mark."""
+    """`lost`: members whose pods carry the operator's node-lost mark; `gone`: members whose pods
+    the API did not have when it was asked this round."""
     if not leading:
         return CleanDecision(None, "not the leader: another sidecar cleans")
     voters = frozenset(m.id for m in members if not m.is_learner)
@@ -64,17 +67,22 @@ def decide(
             continue
         if ordinal in kept and (m.started or not m.is_learner) and m.id not in lost:
             continue
+        podless = m.id in gone and ordinal not in kept
         absent_for = now - absent_since[m.id]
-        wait = min(grace, LOST_CONFIRM_S) if m.id in lost else grace
+        wait = min(grace, CONFIRM_S) if m.id in lost or podless else grace
         if absent_for < wait:
             waiting.append(f"{m.hex_id} absent {absent_for:.0f}s < {wait:.0f}s")
             continue
         if not safe_to_remove(voters, answering, m.id):
             waiting.append(f"{m.hex_id} would lose quorum")
             continue
-        why = (f"member {m.hex_id} is on a node the operator found lost, and has not answered for {absent_for:.0f}s"
-               if m.id in lost else f"member {m.hex_id} is not desired, or a learner that never started, "
-                                    f"and absent past the grace period")
+        if m.id in lost:
+            why = f"member {m.hex_id} is on a node the operator found lost, and has not answered for {absent_for:.0f}s"
+        elif podless:
+            why = (f"member {m.hex_id}: ordinal {ordinal} is not kept and has no pod to leave from, and the member "
+                   f"has not answered for {absent_for:.0f}s")
+        else:
+            why = f"member {m.hex_id} is not desired, or a learner that never started, and absent past the grace period"
         # Learners and never-started entries first, then the highest ordinal.
         candidates.append((not m.is_learner and m.started, -ordinal, m.id, why))
     if not candidates:

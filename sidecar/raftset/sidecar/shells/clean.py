@@ -1,8 +1,9 @@
 """The membership-clean shell: only the leader's sidecar acts, one removal per round, under the lock.
 
-A member that does not answer is looked up on its pod for the operator's node-lost mark
-(raftset.nodeloss); one removed for that is recorded on the same pod, for the operator to
-re-create the pod elsewhere.
+A member that does not answer is looked up on its pod: for the operator's node-lost mark
+(raftset.nodeloss; one removed for that is recorded on the same pod, for the operator to
+re-create the pod elsewhere), or for the pod's absence. A pod that cannot be read ends the
+round: no evidence, no removal.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class CleanShell:
         self.hold = hold
         self.absent_since: dict[int, float] = {}
         self.lost: dict[int, str] = {}  # absent members whose pods carry the node-lost mark: id -> pod
+        self.gone: set[int] = set()  # absent members whose pods the API does not have
         self.unrecorded: dict[str, nodeloss.Removal] = {}  # removals not yet written on their pods
 
     def not_leading(self) -> None:
@@ -89,21 +91,24 @@ class CleanShell:
                 return
             del self.unrecorded[pod]
 
-    async def _marked_lost(self, members: Sequence[Member], answering: frozenset[int],
-                           ordinals: Mapping[int, int | None]) -> dict[int, str]:
-        """Members that do not answer and whose pods carry the operator's node-lost mark: id -> pod.
-        Only those pods are read: a cluster whose members all answer costs no API call."""
-        out: dict[int, str] = {}
+    async def _read_pods(self, members: Sequence[Member], answering: frozenset[int],
+                         ordinals: Mapping[int, int | None]) -> None:
+        """Which members that do not answer have pods marked lost with their node (`lost`), and which
+        have no pod at all (`gone`). Only those pods are read: a cluster whose members all answer
+        costs no API call."""
+        self.lost, self.gone = {}, set()
         for m in members:
             ordinal = ordinals.get(m.id)
             if m.id in answering or ordinal is None:
                 continue
             pod_name = contract.pod_name(self.settings.workload_name, ordinal)
             pod = await self.peers.kube.pod(pod_name)
-            annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+            if pod is None:
+                self.gone.add(m.id)
+                continue
+            annotations = (pod.get("metadata") or {}).get("annotations") or {}
             if nodeloss.parse_mark(annotations.get(contract.ANNOTATION_NODE_LOST)) is not None:
-                out[m.id] = pod_name
-        return out
+                self.lost[m.id] = pod_name
 
     async def _decide(self, members: Sequence[Member], kept: Sequence[int], now: float, *,
                       track: bool) -> clean.CleanDecision:
@@ -113,7 +118,7 @@ class CleanShell:
         if track:
             self.absent_since = clean.absences(self.absent_since, members, answering, now)
         ordinals = self.peers.ordinals(members)
-        self.lost = await self._marked_lost(members, answering, ordinals)
+        await self._read_pods(members, answering, ordinals)
         return clean.decide(leading=True, members=members, ordinal_of=ordinals, kept=kept,
                             absent_since=self.absent_since, answering=answering, now=now,
-                            grace=self.settings.clean_grace, lost=frozenset(self.lost))
+                            grace=self.settings.clean_grace, lost=frozenset(self.lost), gone=frozenset(self.gone))
