@@ -69,6 +69,16 @@ def _cluster_obj(run: nodes.Lab, plural: str, name: str = NAME) -> dict:
         contract.GROUP, contract.VERSION, NAMESPACE, plural, name)
 
 
+def _cluster_status(run: nodes.Lab, plural: str, name: str = NAME) -> dict:
+    """The cluster's status; empty while the cluster does not exist (yet)."""
+    try:
+        return _cluster_obj(run, plural, name).get("status", {})
+    except k8s.ApiException as exc:
+        if exc.status == 404:
+            return {}
+        raise
+
+
 def _ready_pods(run: nodes.Lab) -> dict[str, str]:
     """Ready member pods: name -> node."""
     return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in _pod_items(run)
@@ -201,7 +211,7 @@ def _serves_cert_managers_certificates(tls_cluster: Setup, name: str) -> None:
     run, engine = tls_cluster.run, tls_cluster.engine
     started = time.monotonic()
 
-    _wait(f"three Ready members of {name}", lambda: _status_of(run, engine, name).get("readyReplicas") == 3,
+    _wait(f"three Ready members of {name}", lambda: _cluster_status(run, engine.plural, name).get("readyReplicas") == 3,
           READY_TIMEOUT_S, lambda: _explain(run))
     took = time.monotonic() - started
     issuers = json.loads(run.kubectl("get", "certificates.cert-manager.io", "-n", NAMESPACE, "-o", "json").stdout)["items"]
@@ -265,7 +275,7 @@ def test_a_backup_to_s3_restores_into_a_new_cluster_with_every_acknowledged_writ
         cluster = _cluster(engine, 3, name=source)
         cluster["spec"]["backup"] = {"s3": s3_spec}
         run.kubectl("apply", "-f", "-", input=json.dumps(cluster))
-        _wait(f"three Ready members of {source}", lambda: _status_of(run, engine, source).get("readyReplicas") == 3,
+        _wait(f"three Ready members of {source}", lambda: _cluster_status(run, engine.plural, source).get("readyReplicas") == 3,
               READY_TIMEOUT_S, lambda: _explain(run))
         stop_file, acked_file = run.workdir / "backup.stop", run.workdir / "backup.acked.json"
         args = {"endpoints": [_member_url(o, 2379, source) for o in range(3)], "seconds": READY_TIMEOUT_S + 60,
@@ -274,7 +284,7 @@ def test_a_backup_to_s3_restores_into_a_new_cluster_with_every_acknowledged_writ
             time.sleep(5)
             started = time.monotonic()
             run.kubectl("annotate", engine.plural, "-n", NAMESPACE, source, f"{contract.ANNOTATION_BACKUP_NOW}=true")
-            success = _wait("status.backup.lastSuccess", lambda: (_status_of(run, engine, source).get("backup") or {})
+            success = _wait("status.backup.lastSuccess", lambda: (_cluster_status(run, engine.plural, source).get("backup") or {})
                             .get("lastSuccess"), READY_TIMEOUT_S, lambda: _explain(run))
             took = time.monotonic() - started
             result = _stop_and_check(writer, stop_file)
@@ -285,7 +295,7 @@ def test_a_backup_to_s3_restores_into_a_new_cluster_with_every_acknowledged_writ
         bootstrap["spec"]["bootstrap"] = {"fromBackup": {"backup": "latest", "cluster": source, "s3": s3_spec}}
         run.kubectl("apply", "-f", "-", input=json.dumps(bootstrap))
         restoring = time.monotonic()
-        _wait(f"three Ready members of {restored}", lambda: _status_of(run, engine, restored).get("readyReplicas") == 3,
+        _wait(f"three Ready members of {restored}", lambda: _cluster_status(run, engine.plural, restored).get("readyReplicas") == 3,
               READY_TIMEOUT_S, lambda: _explain(run))
         restore_took = time.monotonic() - restoring
         check = {"check_only": str(acked_file), "max_revision": success["revision"], "seconds": 0,
@@ -300,11 +310,6 @@ def test_a_backup_to_s3_restores_into_a_new_cluster_with_every_acknowledged_writ
             _delete_cluster(tls_cluster, name)
     finally:
         store.stop()
-
-
-def _status_of(run: nodes.Lab, engine: engines.Engine, name: str) -> dict:
-    found = run.kubectl("get", engine.plural, "-n", NAMESPACE, name, "-o", "json", check=False)
-    return json.loads(found.stdout).get("status", {}) if found.returncode == 0 else {}
 
 
 def _members_ready(setup: Setup, count: int) -> bool:
@@ -404,10 +409,6 @@ def test_an_advanced_statefulset_keeps_the_leader_on_ordinal_4_through_5_to_3_un
               lambda: _explain(run))
         run.kubectl("delete", "pvc", "-n", NAMESPACE, "--ignore-not-found", "--wait=false",
                     *(f"data-{contract.pod_name(ASTS, o)}" for o in range(5)), check=False)
-
-
-def _cluster_status(run: nodes.Lab, plural: str, name: str = NAME) -> dict:
-    return _cluster_obj(run, plural, name).get("status", {})
 
 
 @pytest.mark.parametrize("tls_cluster", [engines.ETCD], ids=["etcd"], indirect=True)
