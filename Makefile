@@ -58,7 +58,7 @@ unit: venv
 # free (tests/harness/work_units.py); the tests mostly wait, so a third worker on two cores pays.
 # The slowest tests are listed at the end: where the warm run's wall time goes.
 test: deps controlplane
-	$(PY) -m pytest -m "unit or etcd or k8s or e2e or real" -n $(WORKERS) --durations=40 $(PYTEST_ARGS)
+	$(PY) -m pytest -m "unit or etcd or k8s or e2e or real" -n $(WORKERS) --durations=120 $(PYTEST_ARGS)
 
 # The whole campaign (tests/harness/campaign.py): two cases at a time, the etcd cases and the Xline
 # cases each in a pytest of their own with its own control plane (about two hours on 2 cores, a
