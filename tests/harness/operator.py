@@ -14,7 +14,7 @@ import subprocess
 import sys
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -169,13 +169,15 @@ def product_intervals() -> dict[str, str]:
 
 
 def membership_lease(namespace: str, cluster: str, leader: int, members: dict[int, bool], index: int,
-                     lease_seconds: int = 30) -> dict[str, Any]:
-    """The membership Lease the leader's sidecar writes: `members` maps ordinal -> learner."""
+                     lease_seconds: int = 30, silent: Collection[int] = ()) -> dict[str, Any]:
+    """The membership Lease the leader's sidecar writes: `members` maps ordinal -> learner; the
+    `silent` ordinals did not answer the leader's Status call."""
     record = RaftMembership(
         leader_id=member_id(leader), leader=contract.pod_name(cluster, leader), term=2, index=index,
         members=tuple(RaftMember(id=member_id(o), name=contract.pod_name(cluster, o), ordinal=o,
                                  peer_urls=(f"http://{contract.pod_name(cluster, o)}:2380",), learner=learner,
-                                 started=True, raft_index=index, applied_index=index)
+                                 started=True, raft_index=None if o in silent else index,
+                                 applied_index=None if o in silent else index)
                       for o, learner in sorted(members.items())),
         published=rfc3339(datetime.now(timezone.utc)))
     return membership.lease_body(cluster, namespace, record, duration=lease_seconds, owner=None)

@@ -11,7 +11,8 @@ import pytest
 
 from raftset import contract, nodeloss
 from raftset.membership import RaftMember, RaftMembership
-from raftset.operator.pure.nodeloss import NodeState, Suspect, bound_to_one_node, decide, node_state, suspect
+from raftset.operator.pure.nodeloss import (NodeState, Suspect, bound_to_one_node, decide, node_state, pinned_node,
+                                            suspect)
 from raftset.times import rfc3339
 from tests.unit.builders import NOW
 
@@ -179,3 +180,46 @@ def test_a_node_not_ready_for_a_moment_is_not_reported_yet_only_looked_at_again(
     short = decide([lost()], nodes(), raft({0, 1}), policy="Automatic", grace_seconds=30,
                    now=LOST_AT + timedelta(seconds=16))
     assert short.problem is not None and short.problem[0] == "NodeLost", "at most half the grace"
+
+
+# A Node object deleted with its node (a cloud node removed): Kubernetes' pod garbage collector deletes
+# the node's pods, the StatefulSet makes them anew, and a pod whose local volume is pinned to the gone
+# node waits unscheduled for ever. It is read as a suspect on the node its volume names.
+def unscheduled(name: str = "demo-2", *, reason: str = "Unschedulable") -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": "u9", "annotations": {}}, "spec": {},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": reason, "lastTransitionTime": rfc3339(LOST_AT)}]}}
+
+
+def test_an_unscheduled_pod_is_read_on_the_node_its_volume_is_pinned_to() -> None:
+    got = suspect(unscheduled(), "demo", claim="data-demo-2", node_bound=True, pinned="node3")
+    assert got == Suspect("demo-2", "u9", 2, "node3", LOST_AT, None, None, False, "data-demo-2", True)
+    assert suspect(unscheduled(), "demo", claim="data-demo-2", node_bound=True, pinned=None) is None
+    assert suspect(unscheduled(reason="SchedulerError"), "demo", claim=None, node_bound=True, pinned="node3") is None
+    assert suspect(pod(node=None), "demo", claim=None, node_bound=True, pinned="node3") is None, "not refused yet"
+
+
+def test_a_deleted_node_is_named_as_such_and_its_member_replaced_after_the_grace() -> None:
+    early = run([lost(node="node9")], {}, now=LOST_AT + timedelta(seconds=100))
+    assert early.mark == () and early.problem[0] == "NodeLost"
+    assert "no longer lists" in early.problem[1] and "unless the node comes back" in early.problem[1]
+    got = run([lost(node="node9")], {})
+    assert got.mark == (("demo-2", nodeloss.Mark("node9", rfc3339(LOST_AT), rfc3339(NOW))),)
+    assert "no longer lists" in got.events[0].message
+
+
+@pytest.mark.parametrize(("spec", "node"), [
+    ({"local": {"path": "/mnt/disk"}, "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node3"]}]}]}}}, "node3"),
+    ({"hostPath": {"path": "/tmp/x"}}, None),
+    ({"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node3", "node4"]}]}]}}}, None),
+    ({"nodeAffinity": {"required": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node3"]}]},
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["node4"]}]}]}}}, None),
+    ({"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]}]}}}, None),
+    (None, None),
+])
+def test_a_volume_names_its_node_only_when_pinned_to_exactly_one(spec: dict[str, Any] | None, node: str | None) -> None:
+    assert pinned_node({"spec": spec} if spec is not None else None) == node

@@ -115,3 +115,14 @@ def test_a_status_move_rings_a_spec_edit_or_deletion_is_a_drift_and_a_relist_rin
     assert book.view().get(KEY, []) == []
     assert book.seen(workload(version="4", generation=2), NOW) == Change(KEY, "demo", ring=True), \
         "created anew (by a round): no drift"
+
+
+def test_a_pod_the_scheduler_refused_is_read_too_its_volume_may_be_pinned_to_a_deleted_node() -> None:
+    book = PodBook()
+    refused = {**pod("demo-2"), "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}
+    waiting = {**pod("demo-3"), "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}}
+    book.seen(refused, NOW)
+    book.seen(waiting, NOW)
+    assert sorted(book.views()[2].get(KEY, [])) == ["demo-2"]

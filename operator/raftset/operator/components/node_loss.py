@@ -30,7 +30,7 @@ async def _suspect(kube: KubeAPI, current: Round, name: str) -> nodeloss.Suspect
     volume_name = ((claim or {}).get("spec") or {}).get("volumeName")
     volume = await kube.get("v1", "PersistentVolume", "", volume_name) if volume_name else None
     return nodeloss.suspect(pod, cluster.name, claim=claim_of if claim else None,
-                            node_bound=nodeloss.bound_to_one_node(volume))
+                            node_bound=nodeloss.bound_to_one_node(volume), pinned=nodeloss.pinned_node(volume))
 
 
 class NodeLoss(Owned):

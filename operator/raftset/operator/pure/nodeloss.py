@@ -10,6 +10,11 @@ writes.
 Only a member whose data lives on its node alone is replaced: a local PersistentVolume or an
 emptyDir. A claim that can follow the pod to another node (network storage) is only reported:
 deleting a pod that a partitioned node may still run could put two members on one volume.
+
+A Node object deleted with its node (a cloud node removed) leaves no node to read: Kubernetes'
+pod garbage collector deletes its pods, the workload makes them anew, and one whose local volume
+is pinned to that node waits unscheduled. Such a pod is read on the node its volume names, lost
+since the scheduler refused it.
 """
 
 from __future__ import annotations
@@ -87,16 +92,36 @@ def bound_to_one_node(volume: Mapping[str, Any] | None) -> bool:
         for term in terms)
 
 
-def suspect(pod: Mapping[str, Any], cluster: str, *, claim: str | None, node_bound: bool) -> Suspect | None:
-    """The pod as this module reads it; None for a pod on no node, or not one of `cluster`'s members."""
+def pinned_node(volume: Mapping[str, Any] | None) -> str | None:
+    """The one node a PersistentVolume's required node affinity names (a local volume's), else None."""
+    terms = ((((volume or {}).get("spec") or {}).get("nodeAffinity") or {}).get("required") or {}).get(
+        "nodeSelectorTerms") or []
+    if len(terms) != 1:
+        return None
+    hosts = [e.get("values") or [] for e in terms[0].get("matchExpressions") or []
+             if e.get("key") == HOSTNAME_LABEL and e.get("operator") == "In"]
+    return hosts[0][0] if len(hosts) == 1 and len(hosts[0]) == 1 else None
+
+
+def refused_by_scheduler(pod: Mapping[str, Any]) -> bool:
+    """Placed on no node because the scheduler found none it fits (a volume pinned to a gone node)."""
+    scheduled = _condition(pod, "PodScheduled")
+    return scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
+
+
+def suspect(pod: Mapping[str, Any], cluster: str, *, claim: str | None, node_bound: bool,
+            pinned: str | None = None) -> Suspect | None:
+    """The pod as this module reads it; None for a pod on no node (unless the scheduler refused it
+    and its volume is `pinned` to one), or not one of `cluster`'s members."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     ordinal = contract.member_ordinal(cluster, str(meta.get("name", "")))
-    if not spec.get("nodeName") or ordinal is None:
+    node = spec.get("nodeName") or (pinned if refused_by_scheduler(pod) else None)
+    if not node or ordinal is None:
         return None
     annotations = meta.get("annotations") or {}
-    ready = _condition(pod, "Ready")
+    ready = _condition(pod, "Ready") if spec.get("nodeName") else _condition(pod, "PodScheduled")
     return Suspect(
-        pod=meta["name"], uid=str(meta.get("uid", "")), ordinal=ordinal, node=spec["nodeName"],
+        pod=meta["name"], uid=str(meta.get("uid", "")), ordinal=ordinal, node=node,
         unready_since=None if ready.get("status") == "True" else parse_rfc3339(ready.get("lastTransitionTime")),
         mark=nodeloss.parse_mark(annotations.get(contract.ANNOTATION_NODE_LOST)),
         removal=nodeloss.parse_removal(annotations.get(contract.ANNOTATION_NODE_LOST_REMOVAL)),
@@ -149,7 +174,9 @@ def decide(suspects: Sequence[Suspect], nodes: Mapping[str, NodeState], raft: Ra
         if now < quiet_until and s.mark is None and not s.replace_requested:
             dues.append(quiet_until)  # a node's blip (a kubelet restart, a slow heartbeat) tells nothing
             continue
-        lost_since = f"{where} has not been Ready since {rfc3339(since)}"
+        lost_since = (f"{where} has not been Ready since {rfc3339(since)}" if node is not None else
+                      f"{where}, which holds its data, is one the API no longer lists (its Node object was deleted); "
+                      f"{s.pod} has not been Ready since {rfc3339(since)}")
         if not s.node_bound:
             problems.append(("NodeLost", (
                 f"{lost_since}; its claim can follow it to another node, but deleting a pod that the node may "

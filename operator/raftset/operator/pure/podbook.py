@@ -17,6 +17,7 @@ from typing import Any
 
 from raftset import contract, replace
 from raftset.operator.pure.books import Change, Grouped, Key, relisted, where
+from raftset.operator.pure.nodeloss import refused_by_scheduler
 
 
 @dataclass
@@ -89,8 +90,9 @@ class PodBook:
 
 
 def _unready(pod: Mapping[str, Any]) -> bool:
-    """Placed on a node, and its Ready condition not True."""
+    """Placed on a node and its Ready condition not True, or refused by the scheduler (its volume may be
+    pinned to a node whose object was deleted: raftset.operator.pure.nodeloss)."""
     if not (pod.get("spec") or {}).get("nodeName"):
-        return False
+        return refused_by_scheduler(pod)
     conditions = (pod.get("status") or {}).get("conditions") or []
     return not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
