@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import logging
 import os
 import shutil
@@ -45,10 +46,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     if unknown:
         raise SystemExit(f"unknown component(s) {sorted(unknown)}; choose from {COMPONENT_NAMES}")
     chosen = tuple(c for c in build.COMPONENTS if not args.components or c.name in args.components)
-    took = build.ensure_all(chosen)
-    for name, (label, ensure) in SOURCE_BUILT.items():
-        if not args.components or name in args.components:
-            took[label] = ensure()
+    sources = [(label, ensure) for name, (label, ensure) in SOURCE_BUILT.items()
+               if not args.components or name in args.components]
+    # The source builds (Xline's cargo, cert-manager; both at nice 19) run beside the Go builds: on a cold
+    # machine they fill the CPU the Go builds leave idle (module downloads, single-threaded links), and
+    # a cold `build` took 30 min one after the other (docs/devcluster.md, "Cold and warm times").
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as beside:
+        built = beside.submit(lambda: {label: ensure() for label, ensure in sources})
+        took = build.ensure_all(chosen)
+        took.update(built.result())
     print("timings: " + ", ".join(f"{name} {s:.1f}s" for name, s in took.items()) + f"; total {time.monotonic() - t0:.1f}s")
     return 0
 
