@@ -331,6 +331,9 @@ def main(argv: list[str] | None = None) -> None:
         report.write_doc(doc, out, json.loads((out / "results.json").read_text()))
         return
     previous = out / "results.json"
+    if args.only and not previous.is_file():
+        raise SystemExit(f"--only {args.only} keeps every other section of {previous}, and there is none: "
+                         f"run the whole bench into {out} first, or give --out a directory that has one")
     earlier = json.loads(previous.read_text()) if args.only else None
     machine = report.machine()
     began = time.monotonic()
