@@ -73,11 +73,16 @@ def test_a_member_whose_node_object_was_deleted_is_marked_and_then_re_created_wi
 
     mark = wait_for(marked, 60, f"the node-lost mark on {victim}")
     assert mark.node == GONE and mark.since == rfc3339(refused_at), mark
-    cluster = custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters", name)
-    degraded = condition(cluster, "Degraded")
-    assert degraded.get("reason") == "NodeLostReplacing" and "no longer lists" in degraded["message"], degraded
-    reasons = [e.reason for e in core.list_namespaced_event(namespace).items]
-    assert "NodeLostReplacing" in reasons, reasons
+
+    def degraded() -> dict[str, Any] | None:  # the round's status is written after its mark
+        found = condition(custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace,
+                                                              "etcdclusters", name), "Degraded")
+        return found if found.get("reason") == "NodeLostReplacing" else None
+
+    told = wait_for(degraded, 60, "Degraded=NodeLostReplacing")
+    assert "no longer lists" in told["message"], told
+    wait_for(lambda: "NodeLostReplacing" in [e.reason for e in core.list_namespaced_event(namespace).items], 60,
+             "the NodeLostReplacing Event")
     assert core.read_namespaced_persistent_volume_claim(f"data-{victim}", namespace).metadata.deletion_timestamp is None
 
     # The leader's sidecar removed the member (it did not answer) and recorded it on the pod.
@@ -96,8 +101,9 @@ def test_a_member_whose_node_object_was_deleted_is_marked_and_then_re_created_wi
     wait_for(claim_going, 60, f"data-{victim} deleted")
     wait_for(lambda: not core.list_namespaced_pod(namespace, field_selector=f"metadata.name={victim}").items, 60,
              f"{victim} deleted, for the StatefulSet to make it anew")
-    assert "NodeLostRecreating" in [e.reason for e in core.list_namespaced_event(namespace).items]
+    wait_for(lambda: "NodeLostRecreating" in [e.reason for e in core.list_namespaced_event(namespace).items], 60,
+             "the NodeLostRecreating Event")
     for kept in (0, 1):
         assert core.read_namespaced_persistent_volume_claim(f"data-{contract.pod_name(name, kept)}",
                                                             namespace).metadata.deletion_timestamp is None
-    print(json.dumps({"mark": mark.to_json(), "degraded": degraded["message"]}))
+    print(json.dumps({"mark": mark.to_json(), "degraded": told["message"]}))
