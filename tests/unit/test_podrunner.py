@@ -222,25 +222,44 @@ def test_token_kubeconfig_keeps_server_and_ca_and_drops_the_admin_credentials() 
     assert "secret" not in repr(config)
 
 
-def test_the_store_runs_the_build_its_image_names() -> None:
+@pytest.fixture
+def builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, Path]]:
+    """Every known store build present, in a cache of the test's own: the host's may be half built."""
+    known = {engine: [(v, tmp_path / path.name) for v, path in pairs]
+             for engine, pairs in podrunner._store_builds().items()}
+    for pairs in known.values():
+        for _, path in pairs:
+            path.mkdir()
+    monkeypatch.setattr(podrunner, "_store_builds", lambda: known)
+    return {engine: dict(pairs) for engine, pairs in known.items()}
+
+
+def test_the_store_runs_the_build_its_image_names(builds: dict[str, dict[str, Path]]) -> None:
     from tools.devcluster import build, xline
 
-    by_version = {c.version: c.out_dir for c in build.ETCDS}
-    assert podrunner.store_bin_dir("etcd", "gcr.io/etcd-development/etcd:v3.6.16") == by_version["3.6.16"]
-    assert podrunner.store_bin_dir("etcd", "gcr.io/etcd-development/etcd:v3.5.35") == by_version["3.5.35"]
-    assert podrunner.store_bin_dir("etcd", "mirror/etcd:custom") == build.ETCD.out_dir
-    assert podrunner.store_bin_dir("xline", "ghcr.io/xline-kv/xline:v0.7.0") == xline.XLINE.out_dir
+    etcd = builds["etcd"]
+    assert podrunner.store_bin_dir("etcd", "gcr.io/etcd-development/etcd:v3.6.16") == etcd["3.6.16"]
+    assert podrunner.store_bin_dir("etcd", "gcr.io/etcd-development/etcd:v3.5.35") == etcd["3.5.35"]
+    assert podrunner.store_bin_dir("etcd", "mirror/etcd:custom") == etcd[build.ETCD.version]
+    assert podrunner.store_bin_dir("xline", "ghcr.io/xline-kv/xline:v0.7.0") == builds["xline"][xline.XLINE.version]
 
 
-def test_a_version_without_a_local_build_runs_the_default_and_says_so() -> None:
+def test_a_version_without_a_local_build_runs_the_default_and_says_so(builds: dict[str, dict[str, Path]]) -> None:
     from tools.devcluster import build, xline
 
     assert podrunner.store_build("etcd", "gcr.io/etcd-development/etcd:v3.6.16")[1] is None
     path, note = podrunner.store_build("etcd", "gcr.io/etcd-development/etcd:v3.5.17")
-    assert path == build.ETCD.out_dir and note is not None
+    assert path == builds["etcd"][build.ETCD.version] and note is not None
     assert "3.5.17" in note and f"runs etcd {build.ETCD.version}" in note
     _, note = podrunner.store_build("xline", "ghcr.io/xline-kv/xline:v0.7.0")
     assert note is not None and xline.XLINE.version in note  # the one Xline build stands in for v0.7.0
+
+
+def test_a_store_whose_builds_are_all_missing_names_the_one_it_waits_for(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(podrunner, "_store_builds", lambda: {"etcd": [("3.7.3", tmp_path / "etcd-3.7.3")]})
+    path, note = podrunner.store_build("etcd", "gcr.io/etcd-development/etcd:v3.6.16")
+    assert path == tmp_path / "etcd-3.7.3" and note == "etcd 3.7.3 is not built yet: its store cannot start until it is"
 
 
 def test_an_xline_member_pushes_its_metrics_instead_of_binding_all_interfaces() -> None:
@@ -251,11 +270,12 @@ def test_an_xline_member_pushes_its_metrics_instead_of_binding_all_interfaces() 
                                                   "metrics-push-endpoint": "http://127.0.0.1:4318"}
 
 
-def test_the_xline_store_runs_the_cached_xline_build_whatever_its_tag() -> None:
+def test_the_xline_store_runs_the_cached_xline_build_whatever_its_tag(builds: dict[str, dict[str, Path]]) -> None:
     from tools.devcluster import xline
 
-    assert podrunner.store_bin_dir("xline", f"ghcr.io/xline-kv/xline:v{xline.XLINE.version}") == xline.XLINE.out_dir
-    assert podrunner.store_bin_dir("xline", "ghcr.io/xline-kv/xline:v3.6.16") == xline.XLINE.out_dir
+    built = builds["xline"][xline.XLINE.version]
+    assert podrunner.store_bin_dir("xline", f"ghcr.io/xline-kv/xline:v{xline.XLINE.version}") == built
+    assert podrunner.store_bin_dir("xline", "ghcr.io/xline-kv/xline:v3.6.16") == built
 
 
 def test_a_volume_starts_empty_when_lost_or_a_new_emptydir() -> None:
