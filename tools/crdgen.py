@@ -524,7 +524,8 @@ def _status() -> Schema:
                              "was published.", format="int64", minimum=0),
             "lastHeartbeat": _str("When the member's sidecar last renewed its heartbeat, as of the last status write: "
                                   "while nothing else in the status changes, it is written again once it is "
-                                  "RAFTSET_STATUS_REFRESH_SECONDS (60 s) old.", format="date-time"),
+                                  "RAFTSET_STATUS_REFRESH_SECONDS (600 s) old; `kubectl raftset status` reads "
+                                  "the live age from the heartbeat Leases.", format="date-time"),
         },
         required=["name"],
     )

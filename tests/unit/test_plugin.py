@@ -81,6 +81,15 @@ def test_status_view_names_each_members_ordinal_node_and_heartbeat_age() -> None
     json.dumps(view)  # -o json prints it as it is
 
 
+def test_status_view_reads_each_heartbeat_age_from_its_lease_over_the_status_refresh() -> None:
+    """The status writes renewal times alone only every RAFTSET_STATUS_REFRESH_SECONDS: the Lease is live."""
+    leases = [heartbeat_lease("orders-1", "a1", "follower", 10, 5, 10, seconds_ago=4),
+              heartbeat_lease("other-4", "b4", "leader", 10, 5, 10, seconds_ago=1)]  # another cluster's pod
+    view = views.status_view(orders(), NODES, NOW, leases)
+    assert [m["heartbeatAge"] for m in view["members"]] == ["3s", "4s", "1h"]
+    assert view["members"][1]["lastHeartbeat"] == stamp(4)
+
+
 def test_status_view_of_a_cluster_the_operator_has_not_seen_yet() -> None:
     body = orders()
     body["status"] = {}

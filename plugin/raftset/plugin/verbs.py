@@ -59,7 +59,7 @@ def follow(step: Callable[[], T | None], timeout: float) -> T | None:
 
 def status(api: Api, args: argparse.Namespace, out: Out) -> int:
     _, obj = api.cluster(args.name, args.kind)
-    view = views.status_view(obj, api.nodes(args.name), now())
+    view = views.status_view(obj, api.nodes(args.name), now(), api.leases(contract.label_selector(args.name)))
     out.result(view, text.status(view))
     return OK if view["serving"] else NOT_READY
 

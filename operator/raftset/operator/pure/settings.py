@@ -39,7 +39,7 @@ class OperatorSettings:
     resync_seconds: float = 600.0  # drift is seen by watches; this is the safety net
     retry_seconds: float = 60.0  # the resync of a Degraded cluster: a fixed cause is noticed soon
     # How old the heartbeat times shown in the status may grow while nothing else in it changes.
-    status_refresh_seconds: float = 60.0
+    status_refresh_seconds: float = 600.0
     # How long the cause named for a missing member stands before the pods are listed again.
     diagnosis_seconds: float = 15.0
     stuck_seconds: float = STUCK_AFTER_SECONDS  # a step Raft has not confirmed by then is Degraded

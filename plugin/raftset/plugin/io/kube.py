@@ -120,8 +120,9 @@ class Api:
         return [e for e in listed if (e.get("involvedObject") or {}).get("name") == cluster
                 or contract.member_ordinal(cluster, str((e.get("involvedObject") or {}).get("name"))) is not None]
 
-    def leases(self) -> list[dict[str, Any]]:
-        return self.plain(client.CoordinationV1Api(self.api).list_namespaced_lease(self.namespace).items)
+    def leases(self, selector: str = "") -> list[dict[str, Any]]:
+        return self.plain(client.CoordinationV1Api(self.api).list_namespaced_lease(
+            self.namespace, label_selector=selector).items)
 
     def secret(self, name: str) -> dict[str, str]:
         try:

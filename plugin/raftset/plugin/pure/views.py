@@ -15,7 +15,7 @@ from raftset import quorum_loss
 from raftset.operator.pure import quorum_loss as quorum_loss_decision
 from raftset.operator.pure import replace
 from raftset.operator.pure.heartbeats import from_leases
-from raftset.times import parse_rfc3339
+from raftset.times import parse_rfc3339, rfc3339
 
 # The value of each condition when nothing needs a person (Progressing=True is work, not a problem).
 NOMINAL = {"Available": "True", "Degraded": "False", "QuorumLost": "False", "Progressing": "False",
@@ -78,19 +78,25 @@ def activity(obj: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def status_view(obj: Mapping[str, Any], nodes: Mapping[str, str], now: datetime) -> dict[str, Any]:
-    """`status NAME`: the members (status.members with the node each pod runs on), conditions, activity."""
+def status_view(obj: Mapping[str, Any], nodes: Mapping[str, str], now: datetime,
+                leases: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """`status NAME`: the members (status.members with the node each pod runs on), conditions, activity.
+
+    A member's heartbeat is read from its Lease when one is given: the status refreshes renewal
+    times only every RAFTSET_STATUS_REFRESH_SECONDS, so its own `lastHeartbeat` may be minutes old."""
     ident, spec, st = _identity(obj), obj.get("spec") or {}, obj.get("status") or {}
+    renewed = {b.pod: b.renewed for b in from_leases(lease for lease in leases if contract.LABEL_HEARTBEAT in
+                                                     ((lease.get("metadata") or {}).get("labels") or {}))}
     members = []
     for row in st.get("members") or []:
         name = str(row.get("name") or "")
-        beat = parse_rfc3339(row.get("lastHeartbeat"))
+        beat = renewed.get(name.split("/")[0]) or parse_rfc3339(row.get("lastHeartbeat"))
         members.append({
             "name": name, "ordinal": contract.member_ordinal(ident["name"], name.split("/")[0]),
             "id": str(row.get("id") or ""), "role": str(row.get("role") or ""), "learner": bool(row.get("learner")),
             "inRaft": row.get("inRaft"), "indexLag": row.get("indexLag"), "healthy": bool(row.get("healthy")),
             "ready": bool(row.get("ready")), "node": nodes.get(name.split("/")[0], ""),
-            "lastHeartbeat": str(row.get("lastHeartbeat") or ""), "heartbeatAge": age(beat, now)})
+            "lastHeartbeat": rfc3339(beat) if beat else "", "heartbeatAge": age(beat, now)})
     return {**ident, "version": str(st.get("version") or spec.get("version") or ""),
             "workloadKind": str(st.get("workloadKind") or spec.get("workloadKind") or ""),
             "desired": spec.get("replicas"), "replicas": st.get("replicas"), "readyReplicas": st.get("readyReplicas"),
