@@ -18,6 +18,7 @@ from raftset.operator.components.backup_requests import BackupRequests
 from raftset.operator.components.node_loss import NodeLoss
 from raftset.operator.components.quorum_loss import QuorumLoss
 from raftset.operator.components.protocol import Round
+from raftset.operator.pure import objects
 from raftset.operator.pure.planner import Plan, plan
 from raftset.operator.pure.scale_step import SCALE_IN
 from raftset.quorum_loss import QuorumLossRecord
@@ -114,6 +115,66 @@ async def test_a_quiet_round_writes_nothing_but_still_decides_quorum_loss() -> N
     current, failed = await registry.walk(kube, a_round(obj, workload=live, write=False))  # type: ignore[arg-type]
     assert not failed and kube.applied == [] and kube.deleted == []
     assert [c.type for c in current.conditions] == ["QuorumLost"]
+
+
+class GenerationsKube(FakeKube):
+    """Answers each apply as the apiserver does: with a generation, moved only when the object's spec did."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.generations: dict[str, tuple[int, str]] = {}
+
+    async def apply(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        answer = await super().apply(manifest)
+        key, spec = f"{manifest['kind']}/{manifest['metadata']['name']}", json.dumps(manifest.get("spec"), sort_keys=True)
+        generation, before = self.generations.get(key, (0, ""))
+        self.generations[key] = (generation + (spec != before), spec)
+        answer["metadata"] = {**answer["metadata"], "generation": self.generations[key][0]}
+        return answer
+
+
+async def write_round(kube: FakeKube, obj: dict[str, Any], workload: dict[str, Any] | None,
+                      applied: Mapping[str, str]) -> Round:
+    current, failed = await registry.walk(kube, dataclasses.replace(  # type: ignore[arg-type]
+        a_round(obj, workload=workload), applied=applied))
+    assert not failed
+    return current
+
+
+async def test_a_round_after_a_write_applies_only_what_it_changes() -> None:
+    """A spec change re-renders every component: only the changed manifests reach the apiserver."""
+    kube, obj = GenerationsKube(), body(**BACKED_UP)
+    first = await write_round(kube, obj, None, {})
+    every = [objects.ref(m) for m in kube.applied]
+    assert len(every) >= 5 and sorted(ref for ref, _ in first.applying) == sorted(every)
+
+    kube.applied.clear()
+    again = await write_round(kube, obj, first.workload, dict(first.applying))
+    assert kube.applied == [], "nothing changed, nothing applied"
+    assert dict(again.applying) == dict(first.applying), "what was kept is still known as applied"
+
+    changed = body(**{**BACKED_UP, "version": "3.6.16"})
+    after = await write_round(kube, changed, again.workload, dict(again.applying))
+    assert [m["kind"] for m in kube.applied] == ["StatefulSet"]
+    assert after.workload is not None and after.workload["metadata"]["generation"] == 2
+
+
+async def test_a_workload_edited_or_deleted_by_someone_else_is_applied_again() -> None:
+    kube, obj = GenerationsKube(), body(**BACKED_UP)
+    first = await write_round(kube, obj, None, {})
+    assert first.workload is not None
+    edited = {**first.workload, "metadata": {**first.workload["metadata"], "generation": 2}}  # kubectl scale
+    kube.applied.clear()
+    await write_round(kube, obj, edited, dict(first.applying))
+    assert [m["kind"] for m in kube.applied] == ["StatefulSet"]
+    kube.applied.clear()
+    await write_round(kube, obj, None, dict(first.applying))  # deleted: the round read no workload
+    assert [m["kind"] for m in kube.applied] == ["StatefulSet"]
+
+
+async def test_a_quiet_round_keeps_no_applied_marks() -> None:
+    current, _ = await registry.walk(FakeKube(), a_round(body(**BACKED_UP), write=False))  # type: ignore[arg-type]
+    assert current.applying == ()
 
 
 class PatchesKube(FakeKube):

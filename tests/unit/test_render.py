@@ -17,7 +17,7 @@ from raftset.operator.components.services import client_service, peer_service
 from raftset.operator.components.workload import workload_manifest
 from raftset.operator.pure.objects import cached, edited_behind_our_back
 from raftset.operator.pure.pod_template import pod_template, pull_policy
-from raftset.operator.pure import space
+from raftset.operator.pure import objects, space
 from raftset.operator.pure.spec import Cluster
 from tests.unit.builders import cluster, owned_objects
 
@@ -532,3 +532,41 @@ def test_disrupted_pods_are_read_from_the_budgets_status() -> None:
     assert disrupted_pods(None) == {} == disrupted_pods({"status": {}}) == disrupted_pods({})
     assert disrupted_pods({"status": {"disruptedPods": {"demo-0": "2026-01-01T00:00:00Z"}}}) == \
         {"demo-0": "2026-01-01T00:00:00Z"}
+
+
+MANIFEST = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "demo", "namespace": "db"}, "spec": {"a": 1}}
+
+
+def test_an_objects_ref_names_its_version_kind_namespace_and_name() -> None:
+    assert objects.ref(MANIFEST) == "v1/Service/db/demo"
+    assert objects.ref({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                        "metadata": {"name": "x"}}) == "rbac.authorization.k8s.io/v1/ClusterRole//x"
+
+
+def test_a_digest_is_of_the_content_not_of_its_key_order() -> None:
+    reordered = {"spec": {"a": 1}, "metadata": {"namespace": "db", "name": "demo"}, "kind": "Service",
+                 "apiVersion": "v1"}
+    assert objects.digest(reordered) == objects.digest(MANIFEST)
+    assert objects.digest({**MANIFEST, "spec": {"a": 2}}) != objects.digest(MANIFEST)
+
+
+@pytest.mark.parametrize(("manifest", "live", "read", "kept"), [
+    (MANIFEST, None, False, True),  # not read by the round: the drift watches and the resync stand guard
+    ({**MANIFEST, "spec": {"a": 2}}, None, False, False),  # rendered differently
+    (MANIFEST, {"metadata": {"generation": 3}}, True, True),  # read, nobody moved its generation
+    (MANIFEST, {"metadata": {"generation": 4}}, True, False),  # someone edited its spec
+    (MANIFEST, None, True, False),  # read and gone
+])
+def test_an_object_is_still_applied_only_when_rendered_alike_and_unchanged_since(
+        manifest: dict[str, Any], live: dict[str, Any] | None, read: bool, kept: bool) -> None:
+    mark = objects.applied_mark(MANIFEST, {"metadata": {"generation": 3}})
+    assert objects.still_applied(mark, manifest, live, read=read) is kept
+
+
+def test_no_mark_means_apply() -> None:
+    assert not objects.still_applied(None, MANIFEST, None, read=False)
+
+
+def test_a_kind_without_generations_is_marked_by_its_content_alone() -> None:
+    mark = objects.applied_mark(MANIFEST, {"metadata": {}})
+    assert mark.endswith("@") and objects.still_applied(mark, MANIFEST, None, read=False)

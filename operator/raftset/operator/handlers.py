@@ -187,7 +187,7 @@ for _engine in engines.ENGINES.values():
 def _mark_drift(body: kopf.Body, memo: kopf.Memo) -> None:
     key = owner(body)
     if key is not None and hasattr(memo, "runtime"):
-        memo.runtime.applied_at.pop(key, None)  # the next round re-applies everything
+        memo.runtime.drifted(key)
         memo.runtime.ring(key)
 
 

@@ -62,6 +62,9 @@ class Runtime:
     watches: watches.Watches  # what this operator watches (decided at start)
     turns: dict[Key, apiorder.Turns] = field(default_factory=dict)
     applied_at: dict[Key, float] = field(default_factory=dict)
+    # What the last writing round applied, per cluster and object (Round.applied): a spec change then
+    # applies only the objects it changes. Cleared with applied_at, which makes the next round apply all.
+    applied: dict[Key, dict[str, str]] = field(default_factory=dict)
     # The last status computed per cluster: a reconcile may run on a body that does not
     # show our previous status patch yet, and must not announce the same change twice.
     published: dict[Key, dict[str, Any]] = field(default_factory=dict)
@@ -115,9 +118,14 @@ class Runtime:
     def changed(self, change: Change) -> None:
         """What a watch heard: a round where its book says so; after a drift, one that re-applies all."""
         if change.drift:
-            self.applied_at.pop(change.key, None)
+            self.drifted(change.key)
         if change.ring:
             self.ring(change.key)
+
+    def drifted(self, key: Key) -> None:
+        """An owned object was changed behind our back: the next round applies every object."""
+        self.applied_at.pop(key, None)
+        self.applied.pop(key, None)
 
     def forget(self, key: Key) -> None:
         self.staleness.gone(key)
@@ -129,7 +137,7 @@ class Runtime:
         self.annotations_seen.pop(key, None)
         self.pod_sightings.pop(key, None)
         self.turns.pop(key, None)
-        self.applied_at.pop(key, None)
+        self.drifted(key)
         self.published.pop(key, None)
         self.disagreements.pop(key, None)
         self.diagnosed.pop(key, None)
@@ -363,16 +371,20 @@ async def components(runtime: Runtime, observed: Observed, outcome: Outcome) -> 
     key, now = observed.key, observed.now
     # Raft confirmed the recorded scale step: dropping the record also relaxes the PDB to the new size.
     confirmed = outcome.plan.record is None and _recorded(outcome.workload) is not None
+    degraded, since_applied = status.degraded(observed.old_status), now.timestamp() - runtime.applied_at.get(key, 0.0)
+    resync = runtime.settings.resync_due(degraded=degraded, since_applied=since_applied)
     write = runtime.settings.write_due(stepping=outcome.stepping, forced=observed.forced or confirmed,
-                                       degraded=status.degraded(observed.old_status),
-                                       since_applied=now.timestamp() - runtime.applied_at.get(key, 0.0))
+                                       degraded=degraded, since_applied=since_applied)
     current = Round(cluster=outcome.cluster, plan=outcome.plan, workload=outcome.workload, now=now, write=write,
                     raft=observed.raft, marked_pods=observed.marked_pods, unready_pods=observed.unready_pods,
-                    body=observed.body,
-                    heartbeats=observed.heartbeats, previous=observed.previous)
+                    body=observed.body, heartbeats=observed.heartbeats, previous=observed.previous,
+                    applied={} if resync else runtime.applied.get(key, {}))
     current, failed = await walk(runtime.kube, current)
-    if write and not failed:
+    if failed:
+        runtime.applied.pop(key, None)  # what the failed walk left is unknown: the next write applies all
+    elif write:
         runtime.applied_at[key] = now.timestamp()
+        runtime.applied[key] = dict(current.applying)
     # The scale-in guard may have held the step on what it read after the budget changed.
     return dataclasses.replace(outcome, round=current, workload=current.workload, problem=current.problem,
                                conditions=current.conditions, plan=current.plan,

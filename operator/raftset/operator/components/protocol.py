@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from raftset.membership import RaftMembership
 from raftset.operator.io.api import KubeAPI
 from raftset.operator.pure.events import Condition, Event
+from raftset.operator.pure import objects
 from raftset.operator.pure.heartbeats import HeartbeatRecord
 from raftset.operator.pure.planner import Plan
 from raftset.operator.pure.spec import Cluster
@@ -48,6 +49,10 @@ class Round:
     late_problem: Problem | None = None  # a failure after the workload was settled: reported last
     unready_pods: tuple[str, ...] = ()  # placed member pods not Ready, or in a node loss (the pod book)
     due: datetime | None = None  # a decision's own re-check time (a grace period ends): the next wake-up
+    # What this process applied in the cluster's last writing round, by object (objects.ref, .applied_mark):
+    # empty when every object is due (a resync, a drift, a restart); and what this round applied or kept.
+    applied: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    applying: tuple[tuple[str, str], ...] = ()
 
     def found(self, problem: Problem | None, **changes: Any) -> Round:
         return dataclasses.replace(self, problem=self.problem or problem, **changes)
@@ -93,5 +98,18 @@ class Applied(Owned):
         if not current.write:
             return current
         for manifest in self.render(current):
-            await kube.apply(manifest)
+            current, _ = await apply(kube, current, manifest)
         return current
+
+
+async def apply(kube: KubeAPI, current: Round, manifest: Manifest, live: Mapping[str, Any] | None = None, *,
+                read: bool = False) -> tuple[Round, dict[str, Any] | None]:
+    """Apply `manifest` unless this process applied the very same one in the cluster's last writing
+    round (objects.still_applied); the apiserver's answer, None when skipped. A spec change re-renders
+    every component, and re-applying the unchanged ones was most of the operator's work under churn."""
+    key, mark = objects.ref(manifest), current.applied.get(objects.ref(manifest))
+    if mark is not None and objects.still_applied(mark, manifest, live, read=read):
+        return dataclasses.replace(current, applying=current.applying + ((key, mark),)), None
+    answer = await kube.apply(manifest)
+    applied = objects.applied_mark(manifest, answer)
+    return dataclasses.replace(current, applying=current.applying + ((key, applied),)), answer

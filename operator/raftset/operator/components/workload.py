@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from raftset import contract
-from raftset.operator.components.protocol import Applied, Manifest, Round
+from raftset.operator.components.protocol import Applied, Manifest, Round, apply
 from raftset.operator.io.api import KubeAPI
 from raftset.operator.pure.objects import labels, metadata
 from raftset.operator.pure.pod_template import pod_template
@@ -97,4 +97,5 @@ class Workload(Applied):
         if not current.write:
             return current
         (manifest,) = self.render(current)
-        return dataclasses.replace(current, workload=await kube.apply(manifest))
+        current, answer = await apply(kube, current, manifest, current.workload, read=True)
+        return current if answer is None else dataclasses.replace(current, workload=answer)

@@ -4,6 +4,8 @@ watch event of one is read (someone else's edit) and kept in an index."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -64,3 +66,38 @@ def cached(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
     return copy.deepcopy({**obj, "metadata": meta})
 
+
+
+def ref(manifest: Mapping[str, Any]) -> str:
+    """One object's identity: API version, kind, namespace and name."""
+    meta = manifest.get("metadata") or {}
+    return f"{manifest.get('apiVersion')}/{manifest.get('kind')}/{meta.get('namespace') or ''}/{meta.get('name')}"
+
+
+def digest(manifest: Mapping[str, Any]) -> str:
+    return hashlib.blake2b(json.dumps(manifest, sort_keys=True, separators=(",", ":")).encode(),
+                           digest_size=16).hexdigest()
+
+
+def applied_mark(manifest: Mapping[str, Any], answer: Mapping[str, Any]) -> str:
+    """What an apply leaves in the operator's memory: the manifest's digest and the generation the
+    apiserver answered with (empty for kinds without one, a Service)."""
+    generation = (answer.get("metadata") or {}).get("generation")
+    return f"{digest(manifest)}@{'' if generation is None else generation}"
+
+
+def still_applied(mark: str | None, manifest: Mapping[str, Any], live: Mapping[str, Any] | None, *,
+                  read: bool) -> bool:
+    """Is `manifest` what this process last applied (`mark`), and nobody has changed the object since?
+
+    `read` says the round read the object itself (`live`, None when it is gone): a spec edit by anyone
+    moves its generation. Objects the round does not read rely on the drift watches and the periodic
+    resync, which clear the marks."""
+    if mark is None:
+        return False
+    applied, _, generation = mark.partition("@")
+    if applied != digest(manifest):
+        return False
+    if not read:
+        return True
+    return live is not None and str((live.get("metadata") or {}).get("generation", "")) == generation

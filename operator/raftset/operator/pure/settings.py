@@ -58,7 +58,11 @@ class OperatorSettings:
         A step, a spec change (forced) or an overdue resync writes; a quiet tick reads
         only kopf's indices, so hundreds of idle clusters cost the apiserver nothing.
         """
-        return stepping or forced or since_applied >= self.resync_period(degraded)
+        return stepping or forced or self.resync_due(degraded=degraded, since_applied=since_applied)
+
+    def resync_due(self, *, degraded: bool, since_applied: float) -> bool:
+        """Is a full re-apply due: every object applied, even those this process applied unchanged?"""
+        return since_applied >= self.resync_period(degraded)
 
 
 def backoffs(listed: str | None, default: tuple[float, ...]) -> tuple[float, ...]:
