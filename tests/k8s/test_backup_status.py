@@ -23,7 +23,7 @@ from raftset.sidecar.pure import leases
 from raftset.sidecar.pure import heartbeat
 from raftset.sidecar.io.kube import SidecarKube, KubeError, from_kubeconfig
 from tests.harness.operator import Operator, api, kubectl, wait_for
-from tests.k8s.test_operator_api import condition, create
+from tests.harness.objects import condition, create
 
 pytestmark = pytest.mark.k8s
 

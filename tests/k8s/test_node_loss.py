@@ -15,7 +15,7 @@ from raftset import contract, nodeloss
 from raftset.times import rfc3339
 from raftset.workloads import POD_NAME_LABEL
 from tests.harness.operator import Operator, api, heartbeat_lease, member_id, membership_lease, wait_for
-from tests.k8s.test_operator_api import apply_lease, condition, create
+from tests.harness.objects import apply_lease, condition, create
 
 pytestmark = pytest.mark.k8s
 

@@ -13,40 +13,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from raftset import contract
 from raftset.sidecar.pure.heartbeat import Heartbeat, lease_body, rfc3339
 from raftset.workloads import POD_NAME_LABEL
+from tests.harness.objects import apply_lease, condition, create
 from tests.harness.operator import Operator, api, heartbeat_lease, kubectl, member_id, membership_lease, wait_for
 
 pytestmark = pytest.mark.k8s
-
-def create(kubeconfig: str, kind: str, name: str, namespace: str, **spec: Any) -> None:
-    body = {"apiVersion": contract.API_VERSION, "kind": kind,
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {"replicas": 3, "tls": {"provider": "disabled"}, **spec}}
-    kubectl(kubeconfig, "apply", "-f", "-", stdin=yaml.safe_dump(body))
-
-
-def apply_lease(leases: client.CoordinationV1Api, namespace: str, body: dict[str, Any]) -> None:
-    """Created, or replaced as a sidecar's renewal would: a new resourceVersion the operator sees."""
-    name = body["metadata"]["name"]
-    try:
-        current = leases.read_namespaced_lease(name, namespace)
-    except client.ApiException as error:
-        if error.status != 404:
-            raise
-        leases.create_namespaced_lease(namespace, body)
-        return
-    body["metadata"]["resourceVersion"] = current.metadata.resource_version
-    leases.replace_namespaced_lease(name, namespace, body)
-
-
-def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    return next((c for c in (obj.get("status") or {}).get("conditions", []) if c["type"] == kind), {})
-
 
 def test_owned_objects_are_applied_with_owner_and_labels(kube_apiserver: Any, bare_operator: Operator,
                                                           namespace: str) -> None:

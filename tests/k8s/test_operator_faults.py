@@ -20,7 +20,7 @@ from kubernetes import client
 from raftset import contract
 from raftset.sidecar.pure.heartbeat import Heartbeat, lease_body, rfc3339
 from tests.harness.operator import Operator, api, member_id, membership_lease, wait_for
-from tests.k8s.test_operator_api import condition, create
+from tests.harness.objects import condition, create
 
 pytestmark = pytest.mark.k8s
 

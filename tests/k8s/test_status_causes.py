@@ -15,7 +15,7 @@ from kubernetes import client
 
 from raftset import contract
 from tests.harness.operator import Operator, api, kubectl, wait_for
-from tests.k8s.test_operator_api import condition, create
+from tests.harness.objects import condition, create
 from tools.devcluster import podrunner
 
 pytestmark = pytest.mark.k8s

@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from raftset import contract, engines
 from tests.harness.operator import Operator, api, wait_for
-from tests.k8s.test_operator_api import condition
+from tests.harness.objects import condition
 
 pytestmark = pytest.mark.k8s
 

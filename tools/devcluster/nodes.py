@@ -531,6 +531,11 @@ def ready_nodes(run: Lab) -> set[str]:
 # ---- local volumes (tools.devcluster.labvolumes)
 
 
+def _items(listed: Any) -> list[dict[str, Any]]:
+    """The items of a list answer left undecoded by the client (`_preload_content=False`)."""
+    return json.loads(listed.data)["items"]
+
+
 class Provisioner:
     """Polls claims and volumes once a second and carries out `labvolumes.actions`, in a thread
     of the tool's process; what fails is logged and tried again at the next poll. It reads and
@@ -559,13 +564,10 @@ class Provisioner:
                 with open(self.log, "a") as out:
                     out.write(f"{time.strftime('%H:%M:%S')} {exc}\n")
 
-    def _items(self, listed: Any) -> list[dict[str, Any]]:
-        return json.loads(listed.data)["items"]
-
     def poll(self) -> None:
-        claims = self._items(self._core.list_persistent_volume_claim_for_all_namespaces(
+        claims = _items(self._core.list_persistent_volume_claim_for_all_namespaces(
             _preload_content=False, _request_timeout=20))
-        volumes = self._items(self._core.list_persistent_volume(_preload_content=False, _request_timeout=20))
+        volumes = _items(self._core.list_persistent_volume(_preload_content=False, _request_timeout=20))
         for action in labvolumes.actions(claims, volumes, self.run.volume_dirs()):
             if isinstance(action, labvolumes.Create):
                 action.directory.mkdir(parents=True, exist_ok=True)
