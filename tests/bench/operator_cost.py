@@ -46,7 +46,7 @@ from tests.harness.waiting import wait_for
 
 COLUMNS = ("version", "clusters", "settled", "apply_s", "create_s", "resume_s", "rss_mib", "cpu_rest_pct",
            "spec_changes", "spec_changes_timed_out", "spec_to_patch_p50_ms", "spec_to_patch_p95_ms",
-           "spec_to_patch_max_ms", "churn_per_s", "churn_changes", "churn_timed_out", "cpu_churn_pct", "churn_p50_ms",
+           "spec_to_patch_max_ms", "lease_changes", "lease_changes_timed_out", "lease_to_status_p50_ms", "lease_to_status_p95_ms", "churn_per_s", "churn_changes", "churn_timed_out", "cpu_churn_pct", "churn_p50_ms",
            "churn_p95_ms", "heartbeat_late_p50_s", "heartbeat_late_p99_s", "heartbeat_late_max_s", "heartbeats_failed",
            "size_s")
 VERSION, BASELINE = "this", "baseline"  # the checkout measured, and the other one (--operator-baseline)
@@ -57,6 +57,7 @@ IN_FLIGHT = 256  # heartbeat renewals awaiting their answer at once, at most (co
 POLL_S = 0.02
 SPEC_CHANGE_TIMEOUT_S = 30.0  # a change not in the workload by then is counted at this (a lower bound)
 MAX_TIMEOUTS = 3
+LEASE_CHANGES = 10  # clusters whose heartbeat turns unhealthy, one at a time, per size and version
 RESUME_S = 300.0
 PATIENCE_PER_CLUSTER_S = 1.0  # 1000 resumed in 12 min on 2 busy cores (2026-11-28): "at rest" must come after
 REPLICAS = ("replica-a", "replica-b")  # the failover's acting replica, then its standby
@@ -104,6 +105,7 @@ class Heartbeats:
         self.namespace = namespace
         self.failed = 0  # renewals the apiserver refused or that timed out (the next round renews them)
         self._schedule: tuple[float, tuple[str, ...]] = (0.0, ())  # (when its first round began, clusters)
+        self._held: set[str] = set()  # clusters not renewed for now: a measurement writes their Leases
         self._late: list[float] = []
         self._took: list[float] = []  # how long each renewal's request took, for the log
         self._lock = threading.Lock()
@@ -151,6 +153,8 @@ class Heartbeats:
                         await asyncio.sleep(min(wait, 0.5))
                     if self._done.is_set() or self._schedule is not schedule:
                         break
+                    if name in self._held:
+                        continue
                     task = asyncio.create_task(self._renew(when, name))
                     in_flight.add(task)
                     task.add_done_callback(in_flight.discard)
@@ -192,6 +196,21 @@ class Heartbeats:
                 return response.status < 300
         except (aiohttp.ClientError, asyncio.TimeoutError):
             return False
+
+    def hold(self, cluster: str) -> None:
+        """Stop renewing `cluster`'s Leases (a renewal already sent still lands) until `release`."""
+        with self._lock:
+            self._held.add(cluster)
+
+    def release(self, cluster: str) -> None:
+        """Renew `cluster`'s Leases again, the first time now."""
+        with self._lock:
+            self._held.discard(cluster)
+        asyncio.run_coroutine_threadsafe(self._renew(time.monotonic(), cluster, record=False), self._loop).result(30)
+
+    def write(self, body: dict[str, Any]) -> bool:
+        """One Lease written as the sidecar writes it, on the stand-in's own connections."""
+        return asyncio.run_coroutine_threadsafe(self._apply(body), self._loop).result(30)
 
     def take_lateness(self) -> list[float]:
         """How late (s) each renewal since the last call was answered against its due time."""
@@ -316,6 +335,39 @@ def _spec_change_latency(custom: client.CustomObjectsApi, apps: client.AppsV1Api
             return time.monotonic() - t0
         time.sleep(POLL_S)
     return None
+
+
+def _leader_shown(custom: client.CustomObjectsApi, namespace: str, name: str) -> str:
+    response = custom.get_namespaced_custom_object(contract.GROUP, contract.VERSION, namespace, "etcdclusters", name,
+                                                   _preload_content=False)
+    try:
+        return str((json.loads(response.data).get("status") or {}).get("leader") or "")
+    finally:
+        response.release_conn()
+
+
+def _lease_reaction(custom: client.CustomObjectsApi, heartbeats: Heartbeats, namespace: str, name: str,
+                    timeout: float = SPEC_CHANGE_TIMEOUT_S) -> float | None:
+    """Seconds from a member's heartbeat Lease turning leaderless and unhealthy (its sidecar lost
+    Raft's leader) until the operator's status no longer names a leader: the path every decision
+    made on the sidecars' word takes (the Lease watch, the round, the planner, the status). None
+    when it did not within `timeout`. The cluster's stand-in renewals wait meanwhile, then resume."""
+    pod = contract.pod_name(name, 0)
+    heartbeats.hold(name)
+    try:
+        time.sleep(1.0)  # a renewal sent just before the hold lands first
+        t0 = time.monotonic()
+        assert heartbeats.write(heartbeat_lease(namespace, name, pod, role=contract.ROLE_FOLLOWER,
+                                                member_id=member_id(0), healthy=False,
+                                                lease_seconds=int(3 * HEARTBEAT_S))), f"{name}'s Lease refused"
+        while time.monotonic() - t0 < timeout:
+            if not _leader_shown(custom, namespace, name):
+                return time.monotonic() - t0
+            time.sleep(POLL_S)
+        return None
+    finally:
+        heartbeats.release(name)
+        wait_for(lambda: _leader_shown(custom, namespace, name), timeout, f"{name}'s leader shown again")
 
 
 def _spec_changes(measure: Callable[[str, str], float | None], names: Sequence[str], tag: str
@@ -574,7 +626,12 @@ def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: i
                 latencies, timed_out = _spec_changes(
                     lambda name, mark: _spec_change_latency(custom, apps, namespace, name, mark), chosen,
                     f"{version}-{count}")
+                unhealthy = rng.sample(sorted(settled), min(LEASE_CHANGES, len(settled)))
+                reactions, unseen = _spec_changes(lambda name, _: _lease_reaction(custom, heartbeats, namespace, name),
+                                                  unhealthy, version)
                 row.update({
+                    "lease_changes": len(reactions), "lease_changes_timed_out": unseen, "lease_to_status_p50_ms": round(percentile(reactions, 50), 1),
+                    "lease_to_status_p95_ms": round(percentile(reactions, 95), 1),
                     "rss_mib": round(rss, 1), "cpu_rest_pct": round(cpu, 1), "spec_changes": len(latencies),
                     "spec_changes_timed_out": timed_out,
                     "spec_to_patch_p50_ms": round(percentile(latencies, 50), 1),
@@ -590,7 +647,8 @@ def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: i
                 rows.append(row)
                 log(f"  operator {version} with {count} clusters: {row.get('settled')} settled, RSS {rss:.0f} MiB, "
                     f"CPU at rest {cpu:.1f}% of a core, spec->patch p50 {percentile(latencies, 50):.0f} ms "
-                    f"p95 {percentile(latencies, 95):.0f} ms ({timed_out} past {SPEC_CHANGE_TIMEOUT_S:.0f} s); "
+                    f"p95 {percentile(latencies, 95):.0f} ms ({timed_out} past {SPEC_CHANGE_TIMEOUT_S:.0f} s); Lease->status "
+                    f"p50 {row['lease_to_status_p50_ms']} ms p95 {row['lease_to_status_p95_ms']} ms; "
                     f"churn {row.get('churn_per_s', '-')}/s: CPU {row.get('cpu_churn_pct', '-')}%, "
                     f"p95 {row.get('churn_p95_ms', '-')} ms; heartbeats late p99 {row['heartbeat_late_p99_s']} s "
                     f"max {row['heartbeat_late_max_s']} s, each took p50 {percentile(took, 50):.3f} s p99 "

@@ -364,7 +364,8 @@ def _operator_versions(rows: Sequence[Mapping[str, Any]]) -> str:
         if version != operator_cost.VERSION or base is None:
             continue
         pairs = [(f"{k}", base.get(k), mine.get(k)) for k in
-                 ("cpu_rest_pct", "rss_mib", "spec_to_patch_p95_ms", "cpu_churn_pct", "churn_p95_ms")]
+                 ("cpu_rest_pct", "rss_mib", "spec_to_patch_p95_ms", "lease_to_status_p95_ms", "cpu_churn_pct",
+                  "churn_p95_ms")]
         lines.append(f"- {count} clusters, baseline \u2192 this: "
                      + ", ".join(f"`{k}` {a} \u2192 {b}" for k, a, b in pairs if a is not None or b is not None))
     return "\n".join(lines)
@@ -735,6 +736,12 @@ same way. Churn (at the largest size): {p.get('churn_per_s', 0):g} spec changes 
 that time, `churn_p50_ms`/`churn_p95_ms` each change's time until its StatefulSet's generation moved
 (one watch of the StatefulSets), a change not there {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s after
 the last counted at {operator_cost.SPEC_CHANGE_TIMEOUT_S:.0f} s (`churn_timed_out`).
+The reaction to the sidecars' word: on {operator_cost.LEASE_CHANGES} settled clusters, one at a time, the
+stand-in's renewals of the cluster wait and its heartbeat Lease is written leaderless and unhealthy (its
+member lost Raft's leader); `lease_to_status_p50_ms`/`_p95_ms` is the time until the operator's status
+no longer names a leader (GET every {operator_cost.POLL_S * 1000:.0f} ms): the Lease watch, the round, the
+planner and the status patch, the path every decision made on a Lease change takes. Then the renewals
+resume and the leader is shown again before the next cluster.
 `python -m tests.bench --only operator --clusters 10,100,1000,5000` picks the sizes.
 
 {_operator_versions(results['operator'])}

@@ -59,6 +59,8 @@ def test_smoke_run_writes_every_results_file_with_every_column(tmp_path: Path, e
     assert all(r["steady_writes_per_s"] > 0 and r["steady_write_p50_ms"] > 0 for r in results["scale_in"])
     assert set(results["measured"]) == {"scale_in", "scale_out", "operator", "operator_failover", "footprint",
                                         "recovery", "backup", "engines", "upgrade", "rolls", "replace"}
+    # Each heartbeat turned leaderless reached the operator's status (the reaction is measured, not judged).
+    assert all(r["lease_changes"] >= 1 and r["lease_changes_timed_out"] == 0 for r in results["operator"])
     # The failover's standby reconciled every cluster of the largest size after the kill.
     [failed_over] = results["operator_failover"]
     assert failed_over["reconciled"] == failed_over["clusters"] == max(results["params"]["cluster_counts"])
