@@ -17,7 +17,8 @@ from raftset.operator.components.services import client_service, peer_service
 from raftset.operator.components.workload import workload_manifest
 from raftset.operator.pure.objects import cached, edited_behind_our_back
 from raftset.operator.pure.pod_template import pod_template, pull_policy
-from raftset.operator.pure import objects, space
+from raftset.operator.pure import objects, space, status, storage
+from raftset.operator.components import tls
 from raftset.operator.pure.spec import Cluster
 from tests.unit.builders import cluster, owned_objects
 
@@ -505,6 +506,26 @@ def test_an_indexed_object_is_a_copy_without_managed_fields() -> None:
     kept["metadata"]["annotations"]["a"] = "c"
     assert obj["spec"]["replicas"] == 3 and obj["metadata"]["annotations"]["a"] == "b"
     assert "managedFields" in obj["metadata"]
+
+
+def test_a_cached_workload_keeps_what_the_rounds_read_and_drops_the_pod_specs_bulk() -> None:
+    c = cluster(replicas=3)
+    manifest = workload_manifest(c, 3, (), tls_revision="r7", claims=None)
+    live = {**manifest, "status": {"replicas": 3, "updatedReplicas": 3, "updateRevision": "demo-1"}}
+    kept = cached(live)
+    template = kept["spec"]["template"]
+    assert template["spec"] == {"containers": [{k: container[k] for k in ("name", "image")}
+                                               for container in manifest["spec"]["template"]["spec"]["containers"]]}
+    assert template["metadata"] == manifest["spec"]["template"]["metadata"]
+    assert {k: v for k, v in kept["spec"].items() if k != "template"} == {
+        k: v for k, v in manifest["spec"].items() if k != "template"}
+    assert kept["status"] == live["status"] and kept["metadata"] == manifest["metadata"]
+    # What the rounds read from it reads the same as from the whole object.
+    assert status.running_version(kept, c.engine.name) == status.running_version(live, c.engine.name) is not None
+    assert tls.running_revision(kept) == tls.running_revision(live) == "r7"
+    assert storage.template_size(kept) == storage.template_size(live) is not None
+    assert storage.decide("1Gi", kept) == storage.decide("1Gi", live)
+    assert len(json.dumps(kept)) < len(json.dumps(live)) / 2
 
 
 def test_pdb_leaves_the_leaving_pods_out_by_name_and_restores_the_plain_selector_without_them() -> None:

@@ -61,10 +61,19 @@ def edited_behind_our_back(event_type: str | None, obj: Mapping[str, Any]) -> bo
 
 
 def cached(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """A private copy of an owned object for an index, without `metadata.managedFields`: nothing
-    here reads them, and they repeat the path of every field, for each of its writers."""
+    """A private copy of a workload for an index, without what no round reads from the index:
+    `metadata.managedFields` (they repeat the path of every field, for each of its writers) and the
+    pod template's spec but for each container's name and image (status.running_version). The spec
+    the renderer writes is most of a workload: about 24 of its 31 KB in memory, 25 MiB at 1000 clusters."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
-    return copy.deepcopy({**obj, "metadata": meta})
+    kept = {**obj, "metadata": meta}
+    spec = obj.get("spec")
+    if isinstance(spec, Mapping) and isinstance(spec.get("template"), Mapping):
+        template = spec["template"]
+        containers = (template.get("spec") or {}).get("containers") or []
+        kept["spec"] = {**spec, "template": {**template, "spec": {"containers": [
+            {k: c[k] for k in ("name", "image") if k in c} for c in containers]}}}
+    return copy.deepcopy(kept)
 
 
 
