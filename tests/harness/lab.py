@@ -509,10 +509,11 @@ class Lab:
         async with MemberClient(self.pod(ordinals[0] if ordinals else 0).client_url, self.client_tls()) as c:
             await c.put(key, value)
 
-    async def revision(self, ordinal: int) -> int:
-        """The cluster's current revision, read linearizably through `ordinal`."""
+    async def revision(self, ordinal: int, *, serializable: bool = False) -> int:
+        """The cluster's current revision, read linearizably through `ordinal`; with `serializable`,
+        the revision that member has applied."""
         async with MemberClient(self.pod(ordinal).client_url, self.client_tls()) as c:
-            return await c.revision()
+            return await c.revision(serializable=serializable)
 
     async def get(self, key: str, ordinal: int, serializable: bool = True) -> bytes | None:
         async with MemberClient(self.pod(ordinal).client_url, self.client_tls()) as c:
