@@ -48,13 +48,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     chosen = tuple(c for c in build.COMPONENTS if not args.components or c.name in args.components)
     sources = [(label, ensure) for name, (label, ensure) in SOURCE_BUILT.items()
                if not args.components or name in args.components]
-    # The source builds (Xline's cargo, cert-manager; both at nice 19) run beside the Go builds: on a cold
-    # machine they fill the CPU the Go builds leave idle (module downloads, single-threaded links), and
-    # a cold `build` took 30 min one after the other (docs/devcluster.md, "Cold and warm times").
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as beside:
-        built = beside.submit(lambda: {label: ensure() for label, ensure in sources})
+    # The source builds (Xline's cargo, cert-manager; both at nice 19) run beside the Go builds and beside
+    # each other: on a cold machine they fill the CPU the others leave idle (module downloads,
+    # single-threaded links). One after the other a cold `build` took 30 min; with the two source builds
+    # in turn beside the Go builds, cert-manager's 2 min still came after Xline's 29 (docs/devcluster.md,
+    # "Cold and warm times").
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(sources))) as beside:
+        built = {label: beside.submit(ensure) for label, ensure in sources}
         took = build.ensure_all(chosen)
-        took.update(built.result())
+        took.update({label: future.result() for label, future in built.items()})
     print("timings: " + ", ".join(f"{name} {s:.1f}s" for name, s in took.items()) + f"; total {time.monotonic() - t0:.1f}s")
     return 0
 
