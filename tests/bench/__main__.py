@@ -381,7 +381,9 @@ def main(argv: list[str] | None = None) -> None:
         results = report.keep_earlier(results, json.loads(previous.read_text()), kept=list(report.REAL))
     partial = False  # some strategies' scale-in rows are an earlier run's
     if earlier is not None:
-        results = report.keep_earlier(results, earlier, kept=[s for s in SECTIONS if s not in ONLY[args.only]])
+        # The real-node rows too: an `--only` of another section dropped them (2026-11-30, `--only operator`).
+        results = report.keep_earlier(results, earlier, kept=[s for s in (*SECTIONS, *report.REAL)
+                                                              if s not in ONLY[args.only]])
         if args.only == "scale-in" and args.strategies:
             results = report.keep_other_strategies(results, earlier, params.strategies)
             partial = len(results["scale_in"]) > len(rows)
