@@ -81,6 +81,7 @@ class Params:
     cluster_counts: tuple[int, ...] = (10, 100, 300, 1000)
     spec_changes: int = 20
     rest_s: float = 30.0
+    quiet_s: float = 10.0  # after the clusters settled, before the rest window: the creation's tail
     churn_per_s: float = 10.0  # at the largest size: idle clusters, this many spec changes a second
     churn_s: float = 30.0
     operator_baseline: str = ""  # a git ref whose operator is measured beside this checkout's
@@ -104,7 +105,7 @@ FULL = Params()
 # that differs) with the planner, and the upgrade's first roll.
 SMOKE = Params(scale_in_sizes=((3, 2),), latencies_ms=(20,), strategies=scalein.REPORTED[:4], repetitions=1,
                recovery_repetitions=1, recovery_sizes=(3,), baseline_s=0.5, data_mib=(0, 2), join_settle_s=0.0, cluster_counts=(2,),
-               spec_changes=2, rest_s=2.0, churn_per_s=1.0, churn_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0,
+               spec_changes=2, rest_s=2.0, quiet_s=2.0, churn_per_s=1.0, churn_s=2.0, footprint_settle_s=1.0, idle_s=2.0, backup_mib=2, backup_steady_s=1.0,
                engine_builds=(engines.XLINE.label,), engine_strategies=builds.STRATEGIES[1:], engine_repetitions=1,
                upgrade_path=FULL.upgrade_path[:2], replace_targets=rolls.TARGETS[:1])
 SECTIONS = ("scale_in", "scale_out", "operator", "operator_failover", "footprint", "recovery", "backup", "engines", "upgrade", "rolls",
@@ -223,7 +224,7 @@ def _on_full_plane(work: Path, logs: Path, p: Params, sections: Sections,
                 baseline = _checkout(p.operator_baseline, work / "baseline") if p.operator_baseline else None
                 measured = asyncio.run(sections.run("operator", lambda: asyncio.to_thread(
                     operator_cost.bench, plane.kubeconfig, logs / "operator", p.cluster_counts,
-                    p.spec_changes, p.rest_s, log, baseline=baseline, churn_per_s=p.churn_per_s,
+                    p.spec_changes, p.rest_s, log, baseline=baseline, quiet_s=p.quiet_s, churn_per_s=p.churn_per_s,
                     churn_s=p.churn_s, failover=p.operator_failover), {}))
                 operator.update({k: v for k, v in measured.items() if k in operator})
                 sections.errors += measured.get("errors", [])
@@ -297,6 +298,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clusters", "--operator-clusters", dest="clusters",
                         help="operator cost: cluster counts, comma-separated (default 10,100,300,1000; "
                              "e.g. 10,100,1000,5000)")
+    parser.add_argument("--operator-quiet", type=float, metavar="S",
+                        help="seconds between the last cluster settling and the operator's rest window (default 10)")
     parser.add_argument("--no-operator-failover", action="store_true",
                         help="operator cost: leave out the failover of two replicas at the largest size")
     parser.add_argument("--operator-baseline", metavar="REF",
@@ -325,6 +328,8 @@ def main(argv: list[str] | None = None) -> None:
         params = replace(params, operator_baseline=args.operator_baseline)
     if args.no_operator_failover:
         params = replace(params, operator_failover=False)
+    if args.operator_quiet is not None:
+        params = replace(params, quiet_s=args.operator_quiet)
     out: Path = args.out.resolve()
     doc: Path = (args.doc or (ROOT / "docs" / "benchmarks.md" if out == DEFAULT_OUT else out / "benchmarks.md"))
     if args.page_only:

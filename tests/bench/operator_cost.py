@@ -555,7 +555,8 @@ def _failover(kubeconfig: str, workdir: Path, namespace: str, names: Sequence[st
 
 
 def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: int, rest_s: float,
-          log: Callable[[str], None] = print, *, baseline: Path | None = None, churn_per_s: float = 10.0,
+          log: Callable[[str], None] = print, *, baseline: Path | None = None, quiet_s: float = 10.0,
+          churn_per_s: float = 10.0,
           churn_s: float = 30.0, failover: bool = True) -> dict[str, Any]:
     """A row per size (and per version: `baseline`, another checkout, is measured on the same clusters
     after this one, each operator alone; the one that did not create them resumed them), and with
@@ -616,7 +617,7 @@ def bench(kubeconfig: str, workdir: Path, counts: Sequence[int], spec_changes: i
                     row["resume_s"] = round(_resumed(operator, namespace, names, log), 1)
                     settled = _settled(custom, apps, namespace)
                     row["settled"] = len(settled)
-                time.sleep(min(10.0, rest_s))  # let the creation's tail (Events, status) pass
+                time.sleep(quiet_s)  # let the creation's tail (Events, status) pass
                 cpu0, t_rest = _cpu_seconds(proc), time.monotonic()
                 time.sleep(rest_s)
                 cpu = (_cpu_seconds(proc) - cpu0) / (time.monotonic() - t_rest) * 100

@@ -146,7 +146,7 @@ def summarise_builds(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 PARAMS_OF = {
     "scale_in": ("scale_in_sizes", "latencies_ms", "strategies", "repetitions", "baseline_s"),
     "scale_out": ("data_mib", "join_settle_s"),
-    "operator": ("cluster_counts", "spec_changes", "rest_s", "churn_per_s", "churn_s", "operator_baseline"),
+    "operator": ("cluster_counts", "spec_changes", "rest_s", "quiet_s", "churn_per_s", "churn_s", "operator_baseline"),
     "operator_failover": ("operator_failover",),
     "footprint": ("footprint_settle_s", "idle_s"),
     "recovery": ("recovery_repetitions", "recovery_sizes"),
@@ -708,7 +708,7 @@ stand-in thread (the sidecar's default interval, at which its leader also refres
 record; applied server-side as the sidecar does), so
 that every cluster is Available and at rest. `create_s`: from applying the new
 clusters until every one has its StatefulSet and an observed status (or, when some never
-get there, until the last one that did). At rest: CPU
+get there, until the last one that did). At rest: {p.get('quiet_s', 10):.0f} s after the last cluster settled, CPU
 (user+system) of the operator process over {p['rest_s']:.0f} s and its RSS. Latency: one
 cluster at a time, a label added to `spec.podTemplate.labels`, until the StatefulSet's
 `metadata.generation` moved (polled every 20 ms); {p['spec_changes']} changes per size,
