@@ -131,7 +131,9 @@ def _writing(run: nodes.Lab, args: dict, name: str = NAME) -> Iterator[subproces
     """A writer until `stop_file`, killed if the test fails first (it would outlive the lab)."""
     writer = _start_writer(run, args, name)
     try:
-        assert json.loads(writer.stdout.readline()) == {"writing": True}, writer.stderr.read()[-3000:]
+        # A writer that exits at once prints nothing: its stderr says why (ci38 lost it to a JSONDecodeError).
+        first = writer.stdout.readline()
+        assert first.strip() and json.loads(first) == {"writing": True}, (first, writer.stderr.read()[-3000:])
         yield writer
     finally:
         if writer.poll() is None:
