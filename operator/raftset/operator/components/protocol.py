@@ -107,7 +107,8 @@ async def apply(kube: KubeAPI, current: Round, manifest: Manifest, live: Mapping
     """Apply `manifest` unless this process applied the very same one in the cluster's last writing
     round (objects.still_applied); the apiserver's answer, None when skipped. A spec change re-renders
     every component, and re-applying the unchanged ones was most of the operator's work under churn."""
-    key, mark = objects.ref(manifest), current.applied.get(objects.ref(manifest))
+    key = objects.ref(manifest)
+    mark = current.applied.get(key)
     if mark is not None and objects.still_applied(mark, manifest, live, read=read):
         return dataclasses.replace(current, applying=current.applying + ((key, mark),)), None
     answer = await kube.apply(manifest)
